@@ -1,0 +1,65 @@
+"""asyncsched: an asyncio-native job scheduler SDK, compatible with TorchX.
+
+Describe an app (roles x replicas, image, entrypoint, args, env, resources,
+mounts, retries) and submit it to a backend -- local processes, Docker, ... --
+then describe, list, cancel, wait for it and stream its logs, all with
+``async def``.
+
+Example:
+    >>> import asyncsched
+    >>> from asyncsched.specs import AppDef, Role
+    >>> async def main() -> None:
+    ...     async with asyncsched.get_scheduler("local_cwd", session_name="demo") as sched:
+    ...         role = Role("hello", image="", entrypoint="echo", args=["hi"])
+    ...         app_id = await sched.submit(AppDef("hello", roles=[role]))
+    ...         print((await sched.wait(app_id)).state)
+
+Importing this package never imports aiohttp, aiodocker or kubernetes_asyncio;
+backends load lazily by name.
+"""
+
+from __future__ import annotations
+
+from asyncsched._version import __version__
+from asyncsched.errors import (
+    AppStatusError,
+    AsyncschedError,
+    AsyncschedWarning,
+    BlockingCallWarning,
+    InvalidRunConfigException,
+    MalformedAppHandleException,
+    SchedulerClosedError,
+    SchedulerError,
+    SchedulerUnavailableError,
+    SpecError,
+    SubmitError,
+    UnknownAppException,
+    UnknownSchedulerException,
+    WaitTimeoutError,
+)
+from asyncsched.schedulers import (
+    get_default_scheduler_name,
+    get_scheduler,
+    get_scheduler_factories,
+)
+
+__all__ = [
+    "AppStatusError",
+    "AsyncschedError",
+    "AsyncschedWarning",
+    "BlockingCallWarning",
+    "InvalidRunConfigException",
+    "MalformedAppHandleException",
+    "SchedulerClosedError",
+    "SchedulerError",
+    "SchedulerUnavailableError",
+    "SpecError",
+    "SubmitError",
+    "UnknownAppException",
+    "UnknownSchedulerException",
+    "WaitTimeoutError",
+    "__version__",
+    "get_default_scheduler_name",
+    "get_scheduler",
+    "get_scheduler_factories",
+]

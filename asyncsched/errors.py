@@ -1,0 +1,197 @@
+"""The exceptions and warnings asyncsched raises.
+
+Every exception derives from :class:`AsyncschedError`, and also from the builtin
+that describes it best, so ``except ValueError`` and friends keep working::
+
+    AsyncschedError(Exception)                        root of everything we raise
+    ├── SpecError(ValueError)                         invalid AppDef/Role/Resource; .field
+    ├── InvalidRunConfigException(ValueError)         bad scheduler run config; .cfg_key
+    ├── MalformedAppHandleException(ValueError)       not "scheduler://session/app_id"
+    ├── UnknownSchedulerException(KeyError)           no scheduler registered by that name
+    ├── UnknownAppException(LookupError)              the scheduler does not know the app
+    ├── AppStatusError(RuntimeError)                  raise_for_status() on a non-SUCCEEDED app
+    ├── SchedulerUnavailableError(RuntimeError)       missing extra, daemon unreachable; .hint
+    ├── SchedulerError(RuntimeError)                  the backend failed to do what was asked
+    │   └── SubmitError                               an app could not be (fully) submitted
+    ├── SchedulerClosedError(RuntimeError)            scheduler used after aclose()
+    └── WaitTimeoutError(TimeoutError)                wait(timeout=...) ran out; .app_id, .timeout
+
+    AsyncschedWarning(UserWarning)
+    └── BlockingCallWarning                           sync facade called inside a running loop
+
+The names ending in ``Exception`` are TorchX's, kept so that code written for
+TorchX can catch the same names.
+
+Example:
+    >>> from asyncsched.errors import AsyncschedError, SpecError
+    >>> try:
+    ...     raise SpecError("num_replicas", "must be >= 1, got 0")
+    ... except ValueError as exc:
+    ...     print(exc)
+    num_replicas: must be >= 1, got 0
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from asyncsched.specs import AppStatus
+
+__all__ = [
+    "AppStatusError",
+    "AsyncschedError",
+    "AsyncschedWarning",
+    "BlockingCallWarning",
+    "InvalidRunConfigException",
+    "MalformedAppHandleException",
+    "SchedulerClosedError",
+    "SchedulerError",
+    "SchedulerUnavailableError",
+    "SpecError",
+    "SubmitError",
+    "UnknownAppException",
+    "UnknownSchedulerException",
+    "WaitTimeoutError",
+]
+
+
+class AsyncschedError(Exception):
+    """Root of every exception raised by asyncsched."""
+
+
+class SpecError(AsyncschedError, ValueError):
+    """An AppDef, Role or Resource is invalid; raised before any I/O.
+
+    ``field`` names the offending field, e.g. ``"roles[0].num_replicas"``.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.field, self.message))
+
+
+class InvalidRunConfigException(AsyncschedError, ValueError):
+    """A scheduler run config is missing a required option or has a wrong type."""
+
+    def __init__(self, invalid_reason: str, cfg_key: str, cfg: object = None) -> None:
+        given = cfg if cfg else "<EMPTY>"
+        super().__init__(f"{invalid_reason}. Given: {given}")
+        self.cfg_key = cfg_key
+        self._reason = invalid_reason
+        self._cfg = cfg
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._reason, self.cfg_key, self._cfg))
+
+
+class MalformedAppHandleException(AsyncschedError, ValueError):
+    """An app handle is not of the form ``scheduler://session/app_id``."""
+
+    def __init__(self, app_handle: str) -> None:
+        super().__init__(
+            f"{app_handle!r} is not of the form: <scheduler_backend>://<session_name>/<app_id>"
+        )
+        self.app_handle = app_handle
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.app_handle,))
+
+
+class UnknownSchedulerException(AsyncschedError, KeyError):
+    """No scheduler is registered under the requested name."""
+
+    def __init__(self, scheduler: str, available: list[str] | None = None) -> None:
+        self.scheduler = scheduler
+        self.available = sorted(available or [])
+        msg = f"Undefined scheduler backend: {scheduler}."
+        if self.available:
+            msg += f" Use one of: {self.available}"
+        super().__init__(msg)
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.scheduler, self.available))
+
+
+class UnknownAppException(AsyncschedError, LookupError):
+    """The scheduler does not know the app (never existed, or purged)."""
+
+    def __init__(self, app_handle: str) -> None:
+        super().__init__(
+            f"Unknown app = {app_handle}. Did you misspell it or was it purged?"
+        )
+        self.app_handle = app_handle
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.app_handle,))
+
+
+class AppStatusError(AsyncschedError, RuntimeError):
+    """Raised by :meth:`AppStatus.raise_for_status` for an app that did not succeed."""
+
+    def __init__(self, status: AppStatus, *args: object) -> None:
+        super().__init__(*args)
+        self.status = status
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.status, *self.args))
+
+
+class SchedulerUnavailableError(AsyncschedError, RuntimeError):
+    """A scheduler cannot be used here: missing extra, daemon down, no permission.
+
+    ``hint`` says what fixes it, e.g. ``pip install 'asyncsched[docker]'``.
+    """
+
+    def __init__(self, scheduler: str, reason: str, hint: str = "") -> None:
+        msg = f"scheduler {scheduler!r} is unavailable: {reason}"
+        if hint:
+            msg += f" ({hint})"
+        super().__init__(msg)
+        self.scheduler = scheduler
+        self.reason = reason
+        self.hint = hint
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.scheduler, self.reason, self.hint))
+
+
+class SchedulerError(AsyncschedError, RuntimeError):
+    """A backend failed to do what was asked (API error, spawn failure...)."""
+
+
+class SubmitError(SchedulerError):
+    """An app could not be submitted; nothing of it was left running."""
+
+
+class SchedulerClosedError(AsyncschedError, RuntimeError):
+    """The scheduler (or facade) was used after it was closed."""
+
+
+class WaitTimeoutError(AsyncschedError, TimeoutError):
+    """``wait(app_id, timeout=...)`` ran out before the app reached a terminal state."""
+
+    def __init__(self, app_id: str, timeout: float) -> None:
+        super().__init__(
+            f"app {app_id!r} did not reach a terminal state within {timeout}s"
+        )
+        self.app_id = app_id
+        self.timeout = timeout
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.app_id, self.timeout))
+
+
+class AsyncschedWarning(UserWarning):
+    """Root of the warnings asyncsched emits."""
+
+
+class BlockingCallWarning(AsyncschedWarning):
+    """A blocking (sync facade) call was made from a thread running an event loop."""

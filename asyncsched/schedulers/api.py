@@ -1,0 +1,444 @@
+"""The asynchronous ``Scheduler`` contract every backend implements.
+
+Public methods enforce the invariants (config resolved and validated before any
+I/O, lifecycle, argument checks); backends implement the protected hooks
+(``_submit_dryrun``, ``schedule``, ``describe``, ``list``, ``_cancel_existing``,
+``_log_iter``, and optionally ``_wait`` and ``_aclose``).
+
+Example:
+    >>> async def main() -> None:
+    ...     async with get_scheduler("local_cwd", session_name="demo") as sched:
+    ...         app = AppDef("hi", roles=[Role("hi", image="", entrypoint="echo", args=["hi"])])
+    ...         app_id = await sched.submit(app, {})
+    ...         final = await sched.wait(app_id, timeout=30)
+    ...         async for line in sched.log_iter(app_id, "hi"):
+    ...             print(line, end="")
+"""
+
+from __future__ import annotations
+
+import abc
+import builtins
+import copy
+import re
+import warnings
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from types import TracebackType
+from typing import Any, ClassVar, Generic, Self, TypeVar, cast
+
+import anyio
+
+from asyncsched.errors import (
+    AsyncschedWarning,
+    SchedulerClosedError,
+    WaitTimeoutError,
+)
+from asyncsched.schedulers.lines import (
+    afilter_regex,
+    filter_regex,
+    split_lines,
+    split_lines_iterator,
+)
+from asyncsched.specs import (
+    NONE,
+    NULL_RESOURCE,
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    CfgVal,
+    Role,
+    RoleStatus,
+    Workspace,
+    is_terminal,
+    runopts,
+    validate_app,
+)
+
+__all__ = [
+    "DAYS_IN_2_WEEKS",
+    "Capabilities",
+    "DescribeAppResponse",
+    "ListAppResponse",
+    "Scheduler",
+    "Stream",
+    "filter_regex",
+    "split_lines",
+    "split_lines_iterator",
+]
+
+DAYS_IN_2_WEEKS = 14
+
+T = TypeVar("T")
+
+
+class Stream(StrEnum):
+    """Which output of a replica ``log_iter`` reads."""
+
+    STDOUT = "stdout"
+    STDERR = "stderr"
+    COMBINED = "combined"
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a scheduler supports, machine-readably (rendered in the docs).
+
+    Example:
+        >>> Capabilities(logs=True).log_tail
+        False
+    """
+
+    logs: bool = False
+    log_streams: frozenset[Stream] = frozenset()
+    log_since_until: bool = False
+    log_tail: bool = False
+    cancel: bool = True
+    list: bool = False
+    workspaces: bool = False
+    mounts: bool = False
+    retries: bool = False
+    per_replica_status: bool = False
+    event_loops: tuple[str, ...] = ("asyncio",)
+
+    def as_dict(self) -> dict[str, object]:
+        """Plain-data view (streams and loops as sorted lists)."""
+        return {
+            "logs": self.logs,
+            "log_streams": sorted(s.value for s in self.log_streams),
+            "log_since_until": self.log_since_until,
+            "log_tail": self.log_tail,
+            "cancel": self.cancel,
+            "list": self.list,
+            "workspaces": self.workspaces,
+            "mounts": self.mounts,
+            "retries": self.retries,
+            "per_replica_status": self.per_replica_status,
+            "event_loops": list(self.event_loops),
+        }
+
+
+@dataclass
+class DescribeAppResponse:
+    """What ``describe`` knows of an app (TorchX's fields and defaults)."""
+
+    app_id: str = "<NOT_SET>"
+    state: AppState = AppState.UNSUBMITTED
+    num_restarts: int = -1
+    msg: str = NONE
+    structured_error_msg: str = NONE
+    ui_url: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    roles_statuses: list[RoleStatus] = field(default_factory=list)
+    roles: list[Role] = field(default_factory=list)
+
+
+@dataclass
+class ListAppResponse:
+    """One row of ``list()``; ``app_handle`` is filled in by the runner."""
+
+    app_id: str
+    state: AppState
+    app_handle: str = "<NOT_SET>"
+    name: str = ""
+
+    def __hash__(self) -> int:
+        return hash((self.app_id, self.app_handle, self.state))
+
+
+class Scheduler(abc.ABC, Generic[T]):
+    """Submit, observe, cancel and read the logs of apps on one backend.
+
+    ``T`` is the backend's resolved run-config type (usually a TypedDict).
+    Every operation is a coroutine; ``log_iter`` returns an async iterator.
+    Use the scheduler as ``async with`` (or call :meth:`aclose`): it owns
+    background tasks and, for local backends, processes.
+    """
+
+    capabilities: ClassVar[Capabilities] = Capabilities()
+
+    def __init__(self, backend: str, session_name: str) -> None:
+        self.backend = backend
+        self.session_name = session_name
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        self._check_open()
+        await self._aenter()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Release everything the scheduler holds; idempotent, never raises."""
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            await self._aclose()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`aclose` ran."""
+        return self._closed
+
+    async def _aenter(self) -> None:
+        """Hook: open resources in the entering task (e.g. a task group)."""
+
+    async def _aclose(self) -> None:
+        """Hook: release resources. Runs shielded from cancellation."""
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SchedulerClosedError(
+                f"{type(self).__name__}({self.session_name!r}) is closed"
+            )
+
+    # -- run options -----------------------------------------------------------
+
+    def run_opts(self) -> runopts:
+        """The run options this scheduler accepts (plus workspace options)."""
+        opts = self._run_opts()
+        if self.capabilities.workspaces:
+            opts.update(self.workspace_opts())
+        return opts
+
+    def _run_opts(self) -> runopts:
+        return runopts()
+
+    def workspace_opts(self) -> runopts:
+        """Extra options of workspace-capable schedulers."""
+        return runopts()
+
+    def resolve_cfg(self, cfg: Mapping[str, CfgVal] | None) -> T:
+        """Fill defaults and type-check ``cfg``; unknown keys are an error.
+
+        Raises:
+            InvalidRunConfigException: a required option is missing, an option
+                has the wrong type or the key is unknown.
+        """
+        return cast(T, self.run_opts().resolve(dict(cfg or {}), strict=True))
+
+    # -- submission ------------------------------------------------------------
+
+    async def submit(
+        self,
+        app: AppDef,
+        cfg: Mapping[str, CfgVal] | None = None,
+        workspace: str | Workspace | None = None,
+    ) -> str:
+        """Validate, dry-run and schedule ``app``; return its app id.
+
+        The caller's AppDef is never mutated. Nothing is launched when the app
+        or the config is invalid.
+        """
+        self._check_open()
+        resolved = self.resolve_cfg(cfg)
+        validate_app(app)
+        if workspace is not None:
+            app = copy.deepcopy(app)
+            if not self.capabilities.workspaces:
+                raise ValueError(f"{type(self).__name__} does not support workspaces")
+            await self.build_workspace_and_update_role(
+                app.roles[0], workspace, resolved
+            )
+        info = await self.submit_dryrun(app, cast(Mapping[str, CfgVal], resolved))
+        return await self.schedule(info)
+
+    async def submit_dryrun(
+        self, app: AppDef, cfg: Mapping[str, CfgVal] | None = None
+    ) -> AppDryRunInfo[Any]:
+        """Return the request that ``schedule`` would launch, without launching it."""
+        self._check_open()
+        resolved = self.resolve_cfg(cfg)
+        validate_app(app)
+        info: AppDryRunInfo[Any] = await self._submit_dryrun(app, resolved)
+        for role in app.roles:
+            info = role.pre_proc(self.backend, info)
+        info._app = app
+        info._cfg = cast(Mapping[str, CfgVal], resolved)
+        return info
+
+    @abc.abstractmethod
+    async def _submit_dryrun(self, app: AppDef, cfg: T) -> AppDryRunInfo[Any]:
+        """Hook: build the backend request for ``app`` (no I/O that launches)."""
+
+    @abc.abstractmethod
+    async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
+        """Launch what ``dryrun_info`` describes; return the app id."""
+
+    async def build_workspace_and_update_role(
+        self, role: Role, workspace: str | Workspace, cfg: T
+    ) -> None:
+        """Hook of workspace-capable schedulers: build and point ``role`` at it."""
+        raise NotImplementedError(f"{type(self).__name__} does not support workspaces")
+
+    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
+        """Backend-specific checks run by the runner before dry-run (TorchX's)."""
+        for role in app.roles:
+            if role.resource == NULL_RESOURCE:
+                raise ValueError(
+                    f"No resource for role: {role.image}. Did you forget to attach "
+                    "resource to the role"
+                )
+
+    def _pre_build_validate(
+        self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]
+    ) -> None:
+        """Checks run before a workspace build; no-op by default."""
+
+    # -- observation -----------------------------------------------------------
+
+    @abc.abstractmethod
+    async def describe(self, app_id: str) -> DescribeAppResponse | None:
+        """Return the app's state, or None if the scheduler does not know it."""
+
+    @abc.abstractmethod
+    async def list(self) -> builtins.list[ListAppResponse]:
+        """Return the apps this scheduler can see."""
+
+    async def exists(self, app_id: str) -> bool:
+        """True when ``describe(app_id)`` is not None."""
+        return await self.describe(app_id) is not None
+
+    async def wait(
+        self,
+        app_id: str,
+        timeout: float | None = None,  # noqa: ASYNC109 -- TorchX's signature
+    ) -> DescribeAppResponse | None:
+        """Wait until the app is terminal and return its description.
+
+        Returns None for an unknown app.
+
+        Raises:
+            WaitTimeoutError: ``timeout`` seconds passed first (also a TimeoutError).
+        """
+        self._check_open()
+        if timeout is None:
+            return await self._wait(app_id)
+        with anyio.move_on_after(timeout) as scope:
+            return await self._wait(app_id)
+        if scope.cancelled_caught:
+            raise WaitTimeoutError(app_id, timeout)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _wait(self, app_id: str) -> DescribeAppResponse | None:
+        """Hook: wait for a terminal state. Default: poll with backoff."""
+        delay = 0.05
+        while True:
+            desc = await self.describe(app_id)
+            if desc is None or is_terminal(desc.state):
+                return desc
+            await anyio.sleep(delay)
+            delay = min(delay * 1.5, 2.0)
+
+    # -- control ---------------------------------------------------------------
+
+    async def cancel(self, app_id: str) -> None:
+        """Ask the backend to stop the app; idempotent, does not wait for it."""
+        self._check_open()
+        if await self.exists(app_id):
+            await self._cancel_existing(app_id)
+
+    @abc.abstractmethod
+    async def _cancel_existing(self, app_id: str) -> None:
+        """Hook: cancel an app known to exist."""
+
+    # -- logs ------------------------------------------------------------------
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        should_tail: bool = False,
+        streams: Stream | str | None = None,
+    ) -> AsyncIterator[str]:
+        """Iterate over the log lines of replica ``k`` of ``role_name``.
+
+        Lines keep their ``\\n`` (and ``\\r``); print them with ``end=""``.
+        ``should_tail=False`` yields what exists now and stops; ``True``
+        follows until the app is terminal and the log is drained. Each call
+        returns a fresh iterator.
+
+        Raises:
+            NotImplementedError: the backend has no logs.
+            ValueError: an unsupported stream or an invalid ``regex``.
+            UnknownAppException: (when iterated) the app is unknown.
+        """
+        self._check_open()
+        caps = self.capabilities
+        if not caps.logs:
+            raise NotImplementedError(
+                f"{type(self).__name__} does not support application log iteration"
+            )
+        stream = _parse_stream(streams, caps)
+        pattern = _compile_regex(regex)
+        if (since is not None or until is not None) and not caps.log_since_until:
+            warnings.warn(
+                f"{type(self).__name__} ignores since/until",
+                AsyncschedWarning,
+                stacklevel=2,
+            )
+            since = until = None
+        if should_tail and not caps.log_tail:
+            raise ValueError(f"{type(self).__name__} cannot tail logs")
+        lines = self._log_iter(app_id, role_name, k, since, until, should_tail, stream)
+        return afilter_regex(pattern, lines) if pattern is not None else lines
+
+    def _log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int,
+        since: datetime | None,
+        until: datetime | None,
+        should_tail: bool,
+        streams: Stream | None,
+    ) -> AsyncIterator[str]:
+        """Hook: yield whole lines (an async generator in practice)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} does not support application log iteration"
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(session_name={self.session_name!r})"
+
+
+def _parse_stream(streams: Stream | str | None, caps: Capabilities) -> Stream | None:
+    if streams is None:
+        return None
+    try:
+        stream = Stream(streams)
+    except ValueError:
+        raise ValueError(
+            f"unknown stream {streams!r}; use one of {sorted(s.value for s in Stream)}"
+        ) from None
+    if stream not in caps.log_streams:
+        raise ValueError(
+            f"stream {stream.value!r} is not supported here; supported: "
+            f"{sorted(s.value for s in caps.log_streams)}"
+        )
+    return stream
+
+
+def _compile_regex(regex: str | None) -> re.Pattern[str] | None:
+    if not regex:
+        return None
+    try:
+        return re.compile(regex)
+    except re.error as exc:
+        raise ValueError(f"invalid regex {regex!r}: {exc}") from None

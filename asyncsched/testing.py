@@ -1,0 +1,341 @@
+"""An in-memory scheduler for tests: no processes, real async semantics.
+
+``InMemoryScheduler`` "runs" each replica as a task that interprets a tiny
+subset of ``sh -c`` scripts, so the same AppDef can drive it and a real backend:
+commands separated by ``;`` or newlines, each one of ``echo WORDS`` (append
+``>&2`` for stderr), ``sleep SECONDS``, ``exit CODE``, ``true`` and ``false``.
+A role's entrypoint is either ``sh`` (with ``args == ["-c", script]``) or one of
+those commands directly.
+
+Example:
+    >>> async def main() -> None:
+    ...     async with InMemoryScheduler("test") as sched:
+    ...         role = Role("r", image="-", entrypoint="sh", args=["-c", "echo hi; exit 3"])
+    ...         app_id = await sched.submit(AppDef("app", roles=[role]))
+    ...         assert (await sched.wait(app_id)).state == AppState.FAILED
+"""
+
+from __future__ import annotations
+
+import builtins
+import shlex
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pprint import pformat
+from typing import Any, final
+
+import anyio
+
+from asyncsched.errors import SpecError, UnknownAppException
+from asyncsched.schedulers.api import (
+    Capabilities,
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+)
+from asyncsched.schedulers.ids import make_unique
+from asyncsched.schedulers.taskhost import TaskHost
+from asyncsched.specs import (
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    CfgVal,
+    ReplicaStatus,
+    Role,
+    RoleStatus,
+    is_terminal,
+    macros,
+    runopts,
+)
+
+__all__ = ["InMemoryRequest", "InMemoryScheduler", "create_scheduler", "parse_script"]
+
+_COMMANDS = {"echo", "sleep", "exit", "true", "false"}
+
+
+def parse_script(entrypoint: str, args: list[str]) -> list[list[str]]:
+    """Split a role's command into the commands the in-memory runner understands.
+
+    Raises:
+        SpecError: a command outside the supported subset.
+    """
+    if entrypoint == "sh":
+        if len(args) != 2 or args[0] != "-c":
+            raise SpecError("entrypoint", "sh needs exactly ['-c', SCRIPT] as args")
+        script = args[1].replace("\n", ";")
+        commands = [shlex.split(part) for part in script.split(";") if part.strip()]
+    else:
+        commands = [[entrypoint, *args]]
+    for cmd in commands:
+        if cmd[0] not in _COMMANDS:
+            raise SpecError("entrypoint", f"in-memory scheduler cannot run {cmd[0]!r}")
+    return commands
+
+
+@dataclass
+class InMemoryRequest:
+    """What the in-memory scheduler launches: per role, per replica, commands."""
+
+    app_id: str
+    app: AppDef
+    commands: dict[str, list[list[list[str]]]]
+    fail_fast: bool = True
+
+
+@dataclass
+class _Line:
+    when: datetime
+    stream: Stream
+    text: str
+
+
+@dataclass
+class _Replica:
+    role: str
+    replica_id: int
+    state: AppState = AppState.PENDING
+    exit_code: int | None = None
+    lines: builtins.list[_Line] = field(default_factory=builtins.list)
+
+
+@dataclass
+class _App:
+    app_id: str
+    app: AppDef
+    replicas: builtins.list[_Replica]
+    state: AppState = AppState.PENDING
+    cancel_scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    changed: anyio.Event = field(default_factory=anyio.Event)
+    done: anyio.Event = field(default_factory=anyio.Event)
+    submitted_at: float = field(default_factory=time.time)
+    fail_fast: bool = True
+    replicas_scope: anyio.CancelScope | None = None
+
+    def notify(self) -> None:
+        self.changed.set()
+        self.changed = anyio.Event()
+
+
+@final
+class InMemoryScheduler(Scheduler[dict[str, CfgVal]]):
+    """A scheduler whose replicas are tasks interpreting tiny shell scripts."""
+
+    capabilities = Capabilities(
+        logs=True,
+        log_streams=frozenset(Stream),
+        log_since_until=True,
+        log_tail=True,
+        cancel=True,
+        list=True,
+        per_replica_status=True,
+        event_loops=("asyncio", "trio"),
+    )
+
+    def __init__(self, session_name: str, **_: Any) -> None:
+        super().__init__("inmemory", session_name)
+        self._apps: dict[str, _App] = {}
+        self._host = TaskHost("InMemoryScheduler")
+
+    def _run_opts(self) -> runopts:
+        opts = runopts()
+        opts.add(
+            "fail_fast", type_=bool, default=True, help="stop the app on first failure"
+        )
+        return opts
+
+    async def _aenter(self) -> None:
+        await self._host.enter()
+
+    async def _aclose(self) -> None:
+        for app in self._apps.values():
+            app.cancel_scope.cancel()
+        await self._host.aclose()
+
+    async def _submit_dryrun(
+        self, app: AppDef, cfg: dict[str, CfgVal]
+    ) -> AppDryRunInfo[InMemoryRequest]:
+        app_id = make_unique(app.name)
+        commands: dict[str, list[list[list[str]]]] = {}
+        for role in app.roles:
+            commands[role.name] = [
+                parse_script(role.entrypoint, _substituted(role, app_id, i).args)
+                for i in range(role.num_replicas)
+            ]
+        request = InMemoryRequest(
+            app_id, app, commands, bool(cfg.get("fail_fast", True))
+        )
+        return AppDryRunInfo(request, pformat)
+
+    async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
+        self._check_open()
+        request: InMemoryRequest = dryrun_info.request
+        replicas = [
+            _Replica(role, i)
+            for role, per_replica in request.commands.items()
+            for i in range(len(per_replica))
+        ]
+        app = _App(request.app_id, request.app, replicas, fail_fast=request.fail_fast)
+        self._apps[app.app_id] = app
+        await self._host.start_soon(self._run_app, app, request.commands)
+        return app.app_id
+
+    async def _run_app(
+        self, app: _App, commands: dict[str, list[list[list[str]]]]
+    ) -> None:
+        with app.cancel_scope:
+            app.state = AppState.RUNNING
+            app.notify()
+            async with anyio.create_task_group() as tg:
+                app.replicas_scope = tg.cancel_scope
+                for replica in app.replicas:
+                    tg.start_soon(
+                        self._run_replica,
+                        app,
+                        replica,
+                        commands[replica.role][replica.replica_id],
+                    )
+        if app.cancel_scope.cancel_called:
+            app.state = AppState.CANCELLED
+            for replica in app.replicas:
+                if not is_terminal(replica.state):
+                    replica.state = AppState.CANCELLED
+        else:
+            failed = any(r.state == AppState.FAILED for r in app.replicas)
+            app.state = AppState.FAILED if failed else AppState.SUCCEEDED
+            for replica in app.replicas:
+                if not is_terminal(replica.state):  # stopped by fail-fast
+                    replica.state = AppState.CANCELLED
+        app.done.set()
+        app.notify()
+
+    async def _run_replica(
+        self, app: _App, replica: _Replica, commands: list[list[str]]
+    ) -> None:
+        replica.state = AppState.RUNNING
+        code = 0
+        for cmd in commands:
+            name, rest = cmd[0], cmd[1:]
+            if name == "echo":
+                stream = Stream.STDOUT
+                if rest and rest[-1] == ">&2":
+                    stream, rest = Stream.STDERR, rest[:-1]
+                replica.lines.append(
+                    _Line(datetime.now(UTC), stream, " ".join(rest) + "\n")
+                )
+                app.notify()
+            elif name == "sleep":
+                await anyio.sleep(float(rest[0]))
+            elif name in ("exit", "false"):
+                code = int(rest[0]) if rest else 1
+                break
+        replica.exit_code = code
+        replica.state = AppState.SUCCEEDED if code == 0 else AppState.FAILED
+        app.notify()
+        if code != 0 and app.fail_fast and app.replicas_scope is not None:
+            app.replicas_scope.cancel()
+
+    async def describe(self, app_id: str) -> DescribeAppResponse | None:
+        self._check_open()
+        app = self._apps.get(app_id)
+        if app is None:
+            return None
+        roles: dict[str, list[ReplicaStatus]] = {}
+        for r in app.replicas:
+            roles.setdefault(r.role, []).append(
+                ReplicaStatus(
+                    id=r.replica_id,
+                    state=r.state,
+                    role=r.role,
+                    hostname="localhost",
+                    exit_code=r.exit_code,
+                )
+            )
+        return DescribeAppResponse(
+            app_id=app_id,
+            state=app.state,
+            num_restarts=0,
+            roles_statuses=[RoleStatus(name, reps) for name, reps in roles.items()],
+            roles=builtins.list(app.app.roles),
+        )
+
+    async def list(self) -> builtins.list[ListAppResponse]:
+        self._check_open()
+        return [
+            ListAppResponse(app_id=a.app_id, state=a.state, name=a.app.name)
+            for a in self._apps.values()
+        ]
+
+    async def _wait(self, app_id: str) -> DescribeAppResponse | None:
+        app = self._apps.get(app_id)
+        if app is None:
+            return None
+        await app.done.wait()
+        return await self.describe(app_id)
+
+    async def _cancel_existing(self, app_id: str) -> None:
+        self._apps[app_id].cancel_scope.cancel()
+
+    async def _log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int,
+        since: datetime | None,
+        until: datetime | None,
+        should_tail: bool,
+        streams: Stream | None,
+    ) -> AsyncIterator[str]:
+        app = self._apps.get(app_id)
+        if app is None:
+            raise UnknownAppException(app_id)
+        matches = [r for r in app.replicas if r.role == role_name and r.replica_id == k]
+        if not matches:
+            raise ValueError(f"app {app_id} has no replica {role_name}/{k}")
+        replica = matches[0]
+        since, until = _aware(since), _aware(until)
+        wanted = (
+            {Stream.STDOUT, Stream.STDERR}
+            if streams in (None, Stream.COMBINED)
+            else {streams}
+        )
+        pos = 0
+        while True:
+            changed = app.changed
+            while pos < len(replica.lines):
+                line = replica.lines[pos]
+                pos += 1
+                if line.stream not in wanted:
+                    continue
+                if since is not None and line.when < since:
+                    continue
+                if until is not None and line.when > until:
+                    continue
+                yield line.text
+            if not should_tail or app.done.is_set():
+                return
+            await changed.wait()
+
+
+def _aware(when: datetime | None) -> datetime | None:
+    """Naive datetimes are taken as UTC."""
+    if when is not None and when.tzinfo is None:
+        return when.replace(tzinfo=UTC)
+    return when
+
+
+def _substituted(role: Role, app_id: str, replica_id: int) -> Role:
+    values = macros.Values(
+        img_root="",
+        app_id=app_id,
+        replica_id=str(replica_id),
+        rank0_env="TORCHX_RANK0_HOST",
+    )
+    return values.apply(role)
+
+
+def create_scheduler(session_name: str, **kwargs: Any) -> InMemoryScheduler:
+    """Factory with the registry's signature."""
+    return InMemoryScheduler(session_name, **kwargs)

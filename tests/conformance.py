@@ -1,0 +1,231 @@
+"""The Scheduler contract, as one suite every backend runs against itself.
+
+A backend's test module subclasses :class:`SchedulerContract` and provides a
+``target`` fixture returning a :class:`ContractTarget` (an open scheduler plus
+how to build an app that runs a POSIX ``sh -c`` script on it)::
+
+    class TestLocalContract(SchedulerContract):
+        @pytest.fixture
+        async def target(self, tmp_path):
+            async with LocalScheduler("contract") as sched:
+                yield ContractTarget(sched, cfg={"log_dir": str(tmp_path)})
+
+Scripts stay within ``echo``, ``sleep``, ``exit`` and ``>&2`` so that the
+in-memory scheduler of ``asyncsched.testing`` can run them too.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import pytest
+
+from asyncsched.errors import (
+    InvalidRunConfigException,
+    SchedulerClosedError,
+    SpecError,
+    WaitTimeoutError,
+)
+from asyncsched.schedulers.api import Scheduler, Stream
+from asyncsched.specs import AppDef, AppState, CfgVal, Resource, Role, is_terminal
+
+
+@dataclass
+class ContractTarget:
+    """An open scheduler under test and how to make apps for it."""
+
+    scheduler: Scheduler[Any]
+    cfg: dict[str, CfgVal] = field(default_factory=dict)
+    image: str = "/"
+    #: seconds a "quick" app may take end to end on this backend
+    quick_timeout: float = 30.0
+
+    def app(self, script: str, *, name: str = "app", replicas: int = 1) -> AppDef:
+        role = Role(
+            name="worker",
+            image=self.image,
+            entrypoint="sh",
+            args=["-c", script],
+            num_replicas=replicas,
+            resource=Resource(cpu=1, gpu=0, memMB=128),
+        )
+        return AppDef(name=name, roles=[role])
+
+    async def run(self, script: str, **kwargs: Any) -> str:
+        return await self.scheduler.submit(self.app(script, **kwargs), self.cfg)
+
+
+async def _lines(
+    target: ContractTarget, app_id: str, **kwargs: Any
+) -> builtins.list[str]:
+    return [
+        line async for line in target.scheduler.log_iter(app_id, "worker", **kwargs)
+    ]
+
+
+class SchedulerContract:
+    """Behaviour every scheduler backend must show."""
+
+    async def test_successful_app_is_succeeded(self, target: ContractTarget) -> None:
+        app_id = await target.run("echo hello")
+        desc = await target.scheduler.wait(app_id, timeout=target.quick_timeout)
+        assert desc is not None
+        assert desc.app_id == app_id
+        assert desc.state == AppState.SUCCEEDED
+
+    async def test_nonzero_exit_is_failed_with_exit_code(
+        self, target: ContractTarget
+    ) -> None:
+        app_id = await target.run("exit 3")
+        desc = await target.scheduler.wait(app_id, timeout=target.quick_timeout)
+        assert desc is not None
+        assert desc.state == AppState.FAILED
+        if target.scheduler.capabilities.per_replica_status:
+            replica = desc.roles_statuses[0].replicas[0]
+            assert replica.exit_code == 3
+            assert replica.state == AppState.FAILED
+
+    async def test_every_replica_runs(self, target: ContractTarget) -> None:
+        app_id = await target.run("echo replica", replicas=3)
+        desc = await target.scheduler.wait(app_id, timeout=target.quick_timeout)
+        assert desc is not None
+        assert desc.state == AppState.SUCCEEDED
+        if target.scheduler.capabilities.per_replica_status:
+            [role] = desc.roles_statuses
+            assert sorted(r.id for r in role.replicas) == [0, 1, 2]
+            assert all(r.state == AppState.SUCCEEDED for r in role.replicas)
+
+    async def test_unknown_app(self, target: ContractTarget) -> None:
+        sched = target.scheduler
+        assert await sched.describe("no-such-app-bcdfg") is None
+        assert await sched.exists("no-such-app-bcdfg") is False
+        assert await sched.wait("no-such-app-bcdfg", timeout=5) is None
+        await sched.cancel("no-such-app-bcdfg")  # silently nothing
+
+    async def test_cancel_is_idempotent_and_reports_cancelled(
+        self, target: ContractTarget
+    ) -> None:
+        sched = target.scheduler
+        app_id = await target.run("sleep 60")
+        await sched.cancel(app_id)
+        await sched.cancel(app_id)
+        desc = await sched.wait(app_id, timeout=target.quick_timeout)
+        assert desc is not None
+        assert desc.state == AppState.CANCELLED
+        assert await sched.exists(app_id)
+
+    async def test_wait_timeout_raises(self, target: ContractTarget) -> None:
+        app_id = await target.run("sleep 60")
+        with pytest.raises(WaitTimeoutError) as info:
+            await target.scheduler.wait(app_id, timeout=0.2)
+        assert isinstance(info.value, TimeoutError)
+        assert info.value.app_id == app_id
+        await target.scheduler.cancel(app_id)
+
+    async def test_describe_is_running_while_running(
+        self, target: ContractTarget
+    ) -> None:
+        sched = target.scheduler
+        app_id = await target.run("sleep 60")
+        with anyio.fail_after(target.quick_timeout):
+            while True:
+                desc = await sched.describe(app_id)
+                assert desc is not None
+                assert not is_terminal(desc.state)
+                if desc.state == AppState.RUNNING:
+                    break
+                await anyio.sleep(0.05)
+        await sched.cancel(app_id)
+
+    async def test_list_contains_submitted_app(self, target: ContractTarget) -> None:
+        if not target.scheduler.capabilities.list:
+            pytest.skip("scheduler cannot list")
+        app_id = await target.run("echo listed")
+        await target.scheduler.wait(app_id, timeout=target.quick_timeout)
+        listed = {item.app_id: item for item in await target.scheduler.list()}
+        assert app_id in listed
+        assert listed[app_id].state == AppState.SUCCEEDED
+
+    async def test_logs_arrive_in_order_with_newlines(
+        self, target: ContractTarget
+    ) -> None:
+        if not target.scheduler.capabilities.logs:
+            pytest.skip("scheduler has no logs")
+        app_id = await target.run("echo one; echo two; echo three")
+        await target.scheduler.wait(app_id, timeout=target.quick_timeout)
+        assert await _lines(target, app_id) == ["one\n", "two\n", "three\n"]
+
+    async def test_log_regex_and_streams(self, target: ContractTarget) -> None:
+        caps = target.scheduler.capabilities
+        if Stream.STDERR not in caps.log_streams:
+            pytest.skip("scheduler cannot select stderr")
+        app_id = await target.run("echo out1; echo err1 >&2; echo out2")
+        await target.scheduler.wait(app_id, timeout=target.quick_timeout)
+        assert await _lines(target, app_id, streams="stderr") == ["err1\n"]
+        assert await _lines(target, app_id, streams=Stream.STDOUT) == [
+            "out1\n",
+            "out2\n",
+        ]
+        assert await _lines(target, app_id, streams="stdout", regex="2$") == ["out2\n"]
+
+    async def test_log_tail_follows_until_terminal(
+        self, target: ContractTarget
+    ) -> None:
+        if not target.scheduler.capabilities.log_tail:
+            pytest.skip("scheduler cannot tail")
+        app_id = await target.run("echo first; sleep 0.5; echo second")
+        with anyio.fail_after(target.quick_timeout):
+            lines = await _lines(target, app_id, should_tail=True)
+        assert lines == ["first\n", "second\n"]
+
+    async def test_unsupported_stream_is_value_error(
+        self, target: ContractTarget
+    ) -> None:
+        with pytest.raises(ValueError, match="stream"):
+            target.scheduler.log_iter("whatever", "worker", streams="bogus")
+
+    async def test_invalid_app_rejected_before_launch(
+        self, target: ContractTarget
+    ) -> None:
+        sched = target.scheduler
+        before = (
+            {a.app_id for a in await sched.list()} if sched.capabilities.list else set()
+        )
+        bad = target.app("echo never")
+        bad.roles[0].num_replicas = 0
+        with pytest.raises(SpecError) as info:
+            await sched.submit(bad, target.cfg)
+        assert info.value.field == "roles[0].num_replicas"
+        with pytest.raises(SpecError):
+            await sched.submit(AppDef(name="empty", roles=[]), target.cfg)
+        if sched.capabilities.list:
+            assert {a.app_id for a in await sched.list()} == before
+
+    async def test_unknown_run_option_rejected(self, target: ContractTarget) -> None:
+        with pytest.raises(InvalidRunConfigException) as info:
+            await target.scheduler.submit(
+                target.app("echo never"), {**target.cfg, "no_such_option_xyz": "1"}
+            )
+        assert info.value.cfg_key == "no_such_option_xyz"
+
+    async def test_dryrun_launches_nothing_and_formats(
+        self, target: ContractTarget
+    ) -> None:
+        sched = target.scheduler
+        info = await sched.submit_dryrun(target.app("echo dry"), target.cfg)
+        assert repr(info)
+        assert info._app is not None
+        if sched.capabilities.list:
+            assert all(
+                a.name != "app" or is_terminal(a.state) for a in await sched.list()
+            )
+
+    async def test_closed_scheduler_refuses_work(self, target: ContractTarget) -> None:
+        sched = target.scheduler
+        await sched.aclose()
+        await sched.aclose()  # idempotent
+        with pytest.raises(SchedulerClosedError):
+            await sched.submit(target.app("echo late"), target.cfg)

@@ -1,0 +1,17 @@
+"""The Scheduler contract suite, run against the in-memory test scheduler."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from asyncsched.testing import InMemoryScheduler
+from tests.conformance import ContractTarget, SchedulerContract
+
+
+class TestInMemoryContract(SchedulerContract):
+    @pytest.fixture
+    async def target(self) -> AsyncIterator[ContractTarget]:
+        async with InMemoryScheduler("contract") as sched:
+            yield ContractTarget(sched, quick_timeout=10)
