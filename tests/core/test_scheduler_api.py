@@ -1,0 +1,265 @@
+"""The Scheduler base class: template-method invariants (TorchX A1-A8 and ours)."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Any
+
+import anyio
+import pytest
+
+from asyncsched.errors import (
+    InvalidRunConfigException,
+    SchedulerClosedError,
+    SpecError,
+    WaitTimeoutError,
+)
+from asyncsched.schedulers.api import (
+    Capabilities,
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+)
+from asyncsched.specs import (
+    NULL_RESOURCE,
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    CfgVal,
+    Resource,
+    Role,
+    Workspace,
+    runopts,
+)
+
+
+class RecordingScheduler(Scheduler[dict[str, CfgVal]]):
+    """A minimal backend that records which hooks ran."""
+
+    capabilities = Capabilities(
+        logs=True, log_streams=frozenset({Stream.STDOUT}), workspaces=True
+    )
+
+    def __init__(self) -> None:
+        super().__init__("recording", "test_session")
+        self.scheduled: builtins.list[AppDryRunInfo[Any]] = []
+        self.cancelled: builtins.list[str] = []
+        self.states: dict[str, AppState] = {}
+        self.describes = 0
+        self.closes = 0
+
+    def _run_opts(self) -> runopts:
+        opts = runopts()
+        opts.add("foo", type_=str, required=True, help="required option")
+        opts.add("n", type_=int, default=1, help="a number")
+        return opts
+
+    async def _submit_dryrun(
+        self, app: AppDef, cfg: dict[str, CfgVal]
+    ) -> AppDryRunInfo[dict[str, Any]]:
+        return AppDryRunInfo({"app": app.name, "cfg": cfg}, repr)
+
+    async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
+        self.scheduled.append(dryrun_info)
+        app_id = f"app-{len(self.scheduled)}"
+        self.states[app_id] = AppState.RUNNING
+        return app_id
+
+    async def describe(self, app_id: str) -> DescribeAppResponse | None:
+        self.describes += 1
+        state = self.states.get(app_id)
+        return (
+            None if state is None else DescribeAppResponse(app_id=app_id, state=state)
+        )
+
+    async def list(self) -> builtins.list[ListAppResponse]:
+        return [ListAppResponse(app_id=a, state=s) for a, s in self.states.items()]
+
+    async def _cancel_existing(self, app_id: str) -> None:
+        self.cancelled.append(app_id)
+
+    async def build_workspace_and_update_role(
+        self, role: Role, workspace: str | Workspace, cfg: dict[str, CfgVal]
+    ) -> None:
+        role.image = str(workspace)
+
+    async def _log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int,
+        since: datetime | None,
+        until: datetime | None,
+        should_tail: bool,
+        streams: Stream | None,
+    ) -> AsyncIterator[str]:
+        for line in ["alpha\n", "beta\n", "gamma"]:
+            yield line
+
+    async def _aclose(self) -> None:
+        self.closes += 1
+
+
+def _app(**role_kwargs: Any) -> AppDef:
+    role = Role("trainer", image="img", entrypoint="run.sh", **role_kwargs)
+    return AppDef("test", roles=[role])
+
+
+async def test_submit_with_missing_required_option_raises_before_scheduling() -> None:
+    sched = RecordingScheduler()
+    with pytest.raises(InvalidRunConfigException) as info:
+        await sched.submit(_app(), {})
+    assert info.value.cfg_key == "foo"
+    with pytest.raises(InvalidRunConfigException):
+        await sched.submit(_app(), {"foo": 100})  # wrong type
+    with pytest.raises(InvalidRunConfigException):
+        await sched.submit_dryrun(_app(), {})
+    assert sched.scheduled == []
+
+
+async def test_submit_resolves_defaults_and_never_mutates_cfg() -> None:
+    sched = RecordingScheduler()
+    cfg: dict[str, CfgVal] = {"foo": "bar"}
+    app_id = await sched.submit(_app(), cfg)
+    assert app_id == "app-1"
+    assert cfg == {"foo": "bar"}
+    assert sched.scheduled[0].request["cfg"] == {"foo": "bar", "n": 1}
+    assert sched.scheduled[0]._cfg == {"foo": "bar", "n": 1}
+
+
+async def test_invalid_app_is_rejected_before_scheduling() -> None:
+    sched = RecordingScheduler()
+    with pytest.raises(SpecError) as info:
+        await sched.submit(_app(num_replicas=0), {"foo": "x"})
+    assert info.value.field == "roles[0].num_replicas"
+    assert sched.scheduled == []
+
+
+async def test_workspace_changes_only_role0_of_a_copy() -> None:
+    sched = RecordingScheduler()
+    app = AppDef(
+        "test",
+        roles=[
+            Role("a", image="img", entrypoint="x"),
+            Role("b", image="img", entrypoint="y"),
+        ],
+    )
+    await sched.submit(app, {"foo": "x"}, workspace="some_workspace")
+    submitted = sched.scheduled[0]._app
+    assert submitted is not None
+    assert [r.image for r in submitted.roles] == ["some_workspace", "img"]
+    assert [r.image for r in app.roles] == ["img", "img"]
+
+
+async def test_pre_proc_called_once_per_role_in_order() -> None:
+    calls: list[str] = []
+
+    class TracingRole(Role):
+        def pre_proc(
+            self, scheduler: str, dryrun_info: AppDryRunInfo[Any]
+        ) -> AppDryRunInfo[Any]:
+            calls.append(f"{self.name}@{scheduler}")
+            return dryrun_info
+
+    app = AppDef(
+        "test",
+        roles=[
+            TracingRole("r1", image="i", entrypoint="e"),
+            TracingRole("r2", image="i", entrypoint="e"),
+        ],
+    )
+    info = await RecordingScheduler().submit_dryrun(app, {"foo": "x"})
+    assert calls == ["r1@recording", "r2@recording"]
+    assert info._app is app
+
+
+def test_validate_rejects_null_resource() -> None:
+    sched = RecordingScheduler()
+    with pytest.raises(ValueError, match="No resource for role"):
+        sched._validate(_app(resource=NULL_RESOURCE), "recording", {})
+    sched._validate(_app(resource=Resource(cpu=1, gpu=0, memMB=64)), "recording", {})
+
+
+async def test_cancel_only_for_existing_apps() -> None:
+    sched = RecordingScheduler()
+    await sched.cancel("unknown")
+    assert sched.cancelled == []
+    app_id = await sched.submit(_app(), {"foo": "x"})
+    await sched.cancel(app_id)
+    assert sched.cancelled == [app_id]
+
+
+async def test_aclose_is_idempotent_and_closes_the_door() -> None:
+    sched = RecordingScheduler()
+    async with sched:
+        pass
+    await sched.aclose()
+    assert sched.closes == 1
+    assert sched.closed
+    with pytest.raises(SchedulerClosedError):
+        await sched.submit(_app(), {"foo": "x"})
+    with pytest.raises(SchedulerClosedError):
+        sched.log_iter("a", "b")
+
+
+async def test_default_wait_polls_until_terminal_or_unknown() -> None:
+    sched = RecordingScheduler()
+    app_id = await sched.submit(_app(), {"foo": "x"})
+
+    async def finish_later() -> None:
+        await anyio.sleep(0.2)
+        sched.states[app_id] = AppState.SUCCEEDED
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(finish_later)
+        desc = await sched.wait(app_id, timeout=10)
+    assert desc is not None
+    assert desc.state == AppState.SUCCEEDED
+    assert sched.describes >= 2
+    assert await sched.wait("unknown") is None
+
+
+async def test_wait_timeout() -> None:
+    sched = RecordingScheduler()
+    app_id = await sched.submit(_app(), {"foo": "x"})
+    with pytest.raises(WaitTimeoutError):
+        await sched.wait(app_id, timeout=0.1)
+
+
+async def test_log_iter_checks_arguments_eagerly_and_filters() -> None:
+    sched = RecordingScheduler()
+    with pytest.raises(ValueError, match="stderr"):
+        sched.log_iter("a", "r", streams="stderr")
+    with pytest.raises(ValueError, match="unknown stream"):
+        sched.log_iter("a", "r", streams="both")
+    with pytest.raises(ValueError, match="invalid regex"):
+        sched.log_iter("a", "r", regex="(")
+    with pytest.raises(ValueError, match="cannot tail"):
+        sched.log_iter("a", "r", should_tail=True)
+    assert [x async for x in sched.log_iter("a", "r")] == ["alpha\n", "beta\n", "gamma"]
+    assert [x async for x in sched.log_iter("a", "r", regex="^.a")] == ["gamma"]
+    with pytest.warns(UserWarning, match="since/until"):
+        sched.log_iter("a", "r", since=datetime(2020, 1, 1))
+
+
+async def test_scheduler_without_logs_says_so() -> None:
+    class NoLogs(RecordingScheduler):
+        capabilities = Capabilities()
+
+    with pytest.raises(NotImplementedError, match="NoLogs does not support"):
+        NoLogs().log_iter("a", "r")
+
+
+def test_list_response_hash_and_capabilities_dict() -> None:
+    a = ListAppResponse(app_id="x", state=AppState.RUNNING, app_handle="h", name="n1")
+    b = ListAppResponse(app_id="x", state=AppState.RUNNING, app_handle="h", name="n2")
+    assert hash(a) == hash(b)
+    assert a != b
+    caps = RecordingScheduler.capabilities.as_dict()
+    assert caps["log_streams"] == ["stdout"]
+    assert caps["workspaces"] is True
+    assert DescribeAppResponse().app_id == "<NOT_SET>"
+    assert DescribeAppResponse().num_restarts == -1
