@@ -1,0 +1,114 @@
+"""The app model shared by every scheduler: apps, roles, resources, states, run options.
+
+Example:
+    >>> from asyncsched.specs import AppDef, Role, named_resources
+    >>> app = AppDef(
+    ...     name="train",
+    ...     roles=[Role("trainer", "my/image", entrypoint="python",
+    ...                 resource=named_resources["gpu.small"])],
+    ... )
+"""
+
+from __future__ import annotations
+
+from asyncsched.errors import (
+    AppStatusError as AppStatusError,
+    InvalidRunConfigException as InvalidRunConfigException,
+    MalformedAppHandleException as MalformedAppHandleException,
+    SpecError as SpecError,
+    UnknownAppException as UnknownAppException,
+    UnknownSchedulerException as UnknownSchedulerException,
+)
+
+from .app import (
+    ALL as ALL,
+    MISSING as MISSING,
+    NONE as NONE,
+    AppDef as AppDef,
+    RetryPolicy as RetryPolicy,
+    Role as Role,
+    Workspace as Workspace,
+    validate_app as validate_app,
+)
+from .dryrun import AppDryRunInfo as AppDryRunInfo
+from .handles import (
+    AppHandle as AppHandle,
+    ParsedAppHandle as ParsedAppHandle,
+    make_app_handle as make_app_handle,
+    parse_app_handle as parse_app_handle,
+)
+from .macros import macros as macros
+from .mounts import (
+    BindMount as BindMount,
+    DeviceMount as DeviceMount,
+    MountType as MountType,
+    VolumeMount as VolumeMount,
+    parse_mounts as parse_mounts,
+)
+from .resources import (
+    NULL_RESOURCE as NULL_RESOURCE,
+    GiB as GiB,
+    Resource as Resource,
+    named_resources as named_resources,
+    resource as resource,
+)
+from .runopts import (
+    CfgVal as CfgVal,
+    get_type_name as get_type_name,
+    runopt as runopt,
+    runopts as runopts,
+    to_dict as to_dict,
+)
+from .status import (
+    AppState as AppState,
+    AppStatus as AppStatus,
+    ReplicaState as ReplicaState,
+    ReplicaStatus as ReplicaStatus,
+    RoleStatus as RoleStatus,
+    is_started as is_started,
+    is_terminal as is_terminal,
+)
+
+__all__ = [
+    "ALL",
+    "AppDef",
+    "AppDryRunInfo",
+    "AppHandle",
+    "AppState",
+    "AppStatus",
+    "AppStatusError",
+    "BindMount",
+    "CfgVal",
+    "DeviceMount",
+    "GiB",
+    "InvalidRunConfigException",
+    "MISSING",
+    "MalformedAppHandleException",
+    "MountType",
+    "NONE",
+    "NULL_RESOURCE",
+    "ParsedAppHandle",
+    "ReplicaState",
+    "ReplicaStatus",
+    "RetryPolicy",
+    "Role",
+    "RoleStatus",
+    "SpecError",
+    "UnknownAppException",
+    "UnknownSchedulerException",
+    "VolumeMount",
+    "Workspace",
+    "get_type_name",
+    "is_started",
+    "is_terminal",
+    "macros",
+    "make_app_handle",
+    "named_resources",
+    "parse_app_handle",
+    "parse_mounts",
+    "resource",
+    "runopt",
+    "runopts",
+    "to_dict",
+    "validate_app",
+]

@@ -1,0 +1,261 @@
+"""App, role and replica states, and how they are rendered."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from asyncsched.errors import AppStatusError
+
+from .app import NONE
+
+__all__ = [
+    "AppState",
+    "AppStatus",
+    "ReplicaState",
+    "ReplicaStatus",
+    "RoleStatus",
+    "is_started",
+    "is_terminal",
+]
+
+
+class AppState(int, Enum):
+    """Lifecycle state of an app (and of each replica, see :data:`ReplicaState`).
+
+    ``str()`` gives the name, ``repr()`` gives ``"NAME (value)"``.
+    """
+
+    UNSUBMITTED = 0
+    SUBMITTED = 1
+    PENDING = 2
+    RUNNING = 3
+    SUCCEEDED = 4
+    FAILED = 5
+    CANCELLED = 6
+    UNKNOWN = 7
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"{self.name} ({self.value})"
+
+
+ReplicaState = AppState
+
+_TERMINAL_STATES = frozenset({AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED})
+_STARTED_STATES = _TERMINAL_STATES | {AppState.RUNNING}
+
+
+def is_terminal(state: AppState) -> bool:
+    """True for SUCCEEDED, FAILED and CANCELLED."""
+    return state in _TERMINAL_STATES
+
+
+def is_started(state: AppState) -> bool:
+    """True once the app has run: RUNNING or a terminal state."""
+    return state in _STARTED_STATES
+
+
+@dataclass
+class ReplicaStatus:
+    """Status of one replica of a role.
+
+    Args:
+        id: Replica (node) index within the role; not a worker rank.
+        state: Current state.
+        role: Role name.
+        hostname: Host the replica runs on.
+        structured_error_msg: JSON error reply (torchelastic format), or ``NONE``.
+        exit_code: Exit code once the replica has exited (asyncsched addition).
+        pid: Process id where the scheduler knows it (asyncsched addition).
+        num_restarts: Times this replica was restarted (asyncsched addition).
+    """
+
+    id: int
+    state: AppState
+    role: str
+    hostname: str
+    structured_error_msg: str = NONE
+    exit_code: int | None = None
+    pid: int | None = None
+    num_restarts: int = 0
+
+
+@dataclass
+class RoleStatus:
+    """Statuses of the replicas of one role."""
+
+    role: str
+    replicas: list[ReplicaStatus]
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"role": ..., "replicas": [...]}``; replica states stay int enums."""
+        return {"role": self.role, "replicas": [asdict(r) for r in self.replicas]}
+
+
+# An RPC error reply is cut down to its "XError('On WorkerInfo(...):\n ... ')" block.
+_RPC_ERROR = re.compile(r"\w*\('On WorkerInfo\(.+\):\n(?:.*\n)*'\)")
+# A message nesting another one ("...\nException ...") keeps the line before it.
+_NESTED_ERROR = re.compile(r"(?P<msg>.+)\nException")
+
+
+@dataclass
+class AppStatus:
+    """Runtime status of an app.
+
+    Args:
+        state: Overall state.
+        num_restarts: Times the whole app was restarted.
+        msg: Free-form message from the scheduler.
+        structured_error_msg: JSON error reply, or ``NONE``.
+        ui_url: Where to watch the app, if the scheduler has a UI.
+        roles: Per-role replica statuses (of the latest attempt).
+    """
+
+    state: AppState
+    num_restarts: int = 0
+    msg: str = ""
+    structured_error_msg: str = NONE
+    ui_url: str | None = None
+    roles: list[RoleStatus] = field(default_factory=list)
+
+    def is_terminal(self) -> bool:
+        """True when the app has finished (successfully or not)."""
+        return is_terminal(self.state)
+
+    def raise_for_status(self) -> None:
+        """Raise :class:`~asyncsched.errors.AppStatusError` unless SUCCEEDED."""
+        if self.state != AppState.SUCCEEDED:
+            raise AppStatusError(self, f"job did not succeed: {self!r}")
+
+    def __repr__(self) -> str:
+        import yaml
+
+        roles = [
+            {
+                "role": role.role,
+                "replicas": [
+                    {**asdict(r), "state": repr(r.state)} for r in role.replicas
+                ],
+            }
+            for role in self.roles
+        ]
+        body = {
+            "msg": self.msg,
+            "num_restarts": self.num_restarts,
+            "roles": roles,
+            "state": repr(self.state),
+            "structured_error_msg": _parse_json_or_raw(self.structured_error_msg),
+            "ui_url": self.ui_url,
+        }
+        return yaml.safe_dump({"AppStatus": body}, sort_keys=True)
+
+    def to_json(self, filter_roles: list[str] | None = None) -> dict[str, Any]:
+        """JSON-friendly dict; ``filter_roles`` keeps only the named roles."""
+        return {
+            "state": str(self.state),
+            "num_restarts": self.num_restarts,
+            "roles": [r.to_json() for r in self._roles(filter_roles)],
+            "msg": self.msg,
+            "structured_error_msg": self.structured_error_msg,
+            "url": self.ui_url,
+        }
+
+    def format(self, filter_roles: list[str] | None = None) -> str:
+        """Human-readable status with one block per replica.
+
+        Replica 0 of each role is marked with ``*``. A torchelastic error reply is
+        shown with its exit code, timestamp, hostname and wrapped message; a
+        FAILED or CANCELLED replica without one shows ``(no reply file)``.
+        """
+        replicas = "".join(
+            _format_replica(r)
+            for role in self._roles(filter_roles)
+            for r in sorted(role.replicas, key=lambda r: r.id)
+        )
+        return (
+            "AppStatus:\n"
+            f"    State: {self.state}\n"
+            f"    Num Restarts: {self.num_restarts}\n"
+            f"    Roles: {replicas}\n"
+            f"    Msg: {self.msg}\n"
+            f"    Structured Error Msg: {self.structured_error_msg}\n"
+            f"    UI URL: {self.ui_url}\n"
+        )
+
+    def _roles(self, filter_roles: list[str] | None) -> list[RoleStatus]:
+        if not filter_roles:
+            return self.roles
+        return [r for r in self.roles if r.role in filter_roles]
+
+    def _format_error_message(self, msg: str, header: str, width: int = 80) -> str:
+        return _format_error_message(msg, header, width)
+
+
+def _parse_json_or_raw(text: str) -> Any:
+    if text == NONE:
+        return NONE
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _format_error_message(msg: str, header: str, width: int = 80) -> str:
+    """Trim an error to its interesting part and wrap it at ``width`` columns.
+
+    A line is cut at the first space at or after ``width`` characters (newlines
+    included in the count); the space starts the next line, which is indented
+    to line up with the text after ``header``.
+    """
+    rpc = _RPC_ERROR.search(msg)
+    if rpc:
+        msg = rpc.group(0)
+    nested = _NESTED_ERROR.search(msg)
+    if nested:
+        msg = nested.group("msg")
+
+    chunks: list[str] = []
+    start = 0
+    while (cut := msg.find(" ", start + width)) != -1:
+        chunks.append(msg[start:cut])
+        start = cut
+    chunks.append(msg[start:])
+    indent = " " * len(header)
+    return "\n".join(
+        (header if i == 0 else indent) + chunk for i, chunk in enumerate(chunks)
+    )
+
+
+def _format_replica(replica: ReplicaStatus) -> str:
+    marker = "*" if replica.id == 0 else " "
+    return f"\n {marker}{replica.role}[{replica.id}]:{_replica_details(replica)}"
+
+
+def _replica_details(replica: ReplicaStatus) -> str:
+    state = str(replica.state)
+    if replica.structured_error_msg == NONE:
+        if replica.state in (AppState.FAILED, AppState.CANCELLED):
+            return f"{state} (no reply file)"
+        return state
+    try:
+        reply = json.loads(replica.structured_error_msg)["message"]
+        message: str = reply["message"]
+        timestamp = datetime.fromtimestamp(int(reply["extraInfo"]["timestamp"]))
+        exit_code = reply["errorCode"] or "<N/A>"
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+        # not a torchelastic reply: show it as it is
+        return f"{state} {replica.structured_error_msg}"
+    error = _format_error_message(message, header="    error_msg: ")
+    return (
+        f"{state} (exitcode: {exit_code})\n"
+        f"        timestamp: {timestamp}\n"
+        f"        hostname: {replica.hostname}\n"
+        f"    {error}"
+    )
