@@ -1,0 +1,129 @@
+"""The ``asyncsched`` command line (also ``python -m asyncsched``).
+
+Verbs: ``run``, ``status``, ``describe``, ``log``, ``cancel``, ``list``,
+``runopts`` and ``schedulers``; see ``docs/cli.md``.
+
+Exit status: 0 on success (for waits: only when the app SUCCEEDED), 1 when the
+app did not succeed or is unknown, 2 for bad arguments (one line on stderr),
+130/143 when ``run`` is interrupted by SIGINT/SIGTERM.
+
+Example:
+    >>> from asyncsched.cli import main
+    >>> main(["schedulers"])  # doctest: +SKIP
+    local_cwd  (default)
+    local_dir
+    0
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Sequence
+from typing import TextIO
+
+import anyio
+
+from asyncsched._version import __version__
+from asyncsched.cli import cmd_log, cmd_query, cmd_run
+from asyncsched.cli._common import EXIT_FAILED, EXIT_USAGE, ArgumentParser, UsageError
+from asyncsched.cli.appfile import AppFileError
+from asyncsched.errors import (
+    AsyncschedError,
+    InvalidRunConfigException,
+    MalformedAppHandleException,
+    SpecError,
+    UnknownAppException,
+    UnknownSchedulerException,
+)
+
+__all__ = ["main"]
+
+_USAGE_ERRORS = (
+    UsageError,
+    AppFileError,
+    SpecError,
+    InvalidRunConfigException,
+    MalformedAppHandleException,
+    UnknownSchedulerException,
+)
+
+
+def _parser() -> ArgumentParser:
+    parser = ArgumentParser(
+        prog="asyncsched",
+        description="Run and follow apps on local processes and clusters.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"asyncsched {__version__}"
+    )
+    parser.add_argument(
+        "--log_level",
+        default=os.environ.get("LOGLEVEL", "WARNING"),
+        help="Python log level (default: $LOGLEVEL or WARNING)",
+    )
+    sub = parser.add_subparsers(
+        dest="verb", metavar="VERB", parser_class=ArgumentParser
+    )
+    sub.required = True
+    cmd_run.add_parser(sub)
+    cmd_query.add_parsers(sub)
+    cmd_log.add_parser(sub)
+    return parser
+
+
+def _one_line_warnings(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    print(f"asyncsched: warning: {message}", file=sys.stderr)
+
+
+def _describe_error(exc: BaseException) -> str:
+    text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    return " ".join(text.split()) or type(exc).__name__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        level: int | str = int(args.log_level)
+    except ValueError:
+        level = args.log_level.upper()
+    try:
+        logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    except ValueError:
+        parser.error(f"--log_level: unknown level {args.log_level!r}")
+    warnings.showwarning = _one_line_warnings
+
+    async def dispatch() -> int:
+        code: int = await args.func(args)
+        return code
+
+    try:
+        return anyio.run(dispatch)
+    except _USAGE_ERRORS as exc:
+        print(f"asyncsched {args.verb}: error: {_describe_error(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    except UnknownAppException as exc:
+        print(f"asyncsched {args.verb}: error: {_describe_error(exc)}", file=sys.stderr)
+        return EXIT_FAILED
+    except AsyncschedError as exc:
+        print(f"asyncsched {args.verb}: error: {_describe_error(exc)}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print(f"asyncsched {args.verb}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # the reader went away (e.g. `| head`): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0

@@ -1,0 +1,352 @@
+"""AppDef files for ``asyncsched run -f app.yaml``: loading, checking, dumping.
+
+The file is YAML (JSON is valid YAML) with this schema; ``describe`` prints
+the same shape, so its output can be fed back to ``run -f``::
+
+    name: trainer                 # required
+    metadata: {team: ml}          # optional, str -> str
+    roles:                        # required, at least one
+      - name: worker              # required: letters, digits, _ . -
+        entrypoint: python        # required
+        args: [-m, train, --lr, 0.1]   # scalars become strings
+        image: /path/or/image     # default: the current directory
+        env: {SEED: 1}            # values become strings
+        num_replicas: 2           # default 1
+        min_replicas: 1
+        max_retries: 0
+        retry_policy: APPLICATION # or REPLICA, ROLE
+        resource: {cpu: 2, gpu: 0, memMB: 2048}   # or a named resource: "cpu.small"
+        port_map: {http: 8080}
+        metadata: {}
+        mounts:
+          - type=bind,src=/data,dst=/data,readonly   # or a mapping:
+          - {type: volume, src: cache, dst: /cache}
+
+An unknown field, a wrong type or an invalid value raises :class:`AppFileError`
+naming the file and the field (``app.yaml: roles[0].num_replicas: ...``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import Any
+
+import yaml
+
+from asyncsched.errors import AsyncschedError, SpecError
+from asyncsched.specs import (
+    NULL_RESOURCE,
+    AppDef,
+    BindMount,
+    DeviceMount,
+    Resource,
+    RetryPolicy,
+    Role,
+    VolumeMount,
+    named_resources,
+    parse_mounts,
+    validate_app,
+)
+
+__all__ = ["AppFileError", "app_from_dict", "app_to_dict", "load_app_file"]
+
+_APP_FIELDS = ("name", "roles", "metadata")
+_ROLE_FIELDS = (
+    "name",
+    "image",
+    "entrypoint",
+    "args",
+    "env",
+    "num_replicas",
+    "min_replicas",
+    "max_retries",
+    "retry_policy",
+    "resource",
+    "port_map",
+    "metadata",
+    "mounts",
+)
+_RESOURCE_FIELDS = ("cpu", "gpu", "memMB", "capabilities", "devices", "tags")
+
+
+class AppFileError(AsyncschedError, ValueError):
+    """An AppDef file is unreadable or invalid; ``field`` names the bad field."""
+
+    def __init__(self, path: str, field: str, message: str) -> None:
+        where = f"{path}: {field}" if field else path
+        super().__init__(f"{where}: {message}")
+        self.path = path
+        self.field = field
+        self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path, self.field, self.message))
+
+
+def load_app_file(path: str) -> AppDef:
+    """Read and check an AppDef file (YAML or JSON).
+
+    Raises:
+        AppFileError: unreadable file, bad syntax, or an invalid field.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise AppFileError(path, "", exc.strerror or str(exc)) from None
+    try:
+        data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        first = str(exc).strip().splitlines()
+        raise AppFileError(
+            path, "", f"not valid YAML/JSON: {' '.join(first)}"
+        ) from None
+    return app_from_dict(data, path)
+
+
+def app_from_dict(data: object, path: str = "<app>") -> AppDef:
+    """Build and validate an AppDef from the file schema.
+
+    Raises:
+        AppFileError: a missing, unknown or invalid field.
+    """
+    top = _mapping(
+        data, path, "", "the file must contain a mapping with `name` and `roles`"
+    )
+    _check_fields(top, _APP_FIELDS, path, "")
+    name = _required_str(top, "name", path, "")
+    roles_raw = top.get("roles")
+    if not isinstance(roles_raw, list) or not roles_raw:
+        raise AppFileError(path, "roles", "must be a non-empty list of roles")
+    roles = [_role(r, path, f"roles[{i}]") for i, r in enumerate(roles_raw)]
+    metadata = _str_map(top.get("metadata", {}), path, "metadata")
+    app = AppDef(name=name, roles=roles, metadata=metadata)
+    try:
+        validate_app(app)
+    except SpecError as exc:
+        raise AppFileError(path, exc.field, exc.message) from None
+    return app
+
+
+def _role(data: object, path: str, where: str) -> Role:
+    raw = _mapping(data, path, where, "must be a mapping")
+    _check_fields(raw, _ROLE_FIELDS, path, where)
+    role = Role(
+        name=_required_str(raw, "name", path, where),
+        image=_str(raw.get("image", os.getcwd()), path, f"{where}.image"),
+        entrypoint=_required_str(raw, "entrypoint", path, where),
+        args=_str_list(raw.get("args", []), path, f"{where}.args"),
+        env=_str_map(raw.get("env", {}), path, f"{where}.env"),
+        num_replicas=_int(raw.get("num_replicas", 1), path, f"{where}.num_replicas"),
+        max_retries=_int(raw.get("max_retries", 0), path, f"{where}.max_retries"),
+        port_map={
+            k: _int(v, path, f"{where}.port_map.{k}")
+            for k, v in _mapping(
+                raw.get("port_map", {}), path, f"{where}.port_map", "must be a mapping"
+            ).items()
+        },
+        metadata=dict(
+            _mapping(
+                raw.get("metadata", {}), path, f"{where}.metadata", "must be a mapping"
+            )
+        ),
+    )
+    if raw.get("min_replicas") is not None:
+        role.min_replicas = _int(raw["min_replicas"], path, f"{where}.min_replicas")
+    if "retry_policy" in raw:
+        try:
+            role.retry_policy = RetryPolicy(str(raw["retry_policy"]).upper())
+        except ValueError:
+            raise AppFileError(
+                path,
+                f"{where}.retry_policy",
+                f"must be one of {[p.value for p in RetryPolicy]}, got {raw['retry_policy']!r}",
+            ) from None
+    if "resource" in raw:
+        role.resource = _resource(raw["resource"], path, f"{where}.resource")
+    if "mounts" in raw:
+        role.mounts = _mounts(raw["mounts"], path, f"{where}.mounts")
+    return role
+
+
+def _resource(data: object, path: str, where: str) -> Resource:
+    if isinstance(data, str):
+        try:
+            return named_resources[data]
+        except KeyError as exc:
+            raise AppFileError(path, where, str(exc.args[0])) from None
+    raw = _mapping(data, path, where, "must be a mapping or a named resource")
+    _check_fields(raw, _RESOURCE_FIELDS, path, where)
+    return Resource(
+        cpu=_int(raw.get("cpu", 1), path, f"{where}.cpu"),
+        gpu=_int(raw.get("gpu", 0), path, f"{where}.gpu"),
+        memMB=_int(raw.get("memMB", 1024), path, f"{where}.memMB"),
+        capabilities=dict(
+            _mapping(
+                raw.get("capabilities", {}),
+                path,
+                f"{where}.capabilities",
+                "must be a mapping",
+            )
+        ),
+        devices={
+            k: _int(v, path, f"{where}.devices.{k}")
+            for k, v in _mapping(
+                raw.get("devices", {}), path, f"{where}.devices", "must be a mapping"
+            ).items()
+        },
+        tags=dict(
+            _mapping(raw.get("tags", {}), path, f"{where}.tags", "must be a mapping")
+        ),
+    )
+
+
+def _mounts(
+    data: object, path: str, where: str
+) -> list[BindMount | VolumeMount | DeviceMount]:
+    if not isinstance(data, list):
+        raise AppFileError(path, where, "must be a list of mounts")
+    mounts: list[BindMount | VolumeMount | DeviceMount] = []
+    for i, item in enumerate(data):
+        if isinstance(item, str):
+            tokens = [t for t in item.split(",") if t]
+        elif isinstance(item, Mapping):
+            tokens = [f"type={item.get('type', '')}"]
+            for key, value in item.items():
+                if key == "type":
+                    continue
+                if key in ("readonly", "read_only"):
+                    if value:
+                        tokens.append("readonly")
+                else:
+                    tokens.append(f"{key}={value}")
+        else:
+            raise AppFileError(path, f"{where}[{i}]", "must be a string or a mapping")
+        try:
+            mounts.extend(parse_mounts(tokens))
+        except (KeyError, ValueError) as exc:
+            message = exc.args[0] if exc.args else str(exc)
+            if isinstance(exc, KeyError) and message in ("src", "dst"):
+                message = f"missing `{message}`"
+            raise AppFileError(path, f"{where}[{i}]", str(message)) from None
+    return mounts
+
+
+# -- small typed readers --------------------------------------------------------
+
+
+def _mapping(data: object, path: str, where: str, message: str) -> dict[str, Any]:
+    if not isinstance(data, Mapping):
+        raise AppFileError(path, where, f"{message}, got {type(data).__name__}")
+    return {str(k): v for k, v in data.items()}
+
+
+def _check_fields(
+    raw: Mapping[str, Any], known: tuple[str, ...], path: str, where: str
+) -> None:
+    for key in raw:
+        if key not in known:
+            field = f"{where}.{key}" if where else key
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = (
+                f" (did you mean `{close[0]}`?)" if close else f"; known: {list(known)}"
+            )
+            raise AppFileError(path, field, f"unknown field{hint}")
+
+
+def _required_str(raw: Mapping[str, Any], key: str, path: str, where: str) -> str:
+    field = f"{where}.{key}" if where else key
+    if key not in raw:
+        raise AppFileError(path, field, "is required")
+    return _str(raw[key], path, field)
+
+
+def _str(value: object, path: str, field: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise AppFileError(path, field, f"must be a string, got {value!r}")
+    return str(value)
+
+
+def _scalar(value: object, path: str, field: str) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    raise AppFileError(path, field, f"must be a string or a number, got {value!r}")
+
+
+def _str_list(value: object, path: str, field: str) -> list[str]:
+    if not isinstance(value, list):
+        raise AppFileError(path, field, f"must be a list, got {value!r}")
+    return [_scalar(v, path, f"{field}[{i}]") for i, v in enumerate(value)]
+
+
+def _str_map(value: object, path: str, field: str) -> dict[str, str]:
+    raw = _mapping(value, path, field, "must be a mapping")
+    return {k: _scalar(v, path, f"{field}.{k}") for k, v in raw.items()}
+
+
+def _int(value: object, path: str, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise AppFileError(path, field, f"must be an integer, got {value!r}")
+    return value
+
+
+def app_to_dict(app: AppDef) -> dict[str, Any]:
+    """The file-schema view of ``app`` (what ``describe`` prints)."""
+    roles: list[dict[str, Any]] = []
+    for role in app.roles:
+        item: dict[str, Any] = {
+            "name": role.name,
+            "image": role.image,
+            "entrypoint": role.entrypoint,
+            "args": list(role.args),
+            "env": dict(role.env),
+            "num_replicas": role.num_replicas,
+            "max_retries": role.max_retries,
+            "retry_policy": RetryPolicy(role.retry_policy).value,
+        }
+        if role.min_replicas is not None:
+            item["min_replicas"] = role.min_replicas
+        if role.resource is not NULL_RESOURCE and role.resource != NULL_RESOURCE:
+            item["resource"] = {
+                k: v for k, v in asdict(role.resource).items() if v not in ({}, None)
+            }
+        if role.port_map:
+            item["port_map"] = dict(role.port_map)
+        if role.metadata:
+            item["metadata"] = dict(role.metadata)
+        if role.mounts:
+            item["mounts"] = [_mount_to_dict(m) for m in role.mounts]
+        roles.append(item)
+    out: dict[str, Any] = {"name": app.name, "roles": roles}
+    if app.metadata:
+        out["metadata"] = dict(app.metadata)
+    return out
+
+
+def _mount_to_dict(mount: BindMount | VolumeMount | DeviceMount) -> dict[str, Any]:
+    if isinstance(mount, BindMount):
+        return {
+            "type": "bind",
+            "src": mount.src_path,
+            "dst": mount.dst_path,
+            "readonly": mount.read_only,
+        }
+    if isinstance(mount, VolumeMount):
+        return {
+            "type": "volume",
+            "src": mount.src,
+            "dst": mount.dst_path,
+            "readonly": mount.read_only,
+        }
+    return {
+        "type": "device",
+        "src": mount.src_path,
+        "dst": mount.dst_path,
+        "perm": mount.permissions,
+    }

@@ -1,0 +1,164 @@
+"""``status``, ``describe``, ``cancel``, ``list``, ``runopts`` and ``schedulers``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import yaml
+
+from asyncsched.cli._common import EXIT_FAILED, EXIT_OK, err, make_runner
+from asyncsched.cli.appfile import app_to_dict
+from asyncsched.errors import AsyncschedError, UnknownAppException
+from asyncsched.runner import DEFAULT_SESSION_NAME
+from asyncsched.schedulers import get_default_scheduler_name, get_scheduler_factories
+from asyncsched.specs import parse_app_handle
+
+__all__ = ["add_parsers"]
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser(
+        "status",
+        help="print an app's status",
+        description="Print the status of an app.",
+    )
+    p.add_argument("handle", metavar="HANDLE", help="SCHEDULER://SESSION/APP_ID")
+    p.add_argument("--roles", default=None, metavar="A,B", help="only these roles")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=status)
+
+    p = sub.add_parser(
+        "describe", help="print an app's definition (AppDef file schema)"
+    )
+    p.add_argument("handle", metavar="HANDLE")
+    p.add_argument("--json", action="store_true", help="print JSON instead of YAML")
+    p.set_defaults(func=describe)
+
+    p = sub.add_parser("cancel", help="cancel an app")
+    p.add_argument("handle", metavar="HANDLE")
+    p.set_defaults(func=cancel)
+
+    p = sub.add_parser("list", help="list the apps a scheduler knows")
+    p.add_argument(
+        "-s",
+        "--scheduler",
+        default=get_default_scheduler_name(),
+        help="scheduler (default: %(default)s)",
+    )
+    p.add_argument(
+        "--session", default=DEFAULT_SESSION_NAME, help="session (default: %(default)s)"
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=list_apps)
+
+    p = sub.add_parser("runopts", help="print the run options (-cfg) of schedulers")
+    p.add_argument(
+        "scheduler", nargs="?", default=None, help="one scheduler (default: all)"
+    )
+    p.set_defaults(func=runopts)
+
+    p = sub.add_parser("schedulers", help="list the registered schedulers")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=schedulers)
+
+
+async def status(args: argparse.Namespace) -> int:
+    parsed = parse_app_handle(args.handle)
+    async with make_runner(parsed.session_name) as runner:
+        result = await runner.status(args.handle)
+    if result is None:
+        raise UnknownAppException(args.handle)
+    roles = [r for r in args.roles.split(",") if r] if args.roles else None
+    if args.json:
+        print(json.dumps(result.to_json(roles), indent=2, default=str))
+    else:
+        print(result.format(roles), end="")
+    return EXIT_OK
+
+
+async def describe(args: argparse.Namespace) -> int:
+    parsed = parse_app_handle(args.handle)
+    async with make_runner(parsed.session_name) as runner:
+        app = await runner.describe(args.handle)
+    if app is None:
+        raise UnknownAppException(args.handle)
+    data = app_to_dict(app)
+    if args.json:
+        print(json.dumps(data, indent=2, default=str))
+    else:
+        print(yaml.safe_dump(data, sort_keys=False), end="")
+    return EXIT_OK
+
+
+async def cancel(args: argparse.Namespace) -> int:
+    parsed = parse_app_handle(args.handle)
+    async with make_runner(parsed.session_name) as runner:
+        current = await runner.status(args.handle)
+        if current is None:
+            err(f"{args.handle} is unknown; nothing to cancel")
+            return EXIT_OK
+        if current.is_terminal():
+            err(f"{args.handle} already {current.state}")
+            return EXIT_OK
+        await runner.cancel(args.handle)
+    err(f"cancel requested for {args.handle}")
+    return EXIT_OK
+
+
+async def list_apps(args: argparse.Namespace) -> int:
+    async with make_runner(args.session) as runner:
+        apps = await runner.list(args.scheduler)
+    if args.json:
+        rows = [
+            {
+                "app_handle": a.app_handle,
+                "app_id": a.app_id,
+                "name": a.name,
+                "state": str(a.state),
+            }
+            for a in apps
+        ]
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    table = [("APP HANDLE", "APP NAME", "APP STATUS")]
+    table += [(a.app_handle, a.name, str(a.state)) for a in apps]
+    widths = [max(len(row[i]) for row in table) for i in range(3)]
+    for row in table:
+        print(
+            "  ".join(
+                cell.ljust(w) for cell, w in zip(row, widths, strict=True)
+            ).rstrip()
+        )
+    return EXIT_OK
+
+
+async def runopts(args: argparse.Namespace) -> int:
+    names = [args.scheduler] if args.scheduler else list(get_scheduler_factories())
+    code = EXIT_OK
+    async with make_runner(None) as runner:
+        for name in names:
+            try:
+                opts = await runner.scheduler_run_opts(name)
+            except AsyncschedError as exc:
+                if args.scheduler:
+                    raise
+                print(f"{name}:\n    (unavailable: {exc})\n")
+                code = EXIT_FAILED
+                continue
+            print(f"{name}:\n{opts!r}\n")
+    return code if args.scheduler else EXIT_OK
+
+
+async def schedulers(args: argparse.Namespace) -> int:
+    names = list(get_scheduler_factories())
+    default = get_default_scheduler_name()
+    if args.json:
+        print(json.dumps({"default": default, "schedulers": names}, indent=2))
+        return EXIT_OK
+    for name in names:
+        print(f"{name}{'  (default)' if name == default else ''}")
+    sys.stdout.flush()
+    return EXIT_OK

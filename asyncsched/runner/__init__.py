@@ -1,0 +1,35 @@
+"""Run apps on any registered scheduler and follow them by handle.
+
+:class:`Runner` is the asynchronous entry point most programs use; the blocking
+equivalent is :class:`asyncsched.sync.SyncRunner`.
+
+Example:
+    >>> from asyncsched.runner import get_runner
+    >>> async def main() -> None:
+    ...     async with get_runner() as runner:
+    ...         print(runner.scheduler_backends())
+"""
+
+from __future__ import annotations
+
+from asyncsched.runner.api import (
+    DEFAULT_SESSION_NAME as DEFAULT_SESSION_NAME,
+    Runner as Runner,
+    StatusEvent as StatusEvent,
+    get_runner as get_runner,
+)
+from asyncsched.runner.events import (
+    EventHook as EventHook,
+    RunnerEvent as RunnerEvent,
+    get_session_id as get_session_id,
+)
+
+__all__ = [
+    "DEFAULT_SESSION_NAME",
+    "EventHook",
+    "Runner",
+    "RunnerEvent",
+    "StatusEvent",
+    "get_runner",
+    "get_session_id",
+]

@@ -1,0 +1,794 @@
+"""The asynchronous :class:`Runner`: submit apps to schedulers by name, by handle.
+
+A runner owns one scheduler per registry name, created on first use and closed
+with the runner. Apps are addressed by handles of the form
+``{scheduler}://{session}/{app_id}``, where ``scheduler`` is the registry key
+(e.g. ``local_cwd``) and ``session`` is the runner's name.
+"""
+
+from __future__ import annotations
+
+import builtins
+import copy
+import logging
+import math
+import warnings
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Mapping,
+)
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Self
+
+import anyio
+from anyio.abc import TaskStatus
+
+from asyncsched.errors import (
+    SchedulerClosedError,
+    SpecError,
+    UnknownAppException,
+    UnknownSchedulerException,
+    WaitTimeoutError,
+)
+from asyncsched.runner.events import EventHook, get_session_id, record_event
+from asyncsched.schedulers import SchedulerFactory, get_scheduler_factories
+from asyncsched.schedulers.api import (
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+)
+from asyncsched.schedulers.taskhost import TaskHost
+from asyncsched.specs import (
+    AppDef,
+    AppDryRunInfo,
+    AppHandle,
+    AppState,
+    AppStatus,
+    CfgVal,
+    Workspace,
+    make_app_handle,
+    parse_app_handle,
+    runopts,
+    validate_app,
+)
+
+__all__ = ["DEFAULT_SESSION_NAME", "Runner", "get_runner"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SESSION_NAME = "asyncsched"
+"""Session name of :func:`get_runner` when none is given."""
+
+JOB_ID_ENV = "TORCHX_JOB_ID"
+SESSION_ID_ENV = "TORCHX_INTERNAL_SESSION_ID"
+PARENT_RUN_ID_ENV = "TORCHX_PARENT_RUN_ID"
+
+StatusEvent = tuple[AppHandle, AppStatus | None]
+"""``(handle, status)``; ``status`` is None when the scheduler does not know the app."""
+
+
+@dataclass
+class _Failure:
+    """Carries an exception from the fan-out tasks to the consuming iterator."""
+
+    exc: BaseException
+
+
+_Item = StatusEvent | _Failure
+
+
+def _to_status(desc: DescribeAppResponse) -> AppStatus:
+    return AppStatus(
+        state=desc.state,
+        num_restarts=desc.num_restarts,
+        msg=desc.msg,
+        structured_error_msg=desc.structured_error_msg,
+        ui_url=desc.ui_url,
+        roles=desc.roles_statuses,
+    )
+
+
+class Runner:
+    """Run, observe and control apps on any registered scheduler, by handle.
+
+    Schedulers are created lazily, once per name, and closed with the runner;
+    use it as ``async with`` (or call :meth:`aclose`). Unlike TorchX, the
+    runner reads no environment variables: scheduler parameters are exactly
+    ``scheduler_params``, and ``wait`` is event-driven instead of polling.
+
+    Args:
+        name: Session name, the middle part of every handle this runner makes.
+        scheduler_factories: Registry name -> factory; defaults to
+            :func:`asyncsched.schedulers.get_scheduler_factories`.
+        scheduler_params: Keyword arguments given to every scheduler factory.
+        max_concurrent_submits: At most this many ``run``/``schedule`` calls
+            talk to schedulers at once; further calls wait their turn
+            (backpressure) instead of failing.
+        max_concurrent_queries: At most this many status queries at once in
+            :meth:`watch`.
+        event_hook: Called with a :class:`~asyncsched.runner.RunnerEvent` after
+            every API call.
+
+    Example:
+        >>> from asyncsched.runner import Runner
+        >>> from asyncsched.specs import AppDef, Role
+        >>> async def main() -> None:
+        ...     app = AppDef("hi", roles=[Role("hi", image=".", entrypoint="echo", args=["hi"])])
+        ...     async with Runner("demo") as runner:
+        ...         handle = await runner.run(app, "local_cwd")
+        ...         status = await runner.wait(handle, timeout=60)
+        ...         async for line in runner.log_lines(handle, "hi"):
+        ...             print(line, end="")
+    """
+
+    def __init__(
+        self,
+        name: str = DEFAULT_SESSION_NAME,
+        scheduler_factories: Mapping[str, SchedulerFactory] | None = None,
+        scheduler_params: Mapping[str, Any] | None = None,
+        *,
+        max_concurrent_submits: int = 64,
+        max_concurrent_queries: int = 64,
+        event_hook: EventHook | None = None,
+    ) -> None:
+        if max_concurrent_submits < 1 or max_concurrent_queries < 1:
+            raise ValueError("max_concurrent_submits/queries must be >= 1")
+        self._name = name
+        self._factories: dict[str, SchedulerFactory] = dict(
+            get_scheduler_factories()
+            if scheduler_factories is None
+            else scheduler_factories
+        )
+        self._params: dict[str, Any] = dict(scheduler_params or {})
+        self._schedulers: dict[str, Scheduler[Any]] = {}
+        self._apps: dict[AppHandle, AppDef] = {}
+        self._host = TaskHost(f"Runner({name!r})")
+        self._event_hook = event_hook
+        self._max_submits = max_concurrent_submits
+        self._max_queries = max_concurrent_queries
+        self._submit_limiter: anyio.CapacityLimiter | None = None
+        self._query_limiter: anyio.CapacityLimiter | None = None
+        self._lock: anyio.Lock | None = None
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        self._check_open()
+        await self._host.enter()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close every scheduler this runner created; idempotent, never raises."""
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            # cancelling the host exits each scheduler's ``async with``
+            await self._host.aclose()
+            for sched in self._schedulers.values():
+                await sched.aclose()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`aclose` ran."""
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SchedulerClosedError(f"Runner({self._name!r}) is closed")
+
+    def name(self) -> str:
+        """The session name used in handles."""
+        return self._name
+
+    def scheduler_backends(self) -> builtins.list[str]:
+        """The scheduler names this runner can use."""
+        return builtins.list(self._factories)
+
+    # -- schedulers --------------------------------------------------------------
+
+    def _check_scheduler_name(self, scheduler: str) -> None:
+        if scheduler not in self._factories:
+            raise UnknownSchedulerException(scheduler, builtins.list(self._factories))
+
+    async def _scheduler(self, scheduler: str) -> Scheduler[Any]:
+        """The scheduler registered as ``scheduler``, created and opened on first use.
+
+        Raises:
+            UnknownSchedulerException: no factory by that name.
+        """
+        self._check_open()
+        sched = self._schedulers.get(scheduler)
+        if sched is not None:
+            return sched
+        self._check_scheduler_name(scheduler)
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        async with self._lock:
+            sched = self._schedulers.get(scheduler)
+            if sched is None:
+                sched = self._factories[scheduler](self._name, **self._params)
+                # each scheduler lives in its own task of the runner's group, so
+                # its ``async with`` is entered and exited by the same task
+                await self._host.start(
+                    self._host_scheduler, sched, name=f"{scheduler}-host"
+                )
+                self._schedulers[scheduler] = sched
+        return sched
+
+    @staticmethod
+    async def _host_scheduler(
+        sched: Scheduler[Any], *, task_status: TaskStatus[None]
+    ) -> None:
+        async with sched:
+            task_status.started()
+            await anyio.sleep_forever()
+
+    async def _resolve(self, app_handle: AppHandle) -> tuple[Scheduler[Any], str, str]:
+        """Return (scheduler, scheduler name, app id) of a handle.
+
+        Raises:
+            MalformedAppHandleException: not ``scheduler://session/app_id``.
+            UnknownSchedulerException: the handle's scheduler is not registered.
+        """
+        parsed = parse_app_handle(app_handle)
+        sched = await self._scheduler(parsed.scheduler_backend)
+        return sched, parsed.scheduler_backend, parsed.app_id
+
+    async def scheduler_run_opts(self, scheduler: str) -> runopts:
+        """The run options ``scheduler`` accepts."""
+        return (await self._scheduler(scheduler)).run_opts()
+
+    async def cfg_from_str(
+        self, scheduler: str, *cfg_literals: str
+    ) -> dict[str, CfgVal]:
+        """Parse ``k=v,...`` literals against ``scheduler``'s run options.
+
+        Later literals win. Defaults are not filled in (the run does that).
+        """
+        opts = await self.scheduler_run_opts(scheduler)
+        cfg: dict[str, CfgVal] = {}
+        for literal in cfg_literals:
+            cfg.update(opts.cfg_from_str(literal))
+        return cfg
+
+    # -- submission --------------------------------------------------------------
+
+    def _limiter(self) -> anyio.CapacityLimiter:
+        if self._submit_limiter is None:
+            self._submit_limiter = anyio.CapacityLimiter(self._max_submits)
+        return self._submit_limiter
+
+    def _queries(self) -> anyio.CapacityLimiter:
+        if self._query_limiter is None:
+            self._query_limiter = anyio.CapacityLimiter(self._max_queries)
+        return self._query_limiter
+
+    async def dryrun(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = None,
+        workspace: str | Workspace | None = None,
+        parent_run_id: str | None = None,
+    ) -> AppDryRunInfo[Any]:
+        """Return what ``run`` would submit, without submitting it.
+
+        The caller's AppDef is not modified: the runner works on a copy, into
+        whose roles it injects ``TORCHX_JOB_ID`` (the future handle, with the
+        ``${app_id}`` macro), ``TORCHX_INTERNAL_SESSION_ID`` and, if given,
+        ``TORCHX_PARENT_RUN_ID``.
+
+        Raises:
+            SpecError: the app is invalid (no roles, bad replica count...).
+            UnknownSchedulerException: ``scheduler`` is not registered.
+            InvalidRunConfigException: ``cfg`` does not fit the scheduler.
+        """
+        with record_event(
+            self._event_hook, "dryrun", scheduler, runcfg=cfg, workspace=workspace
+        ) as ev:
+            self._check_open()
+            if not app.roles:
+                raise SpecError(
+                    "roles",
+                    f"No roles for app: {app.name}; an app needs at least one role",
+                )
+            self._check_scheduler_name(scheduler)
+            await app.resolve_overrides()
+            app = copy.deepcopy(app)
+            validate_app(app)
+            ev.app_image = app.roles[0].image
+            ev.app_metadata = dict(app.metadata)
+            for role in app.roles:
+                role.env[JOB_ID_ENV] = make_app_handle(
+                    scheduler, self._name, "${app_id}"
+                )
+                role.env[SESSION_ID_ENV] = get_session_id()
+                if parent_run_id:
+                    role.env[PARENT_RUN_ID_ENV] = parent_run_id
+
+            sched = await self._scheduler(scheduler)
+            resolved: Mapping[str, CfgVal] = sched.resolve_cfg(cfg)
+            sched._pre_build_validate(app, scheduler, resolved)
+            if workspace:
+                if sched.capabilities.workspaces:
+                    await sched.build_workspace_and_update_role(
+                        app.roles[0], workspace, resolved
+                    )
+                else:
+                    logger.debug(
+                        "%s does not build workspaces; ignoring %r",
+                        scheduler,
+                        workspace,
+                    )
+            sched._validate(app, scheduler, resolved)
+            info = await sched.submit_dryrun(app, resolved)
+            info._scheduler = scheduler
+            return info
+
+    async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:
+        """Launch what ``dryrun_info`` (from :meth:`dryrun`) describes; return its handle.
+
+        Waits for a free slot when ``max_concurrent_submits`` calls are in flight.
+        """
+        scheduler = dryrun_info._scheduler
+        if scheduler is None:
+            raise ValueError(
+                "dryrun_info has no scheduler; create it with Runner.dryrun()"
+            )
+        with record_event(
+            self._event_hook, "schedule", scheduler, runcfg=dryrun_info._cfg
+        ) as ev:
+            sched = await self._scheduler(scheduler)
+            async with self._limiter():
+                app_id = await sched.schedule(dryrun_info)
+            handle = make_app_handle(scheduler, self._name, app_id)
+            ev.app_id = app_id
+            if dryrun_info._app is not None:
+                self._apps[handle] = dryrun_info._app
+            return handle
+
+    async def run(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = None,
+        workspace: str | Workspace | None = None,
+        parent_run_id: str | None = None,
+    ) -> AppHandle:
+        """Submit ``app`` to ``scheduler``; return its handle ``scheduler://session/app_id``.
+
+        Waits for a free slot when ``max_concurrent_submits`` submissions are
+        in flight, so ``run`` can be started for thousands of apps at once.
+
+        Raises:
+            SpecError: the app is invalid.
+            UnknownSchedulerException: ``scheduler`` is not registered.
+            InvalidRunConfigException: ``cfg`` does not fit the scheduler.
+        """
+        async with self._limiter():
+            info = await self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
+            sched = await self._scheduler(scheduler)
+            with record_event(
+                self._event_hook, "schedule", scheduler, runcfg=info._cfg
+            ) as ev:
+                app_id = await sched.schedule(info)
+                ev.app_id = app_id
+        handle = make_app_handle(scheduler, self._name, app_id)
+        if info._app is not None:
+            self._apps[handle] = info._app
+        return handle
+
+    async def run_many(
+        self,
+        apps: Iterable[AppDef],
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = None,
+    ) -> builtins.list[AppHandle]:
+        """Submit every app concurrently (within ``max_concurrent_submits``).
+
+        Returns the handles in the order of ``apps``.
+
+        Raises:
+            ExceptionGroup: one or more submissions failed; apps submitted
+                before the failure keep running.
+        """
+        apps = builtins.list(apps)
+        handles: builtins.list[AppHandle] = [""] * len(apps)
+
+        async def one(i: int, app: AppDef) -> None:
+            handles[i] = await self.run(app, scheduler, cfg)
+
+        async with anyio.create_task_group() as tg:
+            for i, app in enumerate(apps):
+                tg.start_soon(one, i, app)
+        return handles
+
+    @asynccontextmanager
+    async def running(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = None,
+        workspace: str | Workspace | None = None,
+        *,
+        detach: bool = False,
+    ) -> AsyncIterator[AppHandle]:
+        """Run ``app`` for the duration of the block; yield its handle.
+
+        If the block exits with an exception (cancellation included), the app
+        is cancelled, unless ``detach`` is true. A block that finishes normally
+        leaves the app as it is.
+
+        Example:
+            >>> async def main(runner: Runner, app: AppDef) -> None:
+            ...     async with runner.running(app, "local_cwd") as handle:
+            ...         status = await runner.wait(handle, timeout=60)
+        """
+        handle = await self.run(app, scheduler, cfg, workspace)
+        try:
+            yield handle
+        except BaseException:
+            if not detach and not self._closed:
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await self.cancel(handle)
+                    except Exception:
+                        logger.exception("could not cancel %s", handle)
+            raise
+
+    # -- observation ------------------------------------------------------------
+
+    async def status(self, app_handle: AppHandle) -> AppStatus | None:
+        """Return the app's status, or None if its scheduler does not know it.
+
+        Raises:
+            MalformedAppHandleException: not ``scheduler://session/app_id``.
+            UnknownSchedulerException: the handle's scheduler is not registered.
+        """
+        sched, name, app_id = await self._resolve(app_handle)
+        with record_event(self._event_hook, "status", name, app_id):
+            return await self._status(sched, app_handle, app_id)
+
+    async def _status(
+        self, sched: Scheduler[Any], app_handle: AppHandle, app_id: str
+    ) -> AppStatus | None:
+        desc = await sched.describe(app_id)
+        if desc is None:
+            self._apps.pop(app_handle, None)
+            return None
+        return _to_status(desc)
+
+    async def wait(
+        self,
+        app_handle: AppHandle,
+        wait_interval: float | None = None,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 -- TorchX-style signature
+    ) -> AppStatus | None:
+        """Wait until the app is terminal; return its final status (None if unknown).
+
+        Waiting is event-driven through the scheduler's ``wait``; there is no
+        fixed poll. ``wait_interval`` is accepted for TorchX compatibility
+        (``runner.wait(handle, 10)``) and ignored.
+
+        Raises:
+            WaitTimeoutError: ``timeout`` seconds passed first (a TimeoutError).
+        """
+        del wait_interval  # TorchX's polling interval; waiting is event-driven here
+        sched, name, app_id = await self._resolve(app_handle)
+        with record_event(self._event_hook, "wait", name, app_id):
+            try:
+                desc = await sched.wait(app_id, timeout)
+            except WaitTimeoutError as exc:
+                raise WaitTimeoutError(app_handle, exc.timeout) from None
+            if desc is None:
+                self._apps.pop(app_handle, None)
+                return None
+            return _to_status(desc)
+
+    async def describe(self, app_handle: AppHandle) -> AppDef | None:
+        """Return the AppDef of the app (None if unknown).
+
+        For apps run by this runner it is the submitted copy (with the injected
+        env); otherwise it is rebuilt from what the scheduler reports.
+        """
+        sched, name, app_id = await self._resolve(app_handle)
+        with record_event(self._event_hook, "describe", name, app_id):
+            app = self._apps.get(app_handle)
+            if app is not None:
+                return app
+            desc = await sched.describe(app_id)
+            if desc is None:
+                return None
+            return AppDef(name=app_id, roles=desc.roles, metadata=desc.metadata)
+
+    async def list(self, scheduler: str) -> builtins.list[ListAppResponse]:
+        """List the apps ``scheduler`` can see, with their handles filled in."""
+        with record_event(self._event_hook, "list", scheduler):
+            sched = await self._scheduler(scheduler)
+            apps = await sched.list()
+            for app in apps:
+                app.app_handle = make_app_handle(scheduler, self._name, app.app_id)
+            return apps
+
+    def log_lines(
+        self,
+        app_handle: AppHandle,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        should_tail: bool = False,
+        streams: Stream | str | None = None,
+    ) -> AsyncIterator[str]:
+        """Iterate over the log lines of replica ``k`` of ``role_name``.
+
+        Lines keep their ``\\n``; print them with ``end=""``. The handle is
+        checked now; the app is looked up when iteration starts. Close the
+        iterator early with ``contextlib.aclosing``.
+
+        Raises:
+            MalformedAppHandleException: not ``scheduler://session/app_id``.
+            UnknownSchedulerException: the handle's scheduler is not registered.
+            UnknownAppException: (when iterated) the scheduler does not know the app.
+        """
+        parsed = parse_app_handle(app_handle)
+        self._check_open()
+        self._check_scheduler_name(parsed.scheduler_backend)
+        return self._log_lines(
+            app_handle, role_name, k, regex, since, until, should_tail, streams
+        )
+
+    async def _log_lines(
+        self,
+        app_handle: AppHandle,
+        role_name: str,
+        k: int,
+        regex: str | None,
+        since: datetime | None,
+        until: datetime | None,
+        should_tail: bool,
+        streams: Stream | str | None,
+    ) -> AsyncIterator[str]:
+        sched, name, app_id = await self._resolve(app_handle)
+        with record_event(self._event_hook, "log_lines", name, app_id):
+            if await self._status(sched, app_handle, app_id) is None:
+                raise UnknownAppException(app_handle)
+            lines = sched.log_iter(
+                app_id, role_name, k, regex, since, until, should_tail, streams=streams
+            )
+        try:
+            async for line in lines:
+                yield line
+        finally:
+            aclose = getattr(lines, "aclose", None)
+            if aclose is not None:
+                with anyio.CancelScope(shield=True):
+                    await aclose()
+
+    # -- control ---------------------------------------------------------------
+
+    async def cancel(self, app_handle: AppHandle) -> None:
+        """Ask the scheduler to stop the app; unknown or finished apps are a no-op."""
+        sched, name, app_id = await self._resolve(app_handle)
+        with record_event(self._event_hook, "cancel", name, app_id):
+            status = await self._status(sched, app_handle, app_id)
+            if status is not None and not status.is_terminal():
+                await sched.cancel(app_id)
+
+    async def stop(self, app_handle: AppHandle) -> None:
+        """Deprecated alias of :meth:`cancel`."""
+        warnings.warn(
+            "Runner.stop() is deprecated, use Runner.cancel()",
+            PendingDeprecationWarning,
+            stacklevel=2,
+        )
+        await self.cancel(app_handle)
+
+    # -- fan-out over many handles ----------------------------------------------
+
+    def _validate_handles(
+        self, app_handles: Iterable[AppHandle]
+    ) -> builtins.list[AppHandle]:
+        self._check_open()
+        handles = builtins.list(dict.fromkeys(app_handles))
+        for handle in handles:
+            self._check_scheduler_name(parse_app_handle(handle).scheduler_backend)
+        return handles
+
+    def watch(
+        self, app_handles: Iterable[AppHandle], *, poll_interval: float = 1.0
+    ) -> AsyncIterator[StatusEvent]:
+        """Yield ``(handle, status)`` whenever an app's state changes.
+
+        Each app is reported once at first (its current state), then on every
+        state change, the last time in a terminal state. ``status`` is None
+        (and final) for an app the scheduler does not know. Terminal states
+        arrive as soon as the scheduler's ``wait`` returns; intermediate ones
+        (PENDING -> RUNNING) are checked at most ``poll_interval`` seconds
+        apart. The iterator ends when every app is final.
+
+        All apps are watched by one task group in the runner, with at most
+        ``max_concurrent_queries`` status queries at once.
+
+        Raises:
+            MalformedAppHandleException: a malformed handle (before anything runs).
+            UnknownSchedulerException: a handle names an unknown scheduler.
+            ExceptionGroup: a scheduler failed while watching.
+        """
+        handles = self._validate_handles(app_handles)
+
+        async def worker(handle: AppHandle, emit: _Emit) -> None:
+            sched, _, app_id = await self._resolve(handle)
+            last: AppState | None = None
+            delay = 0.05
+            while True:
+                async with self._queries():
+                    status = await self._status(sched, handle, app_id)
+                if status is None:
+                    await emit((handle, None))
+                    return
+                if status.state != last:
+                    last = status.state
+                    await emit((handle, status))
+                if status.is_terminal():
+                    return
+                with anyio.move_on_after(delay):
+                    await sched.wait(app_id)
+                delay = min(delay * 2, poll_interval)
+
+        return self._fan_out(handles, worker, timeout=None)
+
+    def as_completed(
+        self, app_handles: Iterable[AppHandle], *, timeout: float | None = None
+    ) -> AsyncIterator[StatusEvent]:
+        """Yield ``(handle, final_status)`` for each app, in completion order.
+
+        ``final_status`` is None for an app the scheduler does not know.
+
+        Raises:
+            WaitTimeoutError: ``timeout`` seconds passed before every app
+                finished (``.app_id`` names the first unfinished handle).
+            ExceptionGroup: a scheduler failed while waiting.
+        """
+        handles = self._validate_handles(app_handles)
+
+        async def worker(handle: AppHandle, emit: _Emit) -> None:
+            sched, _, app_id = await self._resolve(handle)
+            desc = await sched.wait(app_id)
+            if desc is None:
+                self._apps.pop(handle, None)
+                await emit((handle, None))
+            else:
+                await emit((handle, _to_status(desc)))
+
+        return self._fan_out(handles, worker, timeout=timeout)
+
+    async def wait_all(
+        self,
+        app_handles: Iterable[AppHandle],
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 -- one deadline for all
+    ) -> dict[AppHandle, AppStatus | None]:
+        """Wait for every app; return handle -> final status, in the input order.
+
+        Raises:
+            WaitTimeoutError: ``timeout`` seconds passed first.
+            ExceptionGroup: a scheduler failed while waiting.
+        """
+        handles = self._validate_handles(app_handles)
+        results = {
+            handle: status
+            async for handle, status in self.as_completed(handles, timeout=timeout)
+        }
+        return {h: results[h] for h in handles}
+
+    async def _fan_out(
+        self,
+        handles: builtins.list[AppHandle],
+        worker: Callable[[AppHandle, _Emit], Coroutine[Any, Any, None]],
+        timeout: float | None,  # noqa: ASYNC109 -- a deadline, not a wrapper
+    ) -> AsyncIterator[StatusEvent]:
+        # The workers run in the runner's task group, not in this generator, so
+        # no cancel scope is ever open across a ``yield`` and an abandoned
+        # iterator only has to cancel ``scope``.
+        if not handles:
+            return
+        send, recv = anyio.create_memory_object_stream[_Item](math.inf)
+        scope = anyio.CancelScope()
+
+        async def emit(item: StatusEvent) -> None:
+            await send.send(item)
+
+        async def run_all() -> None:
+            with send:  # closed however this ends, so the consumer sees the end
+                failure: BaseException | None = None
+                with scope:
+                    try:
+                        async with anyio.create_task_group() as tg:
+                            for handle in handles:
+                                tg.start_soon(worker, handle, emit)
+                    except Exception as exc:  # noqa: BLE001 -- handed to the consumer
+                        failure = exc
+                if failure is not None:
+                    with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                        send.send_nowait(_Failure(failure))
+
+        await self._host.start_soon(run_all, name="runner-fan-out")
+        pending = dict.fromkeys(handles)
+        deadline = None if timeout is None else anyio.current_time() + timeout
+        try:
+            with recv:
+                while True:
+                    item: _Item | None = None
+                    remaining = (
+                        math.inf
+                        if deadline is None
+                        else deadline - anyio.current_time()
+                    )
+                    with anyio.move_on_after(remaining):
+                        try:
+                            item = await recv.receive()
+                        except anyio.EndOfStream:
+                            return
+                    if item is None:
+                        assert timeout is not None
+                        raise WaitTimeoutError(next(iter(pending)), timeout)
+                    if isinstance(item, _Failure):
+                        raise item.exc
+                    if item[1] is None or item[1].is_terminal():
+                        pending.pop(item[0], None)
+                    yield item
+        finally:
+            scope.cancel()
+
+
+_Emit = Callable[[StatusEvent], Awaitable[None]]
+
+
+def get_runner(
+    name: str | None = None,
+    *,
+    max_concurrent_submits: int = 64,
+    event_hook: EventHook | None = None,
+    **scheduler_params: Any,
+) -> Runner:
+    """Create a :class:`Runner` over every registered scheduler.
+
+    Args:
+        name: Session name; ``"asyncsched"`` when not given.
+        max_concurrent_submits: See :class:`Runner`.
+        event_hook: See :class:`Runner`.
+        **scheduler_params: Passed to every scheduler factory (nothing is read
+            from the environment).
+
+    Example:
+        >>> async def main() -> None:
+        ...     async with get_runner() as runner:
+        ...         print(runner.name())
+    """
+    return Runner(
+        name or DEFAULT_SESSION_NAME,
+        scheduler_params=scheduler_params,
+        max_concurrent_submits=max_concurrent_submits,
+        event_hook=event_hook,
+    )

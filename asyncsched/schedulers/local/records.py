@@ -1,0 +1,133 @@
+"""On-disk app records, so that other processes can see local apps.
+
+The supervisor writes ``<app_dir>/app.json`` at submit and on every state
+change (atomically: temp file + rename, in a worker thread), indexes it as
+``<state_dir>/local/<session>/<app_id>.json`` (a small pointer naming the app
+dir), and writes TorchX's ``SUCCESS`` file once the app is over. A
+``CANCEL_REQUESTED`` file in the app dir is how another process asks the
+supervisor to treat the signals it sends as a cancellation.
+
+Example:
+    >>> pointer_path("/state", "sess", "app-x")
+    '/state/local/sess/app-x.json'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "CANCEL_MARKER",
+    "RECORD_NAME",
+    "RECORD_VERSION",
+    "default_state_dir",
+    "find_pointer",
+    "list_pointers",
+    "pointer_path",
+    "read_json",
+    "remove_pointer",
+    "write_json_atomic",
+    "write_pointer",
+]
+
+RECORD_NAME = "app.json"
+RECORD_VERSION = 1
+CANCEL_MARKER = "CANCEL_REQUESTED"
+
+
+def default_state_dir() -> str:
+    """``$ASYNCSCHED_STATE_DIR``, else ``$XDG_STATE_HOME/asyncsched``, else
+    ``~/.local/state/asyncsched``."""
+    explicit = os.environ.get("ASYNCSCHED_STATE_DIR")
+    if explicit:
+        return explicit
+    xdg = os.environ.get("XDG_STATE_HOME")
+    if xdg:
+        return os.path.join(xdg, "asyncsched")
+    return os.path.join(Path.home(), ".local", "state", "asyncsched")
+
+
+def pointer_path(state_dir: str, session: str, app_id: str) -> str:
+    """Where the pointer of ``app_id`` lives."""
+    return os.path.join(state_dir, "local", session, f"{app_id}.json")
+
+
+def write_json_atomic(path: str, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` via a temp file and a rename (blocking)."""
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
+    os.fchmod(fd, 0o644)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def read_json(path: str) -> dict[str, Any] | None:
+    """Load a JSON object, or None when it is missing or unreadable (blocking)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_pointer(state_dir: str, session: str, app_id: str, app_dir: str) -> None:
+    """Index ``app_id`` of ``session`` under the state dir (blocking)."""
+    write_json_atomic(
+        pointer_path(state_dir, session, app_id),
+        {
+            "app_id": app_id,
+            "session": session,
+            "app_dir": app_dir,
+            "version": RECORD_VERSION,
+        },
+    )
+
+
+def remove_pointer(state_dir: str, session: str, app_id: str) -> None:
+    """Forget ``app_id`` (its record and logs stay in the log dir)."""
+    with contextlib.suppress(OSError):
+        os.unlink(pointer_path(state_dir, session, app_id))
+
+
+def find_pointer(state_dir: str, session: str, app_id: str) -> dict[str, Any] | None:
+    """The pointer of ``app_id`` in ``session``, else in any session (blocking)."""
+    found = read_json(pointer_path(state_dir, session, app_id))
+    if found is not None:
+        return found
+    root = os.path.join(state_dir, "local")
+    with contextlib.suppress(OSError):
+        for other in os.listdir(root):
+            if other != session:
+                found = read_json(pointer_path(state_dir, other, app_id))
+                if found is not None:
+                    return found
+    return None
+
+
+def list_pointers(state_dir: str, session: str) -> list[dict[str, Any]]:
+    """Every pointer of ``session`` (blocking)."""
+    directory = os.path.join(state_dir, "local", session)
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    pointers = []
+    for name in names:
+        if name.endswith(".json") and not name.startswith("."):
+            data = read_json(os.path.join(directory, name))
+            if data is not None and isinstance(data.get("app_dir"), str):
+                pointers.append(data)
+    return pointers

@@ -1,0 +1,212 @@
+"""Apps supervised by another process, seen through their on-disk records.
+
+A replica the record shows as running whose process is gone (or whose pid now
+belongs to a process with another start time) while the supervisor is dead is
+reported FAILED: its supervisor died before it could record an exit code.
+
+Example:
+    >>> replica_gone({"pid": None, "start_time": None})
+    True
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+import anyio
+
+from asyncsched.schedulers.api import DescribeAppResponse
+from asyncsched.schedulers.local.process import pid_alive, signal_group
+from asyncsched.schedulers.local.records import (
+    CANCEL_MARKER,
+    RECORD_NAME,
+    read_json,
+    write_json_atomic,
+)
+from asyncsched.specs import (
+    NONE,
+    AppState,
+    ReplicaStatus,
+    Resource,
+    RetryPolicy,
+    Role,
+    RoleStatus,
+    is_terminal,
+)
+
+__all__ = [
+    "cancel_remote",
+    "describe_record",
+    "load_record",
+    "record_done",
+    "replica_gone",
+    "supervisor_alive",
+]
+
+
+def load_record(app_dir: str) -> dict[str, Any] | None:
+    """Read ``<app_dir>/app.json`` (blocking)."""
+    return read_json(os.path.join(app_dir, RECORD_NAME))
+
+
+def supervisor_alive(record: dict[str, Any]) -> bool:
+    """True while the process that supervises the app runs."""
+    sup = record.get("supervisor") or {}
+    pid = sup.get("pid")
+    return isinstance(pid, int) and pid_alive(pid, sup.get("start_time"))
+
+
+def replica_gone(replica: dict[str, Any]) -> bool:
+    """True when the replica's recorded process no longer runs."""
+    pid = replica.get("pid")
+    return not isinstance(pid, int) or not pid_alive(pid, replica.get("start_time"))
+
+
+def _effective(
+    record: dict[str, Any],
+) -> tuple[AppState, str, dict[str, list[dict[str, Any]]]]:
+    state = AppState[record.get("state", "UNKNOWN")]
+    msg = str(record.get("msg", NONE))
+    roles: dict[str, list[dict[str, Any]]] = {
+        name: [dict(r) for r in reps]
+        for name, reps in (record.get("roles") or {}).items()
+    }
+    if record.get("finished") or supervisor_alive(record):
+        return state, msg, roles
+    sup_pid = (record.get("supervisor") or {}).get("pid")
+    lost = False
+    for reps in roles.values():
+        for r in reps:
+            running = r.get("exit_code") is None and not is_terminal(
+                AppState[r["state"]]
+            )
+            if running and replica_gone(r):
+                r["state"] = AppState.FAILED.name
+                lost = True
+    if lost and not is_terminal(state):
+        state = AppState.FAILED
+        msg = f"the supervisor (pid {sup_pid}) died before the app finished"
+    return state, msg, roles
+
+
+def describe_record(record: dict[str, Any]) -> DescribeAppResponse:
+    """Turn a record into a DescribeAppResponse (with per-replica statuses)."""
+    state, msg, roles = _effective(record)
+    statuses = [
+        RoleStatus(
+            name,
+            [
+                ReplicaStatus(
+                    id=int(r["replica_id"]),
+                    state=AppState[r["state"]],
+                    role=name,
+                    hostname=str(
+                        (record.get("supervisor") or {}).get("hostname", "localhost")
+                    ),
+                    structured_error_msg=str(r.get("structured_error_msg", NONE)),
+                    exit_code=r.get("exit_code"),
+                    pid=r.get("pid"),
+                    num_restarts=int(r.get("num_restarts", 0)),
+                )
+                for r in reps
+            ],
+        )
+        for name, reps in roles.items()
+    ]
+    return DescribeAppResponse(
+        app_id=str(record["app_id"]),
+        state=state,
+        num_restarts=int(record.get("num_restarts", 0)),
+        msg=msg,
+        structured_error_msg=str(record.get("structured_error_msg", NONE)),
+        ui_url=f"file://{record.get('app_dir', '')}",
+        roles_statuses=statuses,
+        roles=[
+            _role_from_spec(spec) for spec in (record.get("role_specs") or {}).values()
+        ],
+    )
+
+
+def _role_from_spec(spec: dict[str, Any]) -> Role:
+    res = spec.get("resource") or {}
+    return Role(
+        name=spec["name"],
+        image=spec.get("image", ""),
+        entrypoint=spec.get("entrypoint", ""),
+        args=list(spec.get("args", [])),
+        env=dict(spec.get("env", {})),
+        num_replicas=int(spec.get("num_replicas", 1)),
+        max_retries=int(spec.get("max_retries", 0)),
+        retry_policy=RetryPolicy(spec.get("retry_policy", "APPLICATION")),
+        resource=Resource(
+            cpu=int(res.get("cpu", -1)),
+            gpu=int(res.get("gpu", -1)),
+            memMB=int(res.get("memMB", -1)),
+        ),
+    )
+
+
+def record_done(record: dict[str, Any] | None) -> bool:
+    """True when no more log data will come for the app of ``record``."""
+    if record is None or record.get("finished"):
+        return True
+    if supervisor_alive(record):
+        return False
+    return all(
+        r.get("exit_code") is not None or replica_gone(r)
+        for reps in (record.get("roles") or {}).values()
+        for r in reps
+    )
+
+
+def _signal_replicas(record: dict[str, Any], sig: int) -> int:
+    sent = 0
+    for reps in (record.get("roles") or {}).values():
+        for r in reps:
+            if r.get("exit_code") is None and not replica_gone(r):
+                sent += signal_group(int(r["pid"]), sig)
+    return sent
+
+
+def cancel_remote(app_dir: str) -> dict[str, Any] | None:
+    """Cancel an app another process supervises (blocking; no waiting).
+
+    Writes the cancel marker (so the supervisor records CANCELLED), then
+    SIGTERMs each live replica group after checking its pid's start time. With
+    no live supervisor the groups get SIGKILL and the record is updated here.
+    Returns the record read, or None.
+    """
+    record = load_record(app_dir)
+    if record is None or is_terminal(AppState[record.get("state", "UNKNOWN")]):
+        return record
+    write_json_atomic(os.path.join(app_dir, CANCEL_MARKER), {"requested": time.time()})
+    if supervisor_alive(record):
+        _signal_replicas(record, signal.SIGTERM)
+        return record
+    _signal_replicas(record, signal.SIGKILL)
+    record["state"] = AppState.CANCELLED.name
+    record["msg"] = "cancelled (the supervisor was gone)"
+    record["last_updated"] = time.time()
+    for reps in (record.get("roles") or {}).values():
+        for r in reps:
+            if r.get("exit_code") is None:
+                r["state"] = AppState.CANCELLED.name
+    record["finished"] = True
+    write_json_atomic(os.path.join(app_dir, RECORD_NAME), record)
+    return record
+
+
+async def escalate_remote(app_dir: str, grace: float) -> None:
+    """After ``grace`` seconds, SIGKILL the groups of a remotely cancelled app."""
+    deadline = anyio.current_time() + grace
+    while anyio.current_time() < deadline:
+        record = await anyio.to_thread.run_sync(load_record, app_dir)
+        if record_done(record) or record is None:
+            return
+        await anyio.sleep(min(0.1, max(0.0, deadline - anyio.current_time())))
+    record = await anyio.to_thread.run_sync(load_record, app_dir)
+    if record is not None:
+        _signal_replicas(record, signal.SIGKILL)

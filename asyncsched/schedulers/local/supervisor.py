@@ -1,0 +1,571 @@
+"""One running local app: its replicas, their attempts, state and record.
+
+Everything here runs in the event-loop thread. Reaper tasks call back into the
+app synchronously (``_on_exit``); the state machine, restarts and fail-fast
+termination are plain method calls, so there is no polling and no queue.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from asyncsched.schedulers.local.logs import ReplicaLog, pump
+from asyncsched.schedulers.local.process import Child, Guardian, pid_start_time
+from asyncsched.schedulers.local.records import (
+    CANCEL_MARKER,
+    RECORD_NAME,
+    RECORD_VERSION,
+    write_json_atomic,
+    write_pointer,
+)
+from asyncsched.schedulers.local.state import (
+    RetryAction,
+    RetryCounters,
+    app_state,
+    decide_retry,
+)
+from asyncsched.specs import NONE, AppState, RetryPolicy, is_terminal
+
+__all__ = ["LocalApp", "Replica", "ReplicaLaunch", "RoleInfo", "SpawnConfig"]
+
+logger = logging.getLogger(__name__)
+
+#: after a replica's leader exits, how long its pipes may take to reach EOF
+DRAIN_TIMEOUT = 2.0
+
+
+@dataclass
+class SpawnConfig:
+    """How replicas are spawned (shared by every app of a scheduler)."""
+
+    setpriv: str | None
+    use_preexec: bool
+    devnull: int
+    guardian: Guardian
+
+
+@dataclass
+class RoleInfo:
+    """What the supervisor needs of a role."""
+
+    name: str
+    num_replicas: int
+    max_retries: int
+    retry_policy: RetryPolicy
+    spec: dict[str, Any]
+
+
+@dataclass
+class ReplicaLaunch:
+    """Everything needed to (re)start one replica."""
+
+    role: str
+    replica_id: int
+    args: list[str]
+    env: dict[str, str]
+    cwd: str | None
+    log_dir: str
+    error_file: str
+
+
+@dataclass
+class Replica:
+    """Supervisor-side state of one replica across its attempts."""
+
+    launch: ReplicaLaunch
+    log: ReplicaLog
+    state: AppState = AppState.PENDING
+    child: Child | None = None
+    exited: anyio.Event | None = None
+    exit_code: int | None = None
+    pid: int | None = None
+    start_time: int | None = None
+    num_restarts: int = 0
+    restarting: bool = False
+    structured_error: str = NONE
+    error_mtime: float | None = None
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+
+
+class LocalApp:
+    """Supervise the replicas of one app (spawn, reap, retry, cancel, record)."""
+
+    def __init__(
+        self,
+        *,
+        app_id: str,
+        name: str,
+        session: str,
+        app_dir: str,
+        roles: list[RoleInfo],
+        replicas: list[Replica],
+        fail_fast: bool,
+        cancel_grace: float,
+        spawn: SpawnConfig,
+        tg: TaskGroup,
+        state_dir: str | None = None,
+    ) -> None:
+        self.app_id = app_id
+        self.name = name
+        self.session = session
+        self.app_dir = app_dir
+        self.roles = {r.name: r for r in roles}
+        self.replicas = replicas
+        self.fail_fast = fail_fast
+        self.cancel_grace = cancel_grace
+        self._spawn_cfg = spawn
+        self._tg = tg
+        self._state_dir = state_dir
+        self._pointer_written = False
+        self.state = AppState.PENDING
+        self.msg = NONE
+        self.num_restarts = 0
+        self.cancelled = False
+        self.failed = False
+        self.closing = False
+        self.created = time.time()
+        self.last_updated = self.created
+        self.done = anyio.Event()
+        self.finished = anyio.Event()
+        self._counters = RetryCounters()
+        self._restart_batch: set[int] = set()  # indexes into self.replicas
+        self._dirty = anyio.Event()
+        self._dirty_seq = 0
+        self._written_seq = 0
+        self._written = anyio.Event()
+        self._flusher_scope = anyio.CancelScope()
+        self._supervisor = {
+            "pid": os.getpid(),
+            "start_time": pid_start_time(os.getpid()),
+            "hostname": socket.gethostname(),
+        }
+
+    # -- start -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Spawn every replica; on a failure kill those started and raise OSError."""
+        started: list[Replica] = []
+        try:
+            for replica in self.replicas:
+                self._spawn(replica)
+                started.append(replica)
+        except OSError:
+            self.closing = True
+            for replica in started:
+                if replica.child is not None:
+                    replica.child.signal(signal.SIGKILL)
+            raise
+        self.state = AppState.RUNNING
+        self._tg.start_soon(self._flusher, name=f"record:{self.app_id}")
+        self._mark_dirty()
+
+    def _spawn(self, replica: Replica) -> None:
+        launch = replica.launch
+        cfg = self._spawn_cfg
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            child = Child.spawn(
+                launch.args,
+                env=launch.env,
+                cwd=launch.cwd,
+                stdin=cfg.devnull,
+                stdout=out_w,
+                stderr=err_w,
+                setpriv=cfg.setpriv,
+                use_preexec=cfg.use_preexec,
+            )
+        except BaseException:
+            for fd in (out_r, err_r):
+                os.close(fd)
+            raise
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+        cfg.guardian.add(child.pid)
+        replica.child = child
+        replica.exited = anyio.Event()
+        replica.pid = child.pid
+        replica.start_time = child.start_time
+        replica.exit_code = None
+        replica.state = AppState.RUNNING
+        replica.attempts.append(
+            {
+                "attempt": len(replica.attempts),
+                "pid": child.pid,
+                "start_time": child.start_time,
+                "started": time.time(),
+                "finished": None,
+                "exit_code": None,
+                "offsets": replica.log.offsets(),
+            }
+        )
+        self._tg.start_soon(
+            self._watch,
+            replica,
+            child,
+            replica.exited,
+            out_r,
+            err_r,
+            name=f"replica:{self.app_id}/{launch.role}/{launch.replica_id}",
+        )
+
+    # -- reaping -------------------------------------------------------------------
+
+    async def _watch(
+        self,
+        replica: Replica,
+        child: Child,
+        exited: anyio.Event,
+        out_r: int,
+        err_r: int,
+    ) -> None:
+        rc: int | None = None
+        try:
+            async with anyio.create_task_group() as pumps:
+                pumps.start_soon(pump, out_r, replica.log, "stdout")
+                pumps.start_soon(pump, err_r, replica.log, "stderr")
+                clean = False
+                try:
+                    await child.wait_exit()
+                    clean = True
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        if not clean:  # cancelled: the scheduler is going away
+                            child.signal(signal.SIGKILL)
+                            with anyio.move_on_after(5):
+                                await child.wait_exit()
+                        # the leader is a zombie: its group id cannot be reused yet
+                        child.signal(signal.SIGKILL)
+                        rc = await child.reap()
+                        self._spawn_cfg.guardian.remove(child.pid)
+                pumps.cancel_scope.deadline = anyio.current_time() + DRAIN_TIMEOUT
+        except Exception:  # never let a replica take the scheduler's group down
+            logger.exception("supervising %s failed", self.app_id)
+        finally:
+            exited.set()
+            self._on_exit(replica, child, rc)
+
+    def _on_exit(self, replica: Replica, child: Child, rc: int | None) -> None:
+        if replica.child is not child:  # pragma: no cover - defensive
+            return
+        replica.child = None
+        replica.exit_code = rc
+        attempt = replica.attempts[-1]
+        attempt["exit_code"] = rc
+        attempt["finished"] = time.time()
+        if rc != 0:
+            self._load_error_file(replica)
+        if self.cancelled or self.closing:
+            replica.state = AppState.SUCCEEDED if rc == 0 else AppState.CANCELLED
+        elif replica.restarting:
+            replica.state = AppState.PENDING
+        elif self.failed and self.fail_fast:
+            replica.state = AppState.SUCCEEDED if rc == 0 else AppState.CANCELLED
+        elif rc == 0:
+            replica.state = AppState.SUCCEEDED
+        elif os.path.exists(os.path.join(self.app_dir, CANCEL_MARKER)):
+            replica.state = AppState.CANCELLED
+            self.cancel()
+            return
+        else:
+            self._on_failure(replica)
+        self._after_change()
+
+    def _load_error_file(self, replica: Replica) -> None:
+        path = replica.launch.error_file
+        try:
+            mtime = os.stat(path).st_mtime
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except OSError:
+            return
+        with contextlib.suppress(ValueError):
+            text = json.dumps(json.loads(text), separators=(",", ":"))
+        replica.structured_error = text
+        replica.error_mtime = mtime
+        # keep each attempt's reply file: the next attempt may write its own
+        with contextlib.suppress(OSError):
+            os.replace(path, f"{path}.{len(replica.attempts) - 1}")
+
+    def _on_failure(self, replica: Replica) -> None:
+        launch = replica.launch
+        role = self.roles[launch.role]
+        action = decide_retry(
+            role.retry_policy,
+            role.max_retries,
+            self._counters,
+            launch.role,
+            launch.replica_id,
+        )
+        if action == RetryAction.FAIL:
+            replica.state = AppState.FAILED
+            if not self.failed:
+                self.msg = (
+                    f"replica {launch.role}/{launch.replica_id} exited with code "
+                    f"{replica.exit_code}"
+                )
+            self.failed = True
+            if self.fail_fast:
+                self._terminate_all(self.cancel_grace)
+            return
+        self.num_restarts += 1
+        if action == RetryAction.RESTART_REPLICA:
+            batch = [replica]
+        elif action == RetryAction.RESTART_ROLE:
+            batch = [r for r in self.replicas if r.launch.role == launch.role]
+        else:
+            batch = list(self.replicas)
+        logger.info(
+            "%s: restarting %d replica(s) (%s)", self.app_id, len(batch), action.value
+        )
+        for r in batch:
+            self._restart_batch.add(self.replicas.index(r))
+            r.state = AppState.PENDING
+            if r.child is not None:
+                r.restarting = True
+                self._terminate(r, self.cancel_grace)
+
+    def _after_change(self) -> None:
+        if self._restart_batch and not (self.cancelled or self.closing or self.failed):
+            batch = [self.replicas[i] for i in sorted(self._restart_batch)]
+            if all(r.child is None for r in batch):
+                self._restart_batch.clear()
+                for r in batch:
+                    r.restarting = False
+                    r.num_restarts += 1
+                    try:
+                        self._spawn(r)
+                    except OSError as exc:
+                        r.state = AppState.FAILED
+                        self.failed = True
+                        self.msg = f"restarting {r.launch.role}/{r.launch.replica_id} failed: {exc}"
+                        if self.fail_fast:
+                            self._terminate_all(self.cancel_grace)
+        elif self._restart_batch and all(
+            self.replicas[i].child is None for i in self._restart_batch
+        ):
+            for i in self._restart_batch:
+                r = self.replicas[i]
+                r.restarting = False
+                if not is_terminal(r.state):
+                    r.state = AppState.CANCELLED
+            self._restart_batch.clear()
+        self._update_state()
+
+    def _update_state(self) -> None:
+        new = app_state(
+            (r.state for r in self.replicas),
+            cancelled=self.cancelled,
+            failed=self.failed,
+            fail_fast=self.fail_fast,
+        )
+        if new != self.state:
+            self.state = new
+        self.last_updated = time.time()
+        if is_terminal(self.state):
+            self.done.set()
+            if (
+                all(r.child is None for r in self.replicas)
+                and not self.finished.is_set()
+            ):
+                for r in self.replicas:
+                    r.log.close()
+                self.finished.set()
+        self._mark_dirty()
+
+    # -- stopping -------------------------------------------------------------------
+
+    def _terminate(self, replica: Replica, grace: float) -> None:
+        child, exited = replica.child, replica.exited
+        if child is None or exited is None:
+            return
+        child.signal(signal.SIGTERM)
+        self._tg.start_soon(self._escalate, child, exited, grace)
+
+    async def _escalate(self, child: Child, exited: anyio.Event, grace: float) -> None:
+        with anyio.move_on_after(grace):
+            await exited.wait()
+        child.signal(signal.SIGKILL)
+
+    def _terminate_all(self, grace: float) -> None:
+        for r in self.replicas:
+            if r.child is not None:
+                self._terminate(r, grace)
+
+    def cancel(self) -> None:
+        """Cancel: CANCELLED now, SIGTERM every group, SIGKILL after the grace."""
+        if self.cancelled or self.finished.is_set():
+            return
+        self.cancelled = True
+        if not is_terminal(self.state):
+            self.msg = "cancelled"
+        for r in self.replicas:
+            if r.child is None and not is_terminal(r.state):
+                r.state = AppState.CANCELLED
+        self._terminate_all(self.cancel_grace)
+        self._after_change()
+
+    def begin_close(self) -> None:
+        """The scheduler is closing: stop everything (SIGTERM now)."""
+        self.closing = True
+        if not is_terminal(self.state):
+            self.cancelled = True
+            self.msg = "the scheduler was closed"
+        for r in self.replicas:
+            if r.child is None and not is_terminal(r.state):
+                r.state = AppState.CANCELLED
+            if r.child is not None:
+                r.child.signal(signal.SIGTERM)
+        self._after_change()
+
+    def kill_all(self) -> None:
+        """SIGKILL every group still alive."""
+        for r in self.replicas:
+            if r.child is not None:
+                r.child.signal(signal.SIGKILL)
+
+    # -- record ----------------------------------------------------------------------
+
+    @property
+    def record_path(self) -> str:
+        return os.path.join(self.app_dir, RECORD_NAME)
+
+    def _mark_dirty(self) -> None:
+        self._dirty_seq += 1
+        self._dirty.set()
+
+    async def settled(self) -> None:
+        """Return once the record on disk reflects the state as of this call."""
+        target = self._dirty_seq
+        while self._written_seq < target:
+            await self._written.wait()
+
+    def stop_flusher(self) -> None:
+        """Stop the record writer (the app is forgotten)."""
+        self._flusher_scope.cancel()
+
+    def structured_error(self) -> str:
+        """The reply file of the replica that failed first, or ``NONE``."""
+        failed = [r for r in self.replicas if r.error_mtime is not None]
+        if not failed:
+            return NONE
+        return min(failed, key=lambda r: r.error_mtime or 0.0).structured_error
+
+    def snapshot(self) -> dict[str, Any]:
+        """The app record (JSON-ready)."""
+        roles: dict[str, list[dict[str, Any]]] = {}
+        for r in self.replicas:
+            roles.setdefault(r.launch.role, []).append(
+                {
+                    "replica_id": r.launch.replica_id,
+                    "state": r.state.name,
+                    "pid": r.pid,
+                    "start_time": r.start_time,
+                    "exit_code": r.exit_code,
+                    "num_restarts": r.num_restarts,
+                    "structured_error_msg": r.structured_error,
+                    "log_dir": r.launch.log_dir,
+                    "error_file": r.launch.error_file,
+                    "attempts": [dict(a) for a in r.attempts],
+                }
+            )
+        return {
+            "version": RECORD_VERSION,
+            "scheduler": "local",
+            "app_id": self.app_id,
+            "name": self.name,
+            "session": self.session,
+            "app_dir": self.app_dir,
+            "state": self.state.name,
+            "msg": self.msg,
+            "num_restarts": self.num_restarts,
+            "structured_error_msg": self.structured_error(),
+            "created": self.created,
+            "last_updated": self.last_updated,
+            "fail_fast": self.fail_fast,
+            "finished": self.finished.is_set(),
+            "supervisor": dict(self._supervisor),
+            "roles": roles,
+            "role_specs": {name: info.spec for name, info in self.roles.items()},
+        }
+
+    def success_file(self) -> dict[str, Any]:
+        """TorchX's SUCCESS file content."""
+        roles: dict[str, list[dict[str, Any]]] = {}
+        for r in self.replicas:
+            roles.setdefault(r.launch.role, []).append(
+                {
+                    "replica_id": r.launch.replica_id,
+                    "pid": r.pid,
+                    "exitcode": r.exit_code,
+                    "stdout": r.log.paths["stdout"],
+                    "stderr": r.log.paths["stderr"],
+                    "error_file": r.launch.error_file
+                    if r.error_mtime is not None
+                    else "<N/A>",
+                }
+            )
+        return {
+            "app_id": self.app_id,
+            "log_dir": self.app_dir,
+            "final_state": self.state.name,
+            "last_updated": self.last_updated,
+            "roles": roles,
+        }
+
+    async def _flusher(self) -> None:
+        with self._flusher_scope:
+            while True:
+                await self._dirty.wait()
+                self._dirty = anyio.Event()
+                try:
+                    await self.flush()
+                except Exception:
+                    logger.exception("writing the record of %s failed", self.app_id)
+
+    async def flush(self) -> None:
+        """Write the record now (and SUCCESS once finished), off the loop."""
+        seq = self._dirty_seq
+        data = self.snapshot()
+        success = self.success_file() if self.finished.is_set() else None
+        pointer = None
+        if not self._pointer_written and self._state_dir is not None:
+            pointer = (self._state_dir, self.session, self.app_id)
+            self._pointer_written = True
+        try:
+            await anyio.to_thread.run_sync(
+                _write_record, self.record_path, data, self.app_dir, success, pointer
+            )
+        finally:
+            self._written_seq = max(self._written_seq, seq)
+            self._written.set()
+            self._written = anyio.Event()
+
+
+def _write_record(
+    path: str,
+    data: dict[str, Any],
+    app_dir: str,
+    success: dict[str, Any] | None,
+    pointer: tuple[str, str, str] | None,
+) -> None:
+    try:
+        write_json_atomic(path, data)
+        if pointer is not None:  # after the record: a pointer never dangles
+            write_pointer(*pointer, app_dir)
+        if success is not None:
+            write_json_atomic(os.path.join(app_dir, "SUCCESS"), success)
+    except OSError as exc:  # the temp log dir may be gone at close
+        logger.debug("cannot write the record %s: %s", path, exc)

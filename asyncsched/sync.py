@@ -1,0 +1,722 @@
+"""Blocking facades over the asynchronous API: :class:`SyncRunner` and :class:`SyncScheduler`.
+
+Each facade object owns one background thread running one event loop (an anyio
+``BlockingPortal``). The wrapped runner or scheduler is created inside that
+loop and lives there until :meth:`close` (or the end of the ``with`` block);
+every method hands its call to the loop and blocks until it is done. There is
+no ``asyncio.run`` per call, so apps, processes and log streams stay
+observable between calls.
+
+Rules:
+
+- A facade may be shared by many threads; their calls run concurrently on the
+  facade's loop.
+- Calling from a thread that runs an event loop (a notebook) works but blocks
+  that loop; a :class:`~asyncsched.errors.BlockingCallWarning` is emitted once
+  per facade. Prefer the async API there.
+- Calling from the facade's own loop thread (e.g. from an ``event_hook``)
+  raises ``RuntimeError``.
+- Exceptions are the same objects the async API raises.
+- ``KeyboardInterrupt`` during a call cancels that call; leaving the ``with``
+  block (normally or not) closes the runner or scheduler, which stops the apps
+  it still supervises (local processes), then stops the loop.
+- The facades install no signal handlers.
+"""
+
+from __future__ import annotations
+
+import atexit
+import builtins
+import threading
+import warnings
+import weakref
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+)
+from concurrent.futures import Future
+from contextlib import AbstractAsyncContextManager, contextmanager, suppress
+from datetime import datetime
+from functools import partial
+from types import TracebackType
+from typing import Any, Literal, Self, TypeVar, final
+
+import anyio
+import sniffio
+from anyio.from_thread import BlockingPortal
+
+from asyncsched.errors import (
+    BlockingCallWarning,
+    SchedulerClosedError,
+    UnknownSchedulerException,
+)
+from asyncsched.runner.api import DEFAULT_SESSION_NAME, Runner, StatusEvent
+from asyncsched.runner.events import EventHook
+from asyncsched.schedulers import SchedulerFactory, get_scheduler_factories
+from asyncsched.schedulers.api import (
+    Capabilities,
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+)
+from asyncsched.specs import (
+    AppDef,
+    AppDryRunInfo,
+    AppHandle,
+    AppStatus,
+    CfgVal,
+    Role,
+    Workspace,
+    runopts,
+)
+
+__all__ = [
+    "EventLoopName",
+    "SyncRunner",
+    "SyncScheduler",
+    "get_runner",
+    "get_scheduler",
+]
+
+T = TypeVar("T")
+EventLoopName = Literal["asyncio", "trio"]
+
+_open_facades: weakref.WeakSet[_Facade] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_facades() -> None:
+    # The loop threads are daemons; close what is still open so that no app
+    # process outlives the interpreter.
+    for facade in builtins.list(_open_facades):
+        with suppress(Exception):
+            facade.close()
+
+
+def _result(future: Future[T]) -> T:
+    try:
+        return future.result()
+    except BaseException:
+        # KeyboardInterrupt (or another interruption) in the calling thread:
+        # cancel the task in the loop rather than leave it running.
+        future.cancel()
+        raise
+
+
+class _LoopThread:
+    """One daemon thread running one event loop with a BlockingPortal in it."""
+
+    def __init__(self, event_loop: str) -> None:
+        started: Future[BlockingPortal] = Future()
+
+        async def main() -> None:
+            async with BlockingPortal() as portal:
+                started.set_result(portal)
+                await portal.sleep_until_stopped()
+
+        def run() -> None:
+            try:
+                anyio.run(main, backend=event_loop)
+            except BaseException as exc:  # noqa: BLE001 -- reported to the creator
+                if not started.done():
+                    started.set_exception(exc)
+
+        self.thread = threading.Thread(target=run, name="asyncsched-loop", daemon=True)
+        self.thread.start()
+        self.portal = started.result()
+
+    def stop(self) -> None:
+        """Cancel the calls still in flight, stop the loop and join its thread."""
+        with suppress(RuntimeError):  # already stopped
+            self.portal.call(self.portal.stop, True)
+        self.thread.join()
+
+
+class _Facade:
+    """What the sync facades share: the loop thread, calls into it, closing."""
+
+    _kind = "facade"
+
+    def __init__(
+        self, build: Callable[[], AbstractAsyncContextManager[Any]], event_loop: str
+    ) -> None:
+        self._closed = True
+        self._close_lock = threading.Lock()
+        self._warned = False
+        self._loop = _LoopThread(event_loop)
+        portal = self._loop.portal
+        try:
+            target = portal.call(build)
+            self._cm = portal.wrap_async_context_manager(target)
+            self._target = self._cm.__enter__()
+        except BaseException:
+            self._loop.stop()
+            raise
+        self._closed = False
+        _open_facades.add(self)
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def __enter__(self) -> Self:
+        self._check_open()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._shutdown(exc_type, exc, tb)
+
+    def close(self) -> None:
+        """Close the wrapped object, then stop the loop thread; idempotent.
+
+        Calls still running in other threads are cancelled.
+        """
+        self._shutdown(None, None, None)
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran."""
+        return self._closed
+
+    def _shutdown(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        _open_facades.discard(self)
+        try:
+            # runs the async __aexit__ (aclose: stops the apps it supervises)
+            self._cm.__exit__(exc_type, exc, tb)
+        finally:
+            self._loop.stop()
+
+    def __del__(self) -> None:
+        if getattr(self, "_closed", True):
+            return
+        warnings.warn(
+            f"unclosed {type(self).__name__}; use 'with' or call close()",
+            ResourceWarning,
+            stacklevel=1,
+        )
+        if threading.current_thread() is not self._loop.thread:
+            with suppress(Exception):
+                self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SchedulerClosedError(
+                f"{type(self).__name__} is closed; create a new one "
+                f"(e.g. 'with {type(self).__name__}(...) as {self._kind}:')"
+            )
+
+    # -- calls into the loop ---------------------------------------------------
+
+    def _warn_if_in_loop(self) -> None:
+        if self._warned:
+            return
+        try:
+            library = sniffio.current_async_library()
+        except sniffio.AsyncLibraryNotFoundError:
+            return
+        self._warned = True
+        warnings.warn(
+            f"{type(self).__name__} blocks the {library} event loop running in this "
+            "thread; use the async API (asyncsched.runner.Runner / Scheduler) here",
+            BlockingCallWarning,
+            stacklevel=4,  # the caller of the facade method
+        )
+
+    def _call(self, func: Callable[[], Awaitable[T]]) -> T:
+        """Run the coroutine function ``func`` in the loop; block for its result."""
+        self._check_open()
+        self._warn_if_in_loop()
+        return _result(self._loop.portal.start_task_soon(func))
+
+    def _call_sync(self, func: Callable[[], T]) -> T:
+        """Run the plain function ``func`` in the loop thread; return its result."""
+        self._check_open()
+        self._warn_if_in_loop()
+        return _result(self._loop.portal.start_task_soon(func))
+
+    def _iterate(self, make: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
+        """Create the async iterator in the loop now (errors surface here)."""
+        iterator = self._call_sync(make)
+        return self._drain(iterator)
+
+    def _drain(self, iterator: AsyncIterator[T]) -> Iterator[T]:
+        try:
+            while True:
+                try:
+                    item = self._call(iterator.__anext__)
+                except StopAsyncIteration:
+                    return
+                yield item
+        finally:
+            aclose = getattr(iterator, "aclose", None)
+            if aclose is not None and not self._closed:
+                with suppress(Exception):
+                    self._call(aclose)
+
+
+@final
+class SyncScheduler(_Facade):
+    """A blocking scheduler: any registered scheduler, driven from plain threads.
+
+    The scheduler is created in the facade's own event-loop thread and closed
+    with the facade (use ``with``, or call :meth:`close`). Method names and
+    parameters are those of :class:`asyncsched.schedulers.api.Scheduler`;
+    ``log_iter`` returns a plain iterator.
+
+    Args:
+        scheduler: Registry name, e.g. ``"local_cwd"``.
+        session_name: Session of the scheduler.
+        event_loop: ``"asyncio"`` (default) or ``"trio"``, where the scheduler
+            supports it.
+        factory: Build the scheduler with this factory instead of looking
+            ``scheduler`` up in the registry (e.g. ``asyncsched.testing.create_scheduler``).
+        **params: Keyword arguments for the scheduler factory.
+
+    Example:
+        >>> from asyncsched.sync import SyncScheduler
+        >>> from asyncsched.specs import AppDef, Role
+        >>> app = AppDef("hi", roles=[Role("hi", image=".", entrypoint="echo", args=["hi"])])
+        >>> with SyncScheduler("local_cwd", session_name="demo") as sched:  # doctest: +SKIP
+        ...     app_id = sched.submit(app)
+        ...     print(sched.wait(app_id, timeout=60).state)
+        ...     print("".join(sched.log_iter(app_id, "hi")), end="")
+        SUCCEEDED
+        hi
+    """
+
+    _kind = "sched"
+
+    def __init__(
+        self,
+        scheduler: str = "local_cwd",
+        /,
+        session_name: str = "default",
+        *,
+        event_loop: EventLoopName = "asyncio",
+        factory: SchedulerFactory | None = None,
+        **params: Any,
+    ) -> None:
+        if factory is None:
+            factories = get_scheduler_factories()
+            if scheduler not in factories:
+                raise UnknownSchedulerException(scheduler, builtins.list(factories))
+            factory = factories[scheduler]
+        super().__init__(partial(factory, session_name, **params), event_loop)
+        self._sched: Scheduler[Any] = self._target
+        self._name = scheduler
+
+    @property
+    def scheduler(self) -> Scheduler[Any]:
+        """The wrapped async scheduler (use it only from its loop thread)."""
+        return self._sched
+
+    @property
+    def backend(self) -> str:
+        """The scheduler's backend name."""
+        return self._sched.backend
+
+    @property
+    def session_name(self) -> str:
+        """The scheduler's session name."""
+        return self._sched.session_name
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the scheduler supports."""
+        return self._sched.capabilities
+
+    def run_opts(self) -> runopts:
+        """The run options the scheduler accepts."""
+        return self._call_sync(self._sched.run_opts)
+
+    def resolve_cfg(self, cfg: Mapping[str, CfgVal] | None) -> Any:
+        """Fill defaults into ``cfg`` and type-check it (see ``Scheduler.resolve_cfg``)."""
+        return self._call_sync(partial(self._sched.resolve_cfg, cfg))
+
+    def submit(
+        self,
+        app: AppDef,
+        cfg: Mapping[str, CfgVal] | None = None,
+        workspace: str | Workspace | None = None,
+    ) -> str:
+        """Validate, dry-run and schedule ``app``; return its app id."""
+        return self._call(partial(self._sched.submit, app, cfg, workspace))
+
+    def submit_dryrun(
+        self, app: AppDef, cfg: Mapping[str, CfgVal] | None = None
+    ) -> AppDryRunInfo[Any]:
+        """Return the request ``schedule`` would launch."""
+        return self._call(partial(self._sched.submit_dryrun, app, cfg))
+
+    def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
+        """Launch what ``dryrun_info`` describes; return the app id."""
+        return self._call(partial(self._sched.schedule, dryrun_info))
+
+    def build_workspace_and_update_role(
+        self, role: Role, workspace: str | Workspace, cfg: Any
+    ) -> None:
+        """Build ``workspace`` into ``role``'s image (workspace-capable schedulers)."""
+        self._call(
+            partial(self._sched.build_workspace_and_update_role, role, workspace, cfg)
+        )
+
+    def describe(self, app_id: str) -> DescribeAppResponse | None:
+        """Return the app's description, or None if unknown."""
+        return self._call(partial(self._sched.describe, app_id))
+
+    def list(self) -> builtins.list[ListAppResponse]:
+        """Return the apps the scheduler can see."""
+        return self._call(self._sched.list)
+
+    def exists(self, app_id: str) -> bool:
+        """True when the scheduler knows the app."""
+        return self._call(partial(self._sched.exists, app_id))
+
+    def wait(
+        self, app_id: str, timeout: float | None = None
+    ) -> DescribeAppResponse | None:
+        """Block until the app is terminal; None if unknown.
+
+        Raises:
+            WaitTimeoutError: ``timeout`` seconds passed first.
+        """
+        return self._call(partial(self._sched.wait, app_id, timeout))
+
+    def cancel(self, app_id: str) -> None:
+        """Ask the scheduler to stop the app; idempotent."""
+        self._call(partial(self._sched.cancel, app_id))
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        should_tail: bool = False,
+        streams: Stream | str | None = None,
+    ) -> Iterator[str]:
+        """Iterate (blocking) over the log lines of replica ``k`` of ``role_name``."""
+        return self._iterate(
+            partial(
+                self._sched.log_iter,
+                app_id,
+                role_name,
+                k,
+                regex,
+                since,
+                until,
+                should_tail,
+                streams,
+            )
+        )
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"SyncScheduler({self._name!r}, {state})"
+
+
+@final
+class SyncRunner(_Facade):
+    """A blocking :class:`~asyncsched.runner.Runner` with TorchX's method signatures.
+
+    The runner (and each scheduler it creates) lives in the facade's own
+    event-loop thread until :meth:`close`; use ``with``. ``log_lines``,
+    ``watch`` and ``as_completed`` return plain iterators.
+
+    Args:
+        name: Session name used in handles.
+        scheduler_factories: Registry name -> factory (default: all registered).
+        scheduler_params: Keyword arguments for every scheduler factory.
+        event_loop: ``"asyncio"`` (default) or ``"trio"``.
+        max_concurrent_submits: See :class:`~asyncsched.runner.Runner`.
+        max_concurrent_queries: See :class:`~asyncsched.runner.Runner`.
+        event_hook: Called on the loop thread after every runner call; it
+            must not call back into this facade.
+
+    Example:
+        >>> from asyncsched.sync import get_runner
+        >>> from asyncsched.specs import AppDef, Role
+        >>> app = AppDef("hi", roles=[Role("hi", image=".", entrypoint="echo", args=["hi"])])
+        >>> with get_runner() as runner:  # doctest: +SKIP
+        ...     handle = runner.run(app, "local_cwd")
+        ...     print(runner.wait(handle).state)
+        ...     for line in runner.log_lines(handle, "hi"):
+        ...         print(line, end="")
+        SUCCEEDED
+        hi
+    """
+
+    _kind = "runner"
+
+    def __init__(
+        self,
+        name: str = DEFAULT_SESSION_NAME,
+        scheduler_factories: Mapping[str, SchedulerFactory] | None = None,
+        scheduler_params: Mapping[str, Any] | None = None,
+        *,
+        event_loop: EventLoopName = "asyncio",
+        max_concurrent_submits: int = 64,
+        max_concurrent_queries: int = 64,
+        event_hook: EventHook | None = None,
+    ) -> None:
+        build = partial(
+            Runner,
+            name,
+            scheduler_factories,
+            scheduler_params,
+            max_concurrent_submits=max_concurrent_submits,
+            max_concurrent_queries=max_concurrent_queries,
+            event_hook=event_hook,
+        )
+        super().__init__(build, event_loop)
+        self._runner: Runner = self._target
+
+    @property
+    def runner(self) -> Runner:
+        """The wrapped async runner (use it only from its loop thread)."""
+        return self._runner
+
+    def name(self) -> str:
+        """The session name used in handles."""
+        return self._runner.name()
+
+    def scheduler_backends(self) -> builtins.list[str]:
+        """The scheduler names this runner can use."""
+        return self._runner.scheduler_backends()
+
+    def scheduler_run_opts(self, scheduler: str) -> runopts:
+        """The run options ``scheduler`` accepts."""
+        return self._call(partial(self._runner.scheduler_run_opts, scheduler))
+
+    def cfg_from_str(self, scheduler: str, *cfg_literals: str) -> dict[str, CfgVal]:
+        """Parse ``k=v,...`` literals against ``scheduler``'s run options."""
+        return self._call(partial(self._runner.cfg_from_str, scheduler, *cfg_literals))
+
+    def dryrun(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = None,
+        workspace: str | Workspace | None = None,
+        parent_run_id: str | None = None,
+    ) -> AppDryRunInfo[Any]:
+        """Return what ``run`` would submit (see ``Runner.dryrun``)."""
+        return self._call(
+            partial(self._runner.dryrun, app, scheduler, cfg, workspace, parent_run_id)
+        )
+
+    def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:
+        """Launch a dry-run result; return its handle."""
+        return self._call(partial(self._runner.schedule, dryrun_info))
+
+    def run(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = None,
+        workspace: str | Workspace | None = None,
+        parent_run_id: str | None = None,
+    ) -> AppHandle:
+        """Submit ``app``; return its handle ``scheduler://session/app_id``."""
+        return self._call(
+            partial(self._runner.run, app, scheduler, cfg, workspace, parent_run_id)
+        )
+
+    def run_many(
+        self,
+        apps: Iterable[AppDef],
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = None,
+    ) -> builtins.list[AppHandle]:
+        """Submit every app concurrently; return the handles in order."""
+        return self._call(
+            partial(self._runner.run_many, builtins.list(apps), scheduler, cfg)
+        )
+
+    @contextmanager
+    def running(
+        self,
+        app: AppDef,
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = None,
+        workspace: str | Workspace | None = None,
+        *,
+        detach: bool = False,
+    ) -> Iterator[AppHandle]:
+        """Run ``app`` for the block; cancel it if the block raises, unless ``detach``."""
+        handle = self.run(app, scheduler, cfg, workspace)
+        try:
+            yield handle
+        except BaseException:
+            if not detach and not self._closed:
+                with suppress(Exception):
+                    self.cancel(handle)
+            raise
+
+    def status(self, app_handle: AppHandle) -> AppStatus | None:
+        """Return the app's status, or None if unknown."""
+        return self._call(partial(self._runner.status, app_handle))
+
+    def wait(
+        self,
+        app_handle: AppHandle,
+        wait_interval: float | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> AppStatus | None:
+        """Block until the app is terminal (event-driven); None if unknown.
+
+        Raises:
+            WaitTimeoutError: ``timeout`` seconds passed first.
+        """
+        return self._call(
+            partial(self._runner.wait, app_handle, wait_interval, timeout=timeout)
+        )
+
+    def describe(self, app_handle: AppHandle) -> AppDef | None:
+        """Return the app's AppDef, or None if unknown."""
+        return self._call(partial(self._runner.describe, app_handle))
+
+    def list(self, scheduler: str) -> builtins.list[ListAppResponse]:
+        """List the apps ``scheduler`` can see, with handles."""
+        return self._call(partial(self._runner.list, scheduler))
+
+    def log_lines(
+        self,
+        app_handle: AppHandle,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        should_tail: bool = False,
+        streams: Stream | str | None = None,
+    ) -> Iterator[str]:
+        """Iterate (blocking) over the log lines of replica ``k`` of ``role_name``.
+
+        Raises:
+            UnknownAppException: (when iterated) the app is unknown.
+        """
+        return self._iterate(
+            partial(
+                self._runner.log_lines,
+                app_handle,
+                role_name,
+                k,
+                regex,
+                since,
+                until,
+                should_tail,
+                streams,
+            )
+        )
+
+    def cancel(self, app_handle: AppHandle) -> None:
+        """Ask the scheduler to stop the app; unknown apps are a no-op."""
+        self._call(partial(self._runner.cancel, app_handle))
+
+    def stop(self, app_handle: AppHandle) -> None:
+        """Deprecated alias of :meth:`cancel`."""
+        warnings.warn(
+            "SyncRunner.stop() is deprecated, use SyncRunner.cancel()",
+            PendingDeprecationWarning,
+            stacklevel=2,
+        )
+        self.cancel(app_handle)
+
+    def watch(
+        self, app_handles: Iterable[AppHandle], *, poll_interval: float = 1.0
+    ) -> Iterator[StatusEvent]:
+        """Yield ``(handle, status)`` on every state change (see ``Runner.watch``)."""
+        return self._iterate(
+            partial(
+                self._runner.watch,
+                builtins.list(app_handles),
+                poll_interval=poll_interval,
+            )
+        )
+
+    def as_completed(
+        self, app_handles: Iterable[AppHandle], *, timeout: float | None = None
+    ) -> Iterator[StatusEvent]:
+        """Yield ``(handle, final_status)`` in completion order."""
+        return self._iterate(
+            partial(
+                self._runner.as_completed, builtins.list(app_handles), timeout=timeout
+            )
+        )
+
+    def wait_all(
+        self, app_handles: Iterable[AppHandle], *, timeout: float | None = None
+    ) -> dict[AppHandle, AppStatus | None]:
+        """Wait for every app; return handle -> final status."""
+        return self._call(
+            partial(self._runner.wait_all, builtins.list(app_handles), timeout=timeout)
+        )
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"SyncRunner({self._runner.name()!r}, {state})"
+
+
+def get_runner(
+    name: str | None = None,
+    *,
+    event_loop: EventLoopName = "asyncio",
+    max_concurrent_submits: int = 64,
+    event_hook: EventHook | None = None,
+    **scheduler_params: Any,
+) -> SyncRunner:
+    """Create a :class:`SyncRunner` over every registered scheduler.
+
+    Example:
+        >>> with get_runner() as runner:  # doctest: +SKIP
+        ...     print(runner.name())
+        asyncsched
+    """
+    return SyncRunner(
+        name or DEFAULT_SESSION_NAME,
+        scheduler_params=scheduler_params,
+        event_loop=event_loop,
+        max_concurrent_submits=max_concurrent_submits,
+        event_hook=event_hook,
+    )
+
+
+def get_scheduler(
+    name: str,
+    session_name: str = "default",
+    *,
+    event_loop: EventLoopName = "asyncio",
+    **params: Any,
+) -> SyncScheduler:
+    """Create a :class:`SyncScheduler` for the scheduler registered as ``name``.
+
+    Raises:
+        UnknownSchedulerException: no such scheduler.
+
+    Example:
+        >>> with get_scheduler("local_cwd", session_name="s") as sched:  # doctest: +SKIP
+        ...     print(sched.session_name)
+        s
+    """
+    return SyncScheduler(name, session_name, event_loop=event_loop, **params)

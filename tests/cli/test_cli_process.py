@@ -1,0 +1,255 @@
+"""The CLI through its real entry point, in subprocesses (two at a time for local apps)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("asyncsched.schedulers.local_scheduler")
+
+
+class Cli:
+    """Runs ``python -m asyncsched`` with an isolated state dir."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.cwd = tmp_path
+        self.env = {
+            **os.environ,
+            "ASYNCSCHED_STATE_DIR": str(tmp_path / "state"),
+            "NO_COLOR": "1",
+        }
+        self.env.pop("LOGLEVEL", None)
+
+    def __call__(
+        self, *args: str, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "asyncsched", *args],
+            capture_output=True,
+            text=True,
+            cwd=self.cwd,
+            env=self.env,
+            timeout=timeout,
+            check=False,
+        )
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "asyncsched", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=self.cwd,
+            env=self.env,
+        )
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    return Cli(tmp_path)
+
+
+@pytest.fixture
+def supervisor(cli: Cli) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``asyncsched run --wait`` of a long app, its handle once it runs."""
+    proc = cli.start(
+        "run", "--wait", "--name", "sleeper", "--", "sh", "-c", "echo started; sleep 60"
+    )
+    try:
+        assert proc.stdout is not None
+        handle = proc.stdout.readline().strip()
+        assert handle.startswith("local_cwd://asyncsched/sleeper-"), proc.stderr
+        deadline = time.monotonic() + 20
+        while "started" not in cli("log", handle).stdout:
+            assert time.monotonic() < deadline, "app never logged"
+            time.sleep(0.1)
+        yield proc, handle
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=30)
+
+
+# -- bad arguments: one line, exit 2 -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["frobnicate"], "invalid choice"),
+        (["run"], "nothing to run"),
+        (["run", "--replicas", "x", "--", "true"], "invalid int value"),
+        (["run", "-s", "nope", "--", "true"], "Undefined scheduler backend: nope"),
+        (["run", "-cfg", "bogus=1", "--", "true"], "Unknown run option: bogus"),
+        (["run", "-cfg", "prepend_cwd", "--", "true"], "key=value"),
+        (["run", "--env", "NOEQUALS", "--", "true"], "expected K=V"),
+        (["run", "-f", "missing.yaml"], "missing.yaml"),
+        (["status", "not-a-handle"], "is not of the form"),
+        (["log", "local_cwd://s/app/role/x"], "is not of the form"),
+        (["log", "--since", "someday", "local_cwd://s/app"], "invalid time"),
+    ],
+)
+def test_bad_arguments_give_one_line_and_exit_2(
+    cli: Cli, args: list[str], message: str
+) -> None:
+    result = cli(*args)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert result.stdout == ""
+
+
+def test_bad_appdef_file_names_the_field(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / "app.yaml").write_text(
+        "name: x\nroles:\n  - {name: w, entrypoint: true, replica: 2}\n"
+    )
+    result = cli("run", "-f", "app.yaml")
+    assert result.returncode == 2
+    assert (
+        "app.yaml: roles[0].replica: unknown field (did you mean `num_replicas`?)"
+        in result.stderr
+    )
+
+
+# -- run: exit status follows the app ------------------------------------------------------------
+
+
+def test_run_local_waits_and_exit_status_follows_the_state(
+    cli: Cli, tmp_path: Path
+) -> None:
+    ok = cli("run", "--replicas", "2", "--", "sh", "-c", "echo rank=$TORCHX_JOB_ID")
+    assert ok.returncode == 0, ok.stderr
+    handle = ok.stdout.strip()
+    assert handle.startswith("local_cwd://asyncsched/sh-")
+    assert "SUCCEEDED" in ok.stderr
+    assert "\x1b[" not in ok.stderr  # not a terminal: plain lines
+
+    failed = cli(
+        "run", "--log", "--", "sh", "-c", "echo to-stdout; echo to-stderr >&2; exit 3"
+    )
+    assert failed.returncode == 1
+    assert "sh/0 to-stdout" in failed.stderr
+    assert "sh/0 to-stderr" in failed.stderr
+    assert "FAILED" in failed.stderr
+
+    (tmp_path / "app.json").write_text(
+        json.dumps({"name": "fromfile", "roles": [{"name": "r", "entrypoint": "true"}]})
+    )
+    from_file = cli("run", "--wait", "-f", "app.json")
+    assert from_file.returncode == 0, from_file.stderr
+    assert "local_cwd://asyncsched/fromfile-" in from_file.stdout
+
+
+def test_dryrun_submits_nothing(cli: Cli) -> None:
+    result = cli(
+        "run",
+        "--dryrun",
+        "-cfg",
+        "prepend_cwd=True",
+        "--name",
+        "dry",
+        "--",
+        "echo",
+        "hi",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "=== SCHEDULER REQUEST ===" in result.stdout
+    assert "prepend_cwd" in result.stdout or "PATH" in result.stdout
+    assert json.loads(cli("list", "--json").stdout) == []
+
+
+# -- a second process while the first supervises ---------------------------------------------------
+
+
+def test_status_log_list_describe_cancel_from_a_second_process(
+    cli: Cli, supervisor: tuple[subprocess.Popen[str], str]
+) -> None:
+    proc, handle = supervisor
+
+    status = cli("status", "--json", handle)
+    assert status.returncode == 0, status.stderr
+    data = json.loads(status.stdout)
+    assert data["state"] == "RUNNING"
+    assert data["roles"][0]["role"] == "sleeper"
+
+    text = cli("status", handle).stdout
+    assert "State: RUNNING" in text
+
+    log = cli("log", f"{handle}/sleeper/0")
+    assert log.stdout == "sleeper/0 started\n"
+
+    listed = json.loads(cli("list", "--json").stdout)
+    assert {"app_handle": handle, "state": "RUNNING"}.items() <= listed[0].items()
+
+    described = json.loads(cli("describe", "--json", handle).stdout)
+    assert described["roles"][0]["args"] == ["-c", "echo started; sleep 60"]
+
+    cancel = cli("cancel", handle)
+    assert cancel.returncode == 0, cancel.stderr
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 1
+    assert "CANCELLED" in stderr
+
+
+def test_follow_logs_from_a_second_process_end_with_the_app(
+    cli: Cli, tmp_path: Path
+) -> None:
+    proc = cli.start(
+        "run",
+        "--name",
+        "ticker",
+        "--",
+        "sh",
+        "-c",
+        "for i in 1 2 3; do echo tick$i; sleep 0.3; done",
+    )
+    try:
+        assert proc.stdout is not None
+        handle = proc.stdout.readline().strip()
+        follow = cli("log", "-f", "--regex", "tick[13]", handle)
+        assert follow.returncode == 0, follow.stderr
+        assert follow.stdout.splitlines() == ["ticker/0 tick1", "ticker/0 tick3"]
+        _, stderr = proc.communicate(timeout=30)
+        assert proc.returncode == 0, stderr
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_during_run_wait_cancels_the_app(
+    cli: Cli, supervisor: tuple[subprocess.Popen[str], str], sig: int, code: int
+) -> None:
+    proc, handle = supervisor
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == code
+    assert f"cancelling {handle}" in stderr
+    assert "CANCELLED" in stderr
+
+
+def test_unknown_app_exits_1(cli: Cli) -> None:
+    result = cli("status", "local_cwd://asyncsched/nope-123")
+    assert result.returncode == 1
+    assert "Unknown app" in result.stderr
+    assert cli("describe", "local_cwd://asyncsched/nope-123").returncode == 1
+
+
+def test_schedulers_and_runopts(cli: Cli) -> None:
+    listed = json.loads(cli("schedulers", "--json").stdout)
+    assert listed["default"] == "local_cwd"
+    assert "local_dir" in listed["schedulers"]
+    opts = cli("runopts", "local_cwd")
+    assert opts.returncode == 0
+    assert "log_dir" in opts.stdout
+    version = cli("--version")
+    assert version.stdout.startswith("asyncsched ")

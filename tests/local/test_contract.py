@@ -1,0 +1,22 @@
+"""The Scheduler conformance suite, run against the local backend."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from asyncsched.schedulers.local_scheduler import LocalScheduler
+from tests.conformance import ContractTarget, SchedulerContract
+
+
+class TestLocalContract(SchedulerContract):
+    @pytest.fixture
+    async def target(self, tmp_path: Path) -> AsyncIterator[ContractTarget]:
+        async with LocalScheduler(
+            "contract", cancel_grace=2.0, close_grace=0.5
+        ) as sched:
+            yield ContractTarget(
+                sched, cfg={"log_dir": str(tmp_path)}, image="/", quick_timeout=15
+            )
