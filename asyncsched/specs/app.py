@@ -310,14 +310,18 @@ def _validate_role(role: Role, where: str, seen: set[str]) -> None:
             raise SpecError(f"{where}.name", f"duplicate role name {name!r}")
         seen.add(name)
 
-    for attr in ("image", "entrypoint"):
-        value = raw[attr]
-        if check(attr) and (
-            not isinstance(value, str) or not value or value == MISSING
-        ):
-            raise SpecError(
-                f"{where}.{attr}", f"must be a non-empty string, got {value!r}"
-            )
+    entrypoint = raw["entrypoint"]
+    if check("entrypoint") and (
+        not isinstance(entrypoint, str) or not entrypoint or entrypoint == MISSING
+    ):
+        raise SpecError(
+            f"{where}.entrypoint", f"must be a non-empty string, got {entrypoint!r}"
+        )
+    # An empty image is fine here: local_cwd ignores images; backends that
+    # need one (docker, local_dir) reject it themselves.
+    image = raw["image"]
+    if check("image") and (not isinstance(image, str) or image == MISSING):
+        raise SpecError(f"{where}.image", f"must be a string, got {image!r}")
 
     num_replicas = raw["num_replicas"]
     if check("num_replicas") and (not _is_int(num_replicas) or num_replicas < 1):

@@ -365,7 +365,6 @@ def set_role(attr: str, value: Any, index: int = 0) -> Mutator:
         (set_role("resource", None), "roles[0].resource"),
         (set_role("entrypoint", MISSING), "roles[0].entrypoint"),
         (set_role("entrypoint", ""), "roles[0].entrypoint"),
-        (set_role("image", ""), "roles[0].image"),
         (set_role("image", MISSING), "roles[0].image"),
         (set_role("image", None), "roles[0].image"),
         (set_role("args", ["a", 1]), "roles[0].args"),
@@ -394,3 +393,8 @@ def test_validate_app_skips_unresolved_overrides_without_resolving() -> None:
 def test_spec_error_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="roles: "):
         validate_app(AppDef("app"))
+
+
+def test_validate_app_accepts_an_empty_image() -> None:
+    # local_cwd ignores images; backends needing one reject "" themselves
+    validate_app(AppDef("app", roles=[Role("r", image="", entrypoint="echo")]))
