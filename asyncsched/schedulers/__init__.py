@@ -98,6 +98,10 @@ class _PluginFactory:
 _BUILTINS: dict[str, tuple[str, str | None]] = {
     "local_cwd": ("asyncsched.schedulers.local_scheduler:create_cwd_scheduler", None),
     "local_dir": ("asyncsched.schedulers.local_scheduler:create_dir_scheduler", None),
+    "local_docker": (
+        "asyncsched.schedulers.docker_scheduler:create_scheduler",
+        "docker",
+    ),
 }
 
 

@@ -657,6 +657,8 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
         self._app_defs[app.app_id] = dryrun_info._app
         if spawn_cfg.guardian.has_pending:
             tg.start_soon(spawn_cfg.guardian.flush)
+        # once submit returns, other processes can find the app (and its pids)
+        await app.settled()
         return app.app_id
 
     # -- observation ----------------------------------------------------------------------

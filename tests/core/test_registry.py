@@ -41,7 +41,7 @@ def _install_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) 
 
 def test_builtins_and_default() -> None:
     factories = get_scheduler_factories()
-    assert {"local_cwd", "local_dir"} <= set(factories)
+    assert {"local_cwd", "local_dir", "local_docker"} <= set(factories)
     assert next(iter(factories)) == "local_cwd"
     assert get_default_scheduler_name() == "local_cwd"
     assert get_scheduler_factories(skip_defaults=True) == {}

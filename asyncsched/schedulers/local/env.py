@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from asyncsched.schedulers.identity import IDENTITY_VARS, RANK0_ENV, identity_env
+
 __all__ = [
     "IDENTITY_VARS",
     "RANK0_ENV",
@@ -18,17 +20,6 @@ __all__ = [
     "replica_env",
     "role_PATH",
 ]
-
-#: the env var whose *name* ``${rank0_env}`` expands to, and its local value
-RANK0_ENV = "TORCHX_RANK0_HOST"
-
-#: replica identity variables asyncsched adds (TorchX has none)
-IDENTITY_VARS = (
-    "ASYNCSCHED_APP_ID",
-    "ASYNCSCHED_ROLE_NAME",
-    "ASYNCSCHED_REPLICA_ID",
-    "ASYNCSCHED_NUM_REPLICAS",
-)
 
 
 def join_PATH(*parts: str | None) -> str:
@@ -74,10 +65,7 @@ def replica_env(
         "TORCHELASTIC_ERROR_FILE", os.path.join(replica_log_dir, "error.json")
     )
     env.setdefault("PET_LOG_DIR", os.path.join(app_log_dir, "torchelastic", role_name))
-    env["ASYNCSCHED_APP_ID"] = app_id
-    env["ASYNCSCHED_ROLE_NAME"] = role_name
-    env["ASYNCSCHED_REPLICA_ID"] = str(replica_id)
-    env["ASYNCSCHED_NUM_REPLICAS"] = str(num_replicas)
+    env.update(identity_env(app_id, role_name, replica_id, num_replicas))
     return env
 
 

@@ -1,0 +1,355 @@
+"""AppDef -> Docker Engine API ``POST /containers/create`` bodies, without I/O.
+
+Everything here is pure: the same AppDef and run config always give the same
+request (apart from the app id), so it is tested without a daemon.
+
+Example:
+    >>> from asyncsched.specs import AppDef, Role
+    >>> app = AppDef("hello", roles=[Role("r", image="busybox", entrypoint="echo")])
+    >>> job = render_job(app, "hello-abc", {}, session="s", version="1.0")
+    >>> job.containers[0].name, job.containers[0].body["HostConfig"]["NetworkMode"]
+    ('hello-abc-r-0', 'asyncsched')
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from asyncsched.errors import InvalidRunConfigException, SpecError
+from asyncsched.schedulers.identity import RANK0_ENV, identity_env
+from asyncsched.specs import (
+    AppDef,
+    BindMount,
+    CfgVal,
+    DeviceMount,
+    Role,
+    VolumeMount,
+    macros,
+)
+
+__all__ = [
+    "DEFAULT_NETWORK",
+    "ENV_IMAGE",
+    "LABEL_APP_ID",
+    "LABEL_APP_NAME",
+    "LABEL_PREFIX",
+    "LABEL_REPLICA_ID",
+    "LABEL_ROLE_INDEX",
+    "LABEL_ROLE_NAME",
+    "LABEL_SESSION",
+    "LABEL_VERSION",
+    "PULL_POLICIES",
+    "RANK0_ENV",
+    "DockerContainer",
+    "DockerJob",
+    "container_name",
+    "default_env",
+    "render_job",
+]
+
+logger = logging.getLogger(__name__)
+
+LABEL_PREFIX = "asyncsched.io/"
+LABEL_APP_ID = LABEL_PREFIX + "app-id"
+LABEL_APP_NAME = LABEL_PREFIX + "app-name"
+LABEL_ROLE_NAME = LABEL_PREFIX + "role-name"
+LABEL_ROLE_INDEX = LABEL_PREFIX + "role-index"
+LABEL_REPLICA_ID = LABEL_PREFIX + "replica-id"
+LABEL_SESSION = LABEL_PREFIX + "session"
+LABEL_VERSION = LABEL_PREFIX + "version"
+
+ENV_IMAGE = "TORCHX_IMAGE"
+
+DEFAULT_NETWORK = "asyncsched"
+PULL_POLICIES = ("if_not_present", "always", "never")
+
+# resource.devices name -> host device path pattern (one device per count)
+_NAMED_DEVICES: dict[str, str] = {
+    "vpc.amazonaws.com/efa": "/dev/infiniband/uverbs{}",
+    "aws.amazon.com/neurondevice": "/dev/neuron{}",
+}
+_LEADING_JUNK = re.compile(r"^[^a-zA-Z0-9]+")
+_MiB = 1024 * 1024
+
+
+@dataclass
+class DockerContainer:
+    """One container to create: its name and its Engine API create body.
+
+    ``body`` is what is POSTed to ``/containers/create?name=<name>``; edit it in
+    a dry-run result to pass settings asyncsched does not render.
+    """
+
+    name: str
+    image: str
+    command: list[str]
+    body: dict[str, Any]
+
+    @property
+    def role(self) -> str:
+        """The role this container is a replica of."""
+        return str(self.body["Labels"][LABEL_ROLE_NAME])
+
+    @property
+    def replica_id(self) -> int:
+        """The replica index within its role."""
+        return int(self.body["Labels"][LABEL_REPLICA_ID])
+
+
+@dataclass
+class DockerJob:
+    """Everything ``DockerScheduler.schedule`` creates for one app.
+
+    Args:
+        app_id: The app id, also the value of the ``asyncsched.io/app-id`` label.
+        containers: The containers, role by role, replica by replica.
+        network: Name of the bridge network the containers join.
+        image_pull_policy: ``if_not_present``, ``always`` or ``never``.
+    """
+
+    app_id: str
+    containers: list[DockerContainer] = field(default_factory=list)
+    network: str = DEFAULT_NETWORK
+    image_pull_policy: str = "if_not_present"
+
+    @property
+    def images(self) -> list[str]:
+        """Distinct images, in first-use order."""
+        return list(dict.fromkeys(c.image for c in self.containers))
+
+    def __repr__(self) -> str:
+        return format_job(self)
+
+
+def format_job(job: DockerJob) -> str:
+    """Render ``job`` as YAML: the create request of every container."""
+    doc = {
+        "app_id": job.app_id,
+        "network": job.network,
+        "image_pull_policy": job.image_pull_policy,
+        "containers": [{"name": c.name, "body": c.body} for c in job.containers],
+    }
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+
+
+def container_name(app_id: str, role_name: str, replica_id: int) -> str:
+    """``{app_id[-30:]}-{role[:30]}-{k}`` without leading non-alphanumerics.
+
+    The result matches Docker's ``[a-zA-Z0-9][a-zA-Z0-9_.-]+`` when the role
+    name does, and is also the container's hostname.
+
+    Example:
+        >>> container_name("__.-_x-bq4f", "trainer", 0)
+        'x-bq4f-trainer-0'
+    """
+    return _LEADING_JUNK.sub("", f"{app_id[-30:]}-{role_name[:30]}-{replica_id}")
+
+
+def default_env(
+    cfg: Mapping[str, CfgVal], environ: Mapping[str, str]
+) -> dict[str, str]:
+    """Host variables matched by ``copy_env`` globs, then ``env`` on top.
+
+    Globs are anchored (``FOO_*`` does not match ``FOOBAR_1``).
+    """
+    env: dict[str, str] = {}
+    for pattern in _str_list(cfg.get("copy_env")):
+        for name in fnmatch.filter(environ.keys(), pattern):
+            env[name] = environ[name]
+    extra = cfg.get("env")
+    if isinstance(extra, dict):
+        env.update({str(k): str(v) for k, v in extra.items()})
+    return env
+
+
+def render_job(
+    app: AppDef,
+    app_id: str,
+    cfg: Mapping[str, CfgVal],
+    *,
+    session: str,
+    version: str,
+    network: str = DEFAULT_NETWORK,
+    environ: Mapping[str, str] | None = None,
+) -> DockerJob:
+    """Build the containers of ``app`` (the dry run of ``DockerScheduler``).
+
+    ``app`` is not modified (device mounts derived from resources go to the
+    request only).
+
+    Raises:
+        SpecError: a mount that Docker cannot express (relative path, empty src).
+        InvalidRunConfigException: an unknown ``image_pull_policy``.
+    """
+    policy = str(cfg.get("image_pull_policy") or "if_not_present")
+    if policy not in PULL_POLICIES:
+        raise InvalidRunConfigException(
+            f"image_pull_policy must be one of {list(PULL_POLICIES)}, got {policy!r}",
+            "image_pull_policy",
+            dict(cfg),
+        )
+    base_env = default_env(cfg, os.environ if environ is None else environ)
+    privileged = bool(cfg.get("privileged") or False)
+    rank0_name = container_name(app_id, app.roles[0].name, 0)
+    job = DockerJob(app_id=app_id, network=network, image_pull_policy=policy)
+    for role_index, role in enumerate(app.roles):
+        mounts, devices = _render_mounts(role, f"roles[{role_index}]")
+        for replica_id in range(role.num_replicas):
+            values = macros.Values(
+                img_root="",
+                app_id=app_id,
+                replica_id=str(replica_id),
+                rank0_env=RANK0_ENV,
+            )
+            replica = values.apply(role)
+            name = container_name(app_id, role.name, replica_id)
+            env = {
+                **base_env,
+                **replica.env,
+                RANK0_ENV: rank0_name,
+                ENV_IMAGE: role.image,
+                **identity_env(app_id, role.name, replica_id, role.num_replicas),
+            }
+            labels = {
+                LABEL_APP_ID: app_id,
+                LABEL_APP_NAME: app.name,
+                LABEL_ROLE_NAME: role.name,
+                LABEL_ROLE_INDEX: str(role_index),
+                LABEL_REPLICA_ID: str(replica_id),
+                LABEL_SESSION: session,
+                LABEL_VERSION: version,
+            }
+            command = [replica.entrypoint, *replica.args]
+            body = {
+                "Image": role.image,
+                "Cmd": command,
+                "Hostname": name,
+                "Env": [f"{k}={v}" for k, v in env.items()],
+                "Labels": labels,
+                "HostConfig": _host_config(role, network, privileged, mounts, devices),
+            }
+            job.containers.append(DockerContainer(name, role.image, command, body))
+    return job
+
+
+def _host_config(
+    role: Role,
+    network: str,
+    privileged: bool,
+    mounts: list[dict[str, Any]],
+    devices: list[dict[str, str]],
+) -> dict[str, Any]:
+    host: dict[str, Any] = {
+        "NetworkMode": network,
+        "Privileged": privileged,
+        "Mounts": mounts,
+        "Devices": devices,
+    }
+    if role.max_retries > 0:
+        host["RestartPolicy"] = {
+            "Name": "on-failure",
+            "MaximumRetryCount": role.max_retries,
+        }
+    res = role.resource
+    if res.memMB >= 0:
+        # "m" in TorchX's docker-py kwargs means MiB; /dev/shm as large as memory
+        host["Memory"] = host["ShmSize"] = int(res.memMB) * _MiB
+    if res.cpu >= 0:
+        host["NanoCpus"] = int(res.cpu * 1e9)
+    if res.gpu > 0:
+        host["DeviceRequests"] = [
+            {
+                "Driver": "",
+                "Count": res.gpu,
+                "DeviceIDs": [],
+                "Capabilities": [["compute", "utility"]],
+                "Options": {},
+            }
+        ]
+    return host
+
+
+def _render_mounts(
+    role: Role, where: str
+) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    mounts: list[dict[str, Any]] = []
+    devices: list[dict[str, str]] = []
+    all_mounts: list[object] = list(role.mounts)
+    for name, count in role.resource.devices.items():
+        pattern = _NAMED_DEVICES.get(name)
+        if pattern is None:
+            logger.warning("Could not find named device %r; it is not mounted", name)
+            continue
+        all_mounts.extend(
+            DeviceMount(pattern.format(i), pattern.format(i), "rwm")
+            for i in range(count)
+        )
+    for i, mount in enumerate(all_mounts):
+        field_name = f"{where}.mounts[{i}]"
+        if isinstance(mount, BindMount):
+            _check_path(mount.src_path, f"{field_name}.src_path")
+            _check_path(mount.dst_path, f"{field_name}.dst_path")
+            mounts.append(
+                {
+                    "Target": mount.dst_path,
+                    "Source": mount.src_path,
+                    "Type": "bind",
+                    "ReadOnly": mount.read_only,
+                }
+            )
+        elif isinstance(mount, VolumeMount):
+            if not mount.src:
+                raise SpecError(
+                    f"{field_name}.src", "a volume mount needs a volume name"
+                )
+            _check_path(mount.dst_path, f"{field_name}.dst_path")
+            mounts.append(
+                {
+                    "Target": mount.dst_path,
+                    "Source": mount.src,
+                    "Type": "volume",
+                    "ReadOnly": mount.read_only,
+                }
+            )
+        elif isinstance(mount, DeviceMount):
+            _check_path(mount.src_path, f"{field_name}.src_path")
+            _check_path(mount.dst_path, f"{field_name}.dst_path")
+            bad = set(mount.permissions) - set("rwm")
+            if not mount.permissions or bad:
+                raise SpecError(
+                    f"{field_name}.permissions",
+                    f"must be made of 'r', 'w' and 'm', got {mount.permissions!r}",
+                )
+            devices.append(
+                {
+                    "PathOnHost": mount.src_path,
+                    "PathInContainer": mount.dst_path,
+                    "CgroupPermissions": mount.permissions,
+                }
+            )
+        else:
+            raise SpecError(field_name, f"unknown mount type {type(mount).__name__}")
+    return mounts, devices
+
+
+def _check_path(path: object, field_name: str) -> None:
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise SpecError(field_name, f"must be an absolute path, got {path!r}")
+
+
+def _str_list(value: CfgVal) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [v for v in re.split(r"[,;]", value) if v]
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return []

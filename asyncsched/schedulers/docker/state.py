@@ -1,0 +1,297 @@
+"""Container states -> AppState, and the in-memory index the events keep current.
+
+The index is a cache of what the Docker daemon knows: one
+:class:`ContainerRecord` per asyncsched container. It is rebuilt from a
+container listing whenever the events stream (re)connects and is then kept
+current by events, so ``describe``/``wait``/``list`` cost no API call.
+
+Example:
+    >>> replica_state("exited", 0, cancelled=False)
+    <AppState.SUCCEEDED: 4>
+    >>> replica_state("exited", 137, cancelled=True)
+    <AppState.CANCELLED: 6>
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from asyncsched.specs import AppState, ReplicaStatus, Role, RoleStatus, is_terminal
+
+from .render import (
+    LABEL_APP_ID,
+    LABEL_APP_NAME,
+    LABEL_REPLICA_ID,
+    LABEL_ROLE_INDEX,
+    LABEL_ROLE_NAME,
+    LABEL_SESSION,
+)
+
+__all__ = [
+    "CANCEL_MARK_POLICY",
+    "DOCKER_STATES",
+    "AppView",
+    "ContainerIndex",
+    "ContainerRecord",
+    "app_state",
+    "replica_state",
+]
+
+#: Docker ``State.Status`` -> replica state; ``exited`` depends on the exit code.
+DOCKER_STATES: Mapping[str, AppState] = {
+    "created": AppState.SUBMITTED,
+    "restarting": AppState.PENDING,
+    "running": AppState.RUNNING,
+    "paused": AppState.PENDING,
+    "removing": AppState.PENDING,
+    "dead": AppState.FAILED,
+}
+
+#: The restart policy ``cancel`` sets before stopping a container. asyncsched
+#: never creates containers with it, so it marks "stopped by cancel" in the
+#: daemon itself, visible to every process (labels cannot change after create).
+CANCEL_MARK_POLICY = "unless-stopped"
+
+_STATUS_EXIT = re.compile(r"^(?:Exited|Restarting) \((-?\d+)\)")
+
+
+def replica_state(status: str, exit_code: int | None, *, cancelled: bool) -> AppState:
+    """Map a Docker container status (plus exit code) to a replica state.
+
+    A container stopped by ``cancel`` is CANCELLED once it is no longer running
+    (TorchX reports FAILED); an unknown status is UNKNOWN.
+    """
+    if cancelled and status in ("exited", "dead", "created"):
+        return AppState.CANCELLED
+    if status == "exited":
+        if exit_code is None:
+            return AppState.UNKNOWN
+        return AppState.SUCCEEDED if exit_code == 0 else AppState.FAILED
+    return DOCKER_STATES.get(status, AppState.UNKNOWN)
+
+
+def app_state(states: Sequence[AppState]) -> AppState:
+    """Combine replica states (in role/replica order) into the app state.
+
+    All terminal: CANCELLED if any replica was cancelled, SUCCEEDED if all
+    succeeded, else FAILED. Otherwise the first non-terminal state.
+    """
+    if not states:
+        return AppState.UNKNOWN
+    if all(is_terminal(s) for s in states):
+        if AppState.CANCELLED in states:
+            return AppState.CANCELLED
+        if all(s == AppState.SUCCEEDED for s in states):
+            return AppState.SUCCEEDED
+        return AppState.FAILED
+    return next(s for s in states if not is_terminal(s))
+
+
+@dataclass
+class ContainerRecord:
+    """What the index knows of one container."""
+
+    id: str
+    name: str
+    app_id: str
+    app_name: str
+    role: str
+    role_index: int
+    replica_id: int
+    session: str
+    image: str
+    status: str
+    exit_code: int | None = None
+    cancelled: bool = False
+    restarts: int = 0
+    #: False until exit code and cancel mark are known for an exited container
+    settled: bool = True
+
+    @property
+    def state(self) -> AppState:
+        """The replica state of this container."""
+        return replica_state(self.status, self.exit_code, cancelled=self.cancelled)
+
+    @classmethod
+    def from_labels(
+        cls, cid: str, name: str, image: str, labels: Mapping[str, str], status: str
+    ) -> ContainerRecord | None:
+        """Build a record from a container's labels; None if they are not ours."""
+        try:
+            return cls(
+                id=cid,
+                name=name.lstrip("/"),
+                app_id=labels[LABEL_APP_ID],
+                app_name=labels.get(LABEL_APP_NAME, ""),
+                role=labels[LABEL_ROLE_NAME],
+                role_index=int(labels.get(LABEL_ROLE_INDEX, "0")),
+                replica_id=int(labels[LABEL_REPLICA_ID]),
+                session=labels.get(LABEL_SESSION, ""),
+                image=image,
+                status=status,
+            )
+        except (KeyError, ValueError):
+            return None
+
+    @classmethod
+    def from_list_item(cls, item: Mapping[str, Any]) -> ContainerRecord | None:
+        """Build a record from one ``GET /containers/json`` entry.
+
+        The exit code is read from the ``Status`` text ("Exited (3) ..."); the
+        cancel mark is not in listings, so exited containers are unsettled.
+        """
+        names = item.get("Names") or [""]
+        status = str(item.get("State", ""))
+        record = cls.from_labels(
+            str(item["Id"]),
+            str(names[0]),
+            str(item.get("Image", "")),
+            item.get("Labels") or {},
+            status,
+        )
+        if record is None:
+            return None
+        match = _STATUS_EXIT.match(str(item.get("Status", "")))
+        if match:
+            record.exit_code = int(match.group(1))
+        record.settled = status not in ("exited", "dead", "created")
+        return record
+
+    def apply_inspect(self, info: Mapping[str, Any]) -> None:
+        """Update from ``GET /containers/{id}/json`` (authoritative)."""
+        st = info.get("State") or {}
+        status = str(st.get("Status", self.status))
+        if status == "running" and self.status in ("exited", "restarting"):
+            # inspected between a restart-policy restart and its start event
+            status = "restarting"
+        self.status = status
+        if status in ("exited", "dead", "restarting"):
+            self.exit_code = int(st.get("ExitCode", 0))
+        policy = ((info.get("HostConfig") or {}).get("RestartPolicy") or {}).get("Name")
+        self.cancelled = policy == CANCEL_MARK_POLICY
+        self.restarts = int(info.get("RestartCount", self.restarts) or 0)
+        self.settled = True
+
+
+@dataclass
+class AppView:
+    """The records of one app, sorted by role index then replica id."""
+
+    app_id: str
+    records: list[ContainerRecord]
+
+    @property
+    def state(self) -> AppState:
+        """The combined app state."""
+        return app_state([r.state for r in self.records])
+
+    @property
+    def name(self) -> str:
+        """The AppDef name, from the labels."""
+        return self.records[0].app_name if self.records else ""
+
+    def role_statuses(self) -> list[RoleStatus]:
+        """Per-role replica statuses, with exit codes and restart counts."""
+        roles: dict[str, list[ReplicaStatus]] = {}
+        for r in self.records:
+            roles.setdefault(r.role, []).append(
+                ReplicaStatus(
+                    id=r.replica_id,
+                    state=r.state,
+                    role=r.role,
+                    hostname=r.name,
+                    exit_code=r.exit_code if r.status in ("exited", "dead") else None,
+                    num_restarts=r.restarts,
+                )
+            )
+        return [RoleStatus(role, replicas) for role, replicas in roles.items()]
+
+    def roles(self) -> list[Role]:
+        """Partial roles (name, image, num_replicas) recovered from the containers."""
+        out: dict[str, Role] = {}
+        for r in self.records:
+            role = out.get(r.role)
+            if role is None:
+                role = out[r.role] = Role(name=r.role, image=r.image, num_replicas=0)
+            role.num_replicas += 1
+        return list(out.values())
+
+
+def _sort_key(r: ContainerRecord) -> tuple[int, str, int]:
+    return (r.role_index, r.role, r.replica_id)
+
+
+@dataclass
+class ContainerIndex:
+    """Records of every asyncsched container, plus per-app change events."""
+
+    records: dict[str, ContainerRecord] = field(default_factory=dict)
+    _waiters: dict[str, anyio.Event] = field(default_factory=dict)
+
+    def app(self, app_id: str) -> AppView | None:
+        """The records of ``app_id``; None when the index has none."""
+        records = sorted(
+            (r for r in self.records.values() if r.app_id == app_id), key=_sort_key
+        )
+        return AppView(app_id, records) if records else None
+
+    def apps(self) -> list[AppView]:
+        """Every app, in the order their first container was indexed."""
+        grouped: dict[str, list[ContainerRecord]] = {}
+        for r in self.records.values():
+            grouped.setdefault(r.app_id, []).append(r)
+        return [AppView(a, sorted(rs, key=_sort_key)) for a, rs in grouped.items()]
+
+    def replace_all(self, records: Iterable[ContainerRecord]) -> None:
+        """Swap in a fresh listing; unsettled details already known are kept."""
+        fresh = {r.id: r for r in records}
+        for cid, rec in fresh.items():
+            old = self.records.get(cid)
+            if old is not None and old.settled and old.status == rec.status:
+                rec.cancelled = old.cancelled
+                rec.restarts = old.restarts
+                rec.exit_code = (
+                    old.exit_code if rec.exit_code is None else rec.exit_code
+                )
+                rec.settled = True
+        touched = {r.app_id for r in self.records.values()} | {
+            r.app_id for r in fresh.values()
+        }
+        self.records = fresh
+        for app_id in touched:
+            self.notify(app_id)
+
+    def upsert(self, record: ContainerRecord) -> None:
+        """Add or replace one record and wake the app's waiters."""
+        self.records[record.id] = record
+        self.notify(record.app_id)
+
+    def remove(self, cid: str) -> None:
+        """Forget a destroyed container."""
+        record = self.records.pop(cid, None)
+        if record is not None:
+            self.notify(record.app_id)
+
+    def changed(self, app_id: str) -> anyio.Event:
+        """An event set at the next change of ``app_id`` (take it before reading)."""
+        event = self._waiters.get(app_id)
+        if event is None:
+            event = self._waiters[app_id] = anyio.Event()
+        return event
+
+    def notify(self, app_id: str) -> None:
+        """Wake everyone waiting on ``app_id``."""
+        event = self._waiters.pop(app_id, None)
+        if event is not None:
+            event.set()
+
+    def notify_all(self) -> None:
+        """Wake every waiter (the index was resynced or lost)."""
+        waiters, self._waiters = self._waiters, {}
+        for event in waiters.values():
+            event.set()

@@ -1,0 +1,303 @@
+"""Fixtures for the Docker backend tests: a real engine, never a mock.
+
+* ``docker_engine`` finds a daemon (``$DOCKER_HOST`` or the standard socket);
+  if none answers and we are root, it starts a private ``dockerd`` (own
+  socket, data-root and exec-root under a temp dir) and stops it at the end.
+  Without an engine the tests skip -- or fail when ``CI`` is set or
+  ``ASYNCSCHED_REQUIRE_DOCKER=1``.
+* ``test_image`` imports a busybox rootfs (Debian's static ``/bin/busybox``
+  plus applet symlinks) as ``asyncsched-test-busybox:latest``; no registry.
+* Everything the tests create carries the session label ``SESSION`` or the
+  ``asyncsched-test-`` prefix; the session teardown removes it and asserts
+  nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tarfile
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiodocker
+import pytest
+
+from asyncsched.schedulers.docker_scheduler import DockerScheduler
+
+HERE = Path(__file__).parent
+TEST_IMAGE = "asyncsched-test-busybox:latest"
+SESSION = f"pytest-{os.getpid()}"
+NETWORK = f"asyncsched-test-{os.getpid()}"
+SESSION_LABEL = f"asyncsched.io/session={SESSION}"
+APPLETS = [
+    "sh",
+    "cat",
+    "echo",
+    "env",
+    "false",
+    "hostname",
+    "id",
+    "kill",
+    "ls",
+    "mkdir",
+    "nslookup",
+    "ping",
+    "printf",
+    "rm",
+    "sleep",
+    "test",
+    "true",
+    "wc",
+]
+
+
+@dataclass
+class Engine:
+    """A Docker daemon the tests may use."""
+
+    host: str
+    started: bool
+
+
+def _required() -> bool:
+    return (
+        bool(os.environ.get("CI")) or os.environ.get("ASYNCSCHED_REQUIRE_DOCKER") == "1"
+    )
+
+
+def _unavailable(reason: str) -> None:
+    if _required():
+        pytest.fail(
+            f"Docker engine required (CI / ASYNCSCHED_REQUIRE_DOCKER): {reason}"
+        )
+    pytest.skip(f"no Docker engine: {reason}")
+
+
+def _is_root_debian() -> bool:
+    return os.geteuid() == 0 and Path("/etc/debian_version").exists()
+
+
+def docker_cli(host: str, *args: str, check: bool = True, timeout: float = 60) -> str:
+    """Run the docker CLI against ``host``; return stdout."""
+    result = subprocess.run(
+        ["docker", "-H", host, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if check and result.returncode != 0:
+        raise RuntimeError(f"docker {' '.join(args)} failed: {result.stderr.strip()}")
+    return result.stdout
+
+
+def _answers(host: str) -> bool:
+    try:
+        subprocess.run(
+            ["docker", "-H", host, "version", "--format", "{{.Server.Version}}"],
+            capture_output=True,
+            timeout=10,
+            check=True,
+        )
+    except (subprocess.SubprocessError, OSError):
+        return False
+    return True
+
+
+def _start_dockerd(root: Path) -> tuple[subprocess.Popen[bytes], str]:
+    sock = root / "docker.sock"
+    log = (root / "dockerd.log").open("wb")
+    proc = subprocess.Popen(
+        [
+            "dockerd",
+            "--host",
+            f"unix://{sock}",
+            "--data-root",
+            str(root / "data"),
+            "--exec-root",
+            str(root / "exec"),
+            "--pidfile",
+            str(root / "dockerd.pid"),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    log.close()
+    host = f"unix://{sock}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            break
+        if sock.exists() and _answers(host):
+            return proc, host
+        time.sleep(0.2)
+    _stop_dockerd(proc)
+    tail = (root / "dockerd.log").read_text(errors="replace")[-2000:]
+    raise RuntimeError(f"dockerd did not come up:\n{tail}")
+
+
+def _stop_dockerd(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> Iterator[Engine]:
+    """A daemon that answers; started privately when none does (and we are root)."""
+    if shutil.which("docker") is None or shutil.which("dockerd") is None:
+        if _is_root_debian():
+            subprocess.run(["bash", str(HERE / "provision.sh")], check=False)
+        if shutil.which("docker") is None:
+            _unavailable(
+                "the docker CLI is not installed (run tests/docker/provision.sh as root)"
+            )
+    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    if _answers(host):
+        yield Engine(host, started=False)
+        return
+    if os.geteuid() != 0 or shutil.which("dockerd") is None:
+        _unavailable(f"no daemon answers at {host} and we cannot start dockerd here")
+    root = Path(tempfile.mkdtemp(prefix="asyncsched-dockerd-"))
+    try:
+        proc, host = _start_dockerd(root)
+    except RuntimeError as exc:
+        shutil.rmtree(root, ignore_errors=True)
+        _unavailable(str(exc))
+        raise
+    old = os.environ.get("DOCKER_HOST")
+    os.environ["DOCKER_HOST"] = host
+    try:
+        yield Engine(host, started=True)
+    finally:
+        if old is None:
+            os.environ.pop("DOCKER_HOST", None)
+        else:
+            os.environ["DOCKER_HOST"] = old
+        _stop_dockerd(proc)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _static_busybox() -> Path:
+    path = Path("/bin/busybox")
+    if not path.exists():
+        _unavailable("/bin/busybox is missing (apt-get install busybox-static)")
+    ldd = subprocess.run(
+        ["ldd", str(path)], capture_output=True, text=True, check=False
+    )
+    if "not a dynamic executable" not in (ldd.stdout + ldd.stderr):
+        _unavailable("/bin/busybox is not statically linked (install busybox-static)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def test_image(
+    docker_engine: Engine, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """``asyncsched-test-busybox:latest``, imported from a busybox rootfs."""
+    busybox = _static_busybox()
+    root = tmp_path_factory.mktemp("rootfs")
+    (root / "bin").mkdir()
+    for d in ("tmp", "etc", "work", "proc", "sys", "dev"):
+        (root / d).mkdir()
+    shutil.copy2(busybox, root / "bin" / "busybox")
+    for applet in APPLETS:
+        (root / "bin" / applet).symlink_to("busybox")
+    tar_path = root.parent / "rootfs.tar"
+    with tarfile.open(tar_path, "w") as tar:
+        for child in sorted(root.iterdir()):
+            tar.add(child, arcname=child.name)
+    docker_cli(
+        docker_engine.host,
+        "import",
+        "--change",
+        "WORKDIR /work",
+        "--change",
+        "ENV PATH=/bin",
+        str(tar_path),
+        TEST_IMAGE,
+    )
+    yield TEST_IMAGE
+    docker_cli(docker_engine.host, "rmi", "-f", TEST_IMAGE, check=False)
+    assert TEST_IMAGE not in docker_cli(
+        docker_engine.host, "images", "--format", "{{.Repository}}:{{.Tag}}"
+    )
+
+
+@pytest.fixture(scope="session")
+def docker_ready(docker_engine: Engine, test_image: str) -> Iterator[Engine]:
+    """Engine + image; at the end remove and assert nothing of ours is left."""
+    yield docker_engine
+    host = docker_engine.host
+    leftovers = docker_cli(
+        host, "ps", "-aq", "--filter", f"label={SESSION_LABEL}"
+    ).split()
+    if leftovers:
+        docker_cli(host, "rm", "-f", *leftovers, check=False)
+    docker_cli(host, "network", "rm", NETWORK, check=False)
+    nets = docker_cli(host, "network", "ls", "--format", "{{.Name}}").split()
+    images = docker_cli(
+        host, "images", "-q", "--filter", f"label={SESSION_LABEL}"
+    ).split()
+    if images:
+        docker_cli(host, "rmi", "-f", *images, check=False)
+    assert leftovers == [], f"tests left containers behind: {leftovers}"
+    assert [n for n in nets if n.startswith("asyncsched-test-")] == []
+    assert images == [], f"tests left images behind: {images}"
+
+
+async def sweep(host: str) -> None:
+    """Remove every container and image labelled with this test session."""
+    async with aiodocker.Docker(url=host) as docker:
+        for c in await docker.containers.list(
+            all=True, filters=f'{{"label": ["{SESSION_LABEL}"]}}'
+        ):
+            try:
+                await c.delete(force=True, v=True)
+            except aiodocker.DockerError as exc:
+                if exc.status not in (404, 409):
+                    raise
+        for image in await docker.images.list(filters={"label": [SESSION_LABEL]}):
+            try:
+                await docker.images.delete(image["Id"], force=True)
+            except aiodocker.DockerError as exc:
+                if exc.status != 404:
+                    raise
+
+
+@pytest.fixture
+async def sched(docker_ready: Engine) -> AsyncIterator[DockerScheduler]:
+    """An open scheduler on the test network; the session's apps are removed after."""
+    scheduler = DockerScheduler(SESSION, network=NETWORK, stop_timeout=1)
+    try:
+        yield scheduler
+    finally:
+        await scheduler.aclose()
+        await sweep(docker_ready.host)
+
+
+@pytest.fixture
+async def raw_docker(docker_ready: Engine) -> AsyncIterator[aiodocker.Docker]:
+    """A plain aiodocker client for assertions."""
+    async with aiodocker.Docker(url=docker_ready.host) as docker:
+        yield docker
+
+
+@pytest.fixture
+async def swept(docker_ready: Engine) -> AsyncIterator[Engine]:
+    """The engine; the session's containers and images are removed after the test."""
+    try:
+        yield docker_ready
+    finally:
+        await sweep(docker_ready.host)

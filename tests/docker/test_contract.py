@@ -1,0 +1,25 @@
+"""The Scheduler conformance suite against the real Docker engine."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from asyncsched.schedulers.docker_scheduler import DockerScheduler
+from tests.conformance import ContractTarget, SchedulerContract
+
+from .conftest import NETWORK, SESSION, TEST_IMAGE, Engine, sweep
+
+pytestmark = pytest.mark.docker
+
+
+class TestDockerContract(SchedulerContract):
+    @pytest.fixture
+    async def target(self, docker_ready: Engine) -> AsyncIterator[ContractTarget]:
+        sched = DockerScheduler(SESSION, network=NETWORK, stop_timeout=1)
+        try:
+            yield ContractTarget(sched, cfg={}, image=TEST_IMAGE, quick_timeout=30)
+        finally:
+            await sched.aclose()
+            await sweep(docker_ready.host)

@@ -1,0 +1,196 @@
+"""State table, app-state aggregation, the index, error mapping, log params (no daemon)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import aiohttp
+import anyio
+import pytest
+from aiodocker.exceptions import DockerError
+
+from asyncsched.errors import SchedulerError, SchedulerUnavailableError, SubmitError
+from asyncsched.schedulers.api import Stream
+from asyncsched.schedulers.docker.errors import docker_errors, map_error
+from asyncsched.schedulers.docker.logs import docker_timestamp, log_params
+from asyncsched.schedulers.docker.state import (
+    AppView,
+    ContainerIndex,
+    ContainerRecord,
+    app_state,
+    replica_state,
+)
+from asyncsched.specs import AppState
+
+S = AppState
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "cancelled", "expected"),
+    [
+        ("created", None, False, S.SUBMITTED),
+        ("restarting", 1, False, S.PENDING),
+        ("running", None, False, S.RUNNING),
+        ("paused", None, False, S.PENDING),
+        ("removing", None, False, S.PENDING),
+        ("dead", None, False, S.FAILED),
+        ("exited", 0, False, S.SUCCEEDED),
+        ("exited", 1, False, S.FAILED),
+        ("exited", 137, True, S.CANCELLED),
+        ("exited", 0, True, S.CANCELLED),
+        ("created", None, True, S.CANCELLED),
+        ("running", None, True, S.RUNNING),
+        ("exited", None, False, S.UNKNOWN),
+        ("weird", None, False, S.UNKNOWN),
+    ],
+)
+def test_replica_state_table(
+    status: str, code: int | None, cancelled: bool, expected: AppState
+) -> None:
+    assert replica_state(status, code, cancelled=cancelled) == expected
+
+
+@pytest.mark.parametrize(
+    ("states", "expected"),
+    [
+        ([S.SUCCEEDED, S.SUCCEEDED], S.SUCCEEDED),
+        ([S.SUCCEEDED, S.FAILED], S.FAILED),
+        ([S.FAILED, S.CANCELLED], S.CANCELLED),
+        ([S.SUCCEEDED, S.RUNNING, S.PENDING], S.RUNNING),
+        ([S.FAILED, S.PENDING], S.PENDING),
+        ([], S.UNKNOWN),
+    ],
+)
+def test_app_state(states: list[AppState], expected: AppState) -> None:
+    assert app_state(states) == expected
+
+
+def _item(cid: str, state: str, status: str, replica: str = "0") -> dict[str, object]:
+    return {
+        "Id": cid,
+        "Names": [f"/app-r-{replica}"],
+        "Image": "img",
+        "State": state,
+        "Status": status,
+        "Labels": {
+            "asyncsched.io/app-id": "app",
+            "asyncsched.io/app-name": "a",
+            "asyncsched.io/role-name": "r",
+            "asyncsched.io/replica-id": replica,
+        },
+    }
+
+
+def test_record_from_list_item_parses_exit_code_and_is_unsettled() -> None:
+    rec = ContainerRecord.from_list_item(
+        _item("c1", "exited", "Exited (3) 2 seconds ago")
+    )
+    assert rec is not None
+    assert (rec.name, rec.app_id, rec.role, rec.replica_id) == (
+        "app-r-0",
+        "app",
+        "r",
+        0,
+    )
+    assert rec.exit_code == 3
+    assert rec.state == S.FAILED
+    assert rec.settled is False
+    running = ContainerRecord.from_list_item(_item("c2", "running", "Up 1 second"))
+    assert running is not None
+    assert running.settled
+    assert running.state == S.RUNNING
+    assert ContainerRecord.from_list_item({"Id": "x", "Labels": {}}) is None
+
+
+def test_apply_inspect_reads_cancel_mark_and_restarts() -> None:
+    rec = ContainerRecord.from_list_item(_item("c1", "exited", "Exited (137) now"))
+    assert rec is not None
+    rec.apply_inspect(
+        {
+            "State": {"Status": "exited", "ExitCode": 137},
+            "HostConfig": {"RestartPolicy": {"Name": "unless-stopped"}},
+            "RestartCount": 2,
+        }
+    )
+    assert rec.settled
+    assert rec.cancelled
+    assert rec.restarts == 2
+    assert rec.state == S.CANCELLED
+
+
+async def test_index_notifies_waiters_per_app() -> None:
+    index = ContainerIndex()
+    rec = ContainerRecord.from_list_item(_item("c1", "running", "Up"))
+    assert rec is not None
+    ev_app, ev_other = index.changed("app"), index.changed("other")
+    index.upsert(rec)
+    assert ev_app.is_set()
+    assert not ev_other.is_set()
+    view = index.app("app")
+    assert isinstance(view, AppView)
+    assert view.state == S.RUNNING
+    assert view.name == "a"
+    ev_app = index.changed("app")
+    index.remove("c1")
+    assert ev_app.is_set()
+    assert index.app("app") is None
+    with anyio.fail_after(1):
+        ev = index.changed("other")
+        index.notify_all()
+        await ev.wait()
+
+
+def test_replace_all_keeps_settled_details() -> None:
+    index = ContainerIndex()
+    rec = ContainerRecord.from_list_item(_item("c1", "exited", "Exited (137) now"))
+    assert rec is not None
+    rec.cancelled, rec.settled = True, True
+    index.upsert(rec)
+    fresh = ContainerRecord.from_list_item(_item("c1", "exited", "Exited (137) later"))
+    other = ContainerRecord.from_list_item(_item("c2", "running", "Up", replica="1"))
+    assert fresh is not None
+    assert other is not None
+    index.replace_all([fresh, other])
+    view = index.app("app")
+    assert view is not None
+    assert [r.state for r in view.records] == [S.CANCELLED, S.RUNNING]
+    assert [r.replica_id for r in view.records] == [0, 1]
+
+
+def test_error_mapping() -> None:
+    down = map_error(
+        DockerError(900, "Cannot connect [No such file]"), "list", "unix:///x"
+    )
+    assert isinstance(down, SchedulerUnavailableError)
+    assert "unix:///x" in str(down)
+    assert "DOCKER_HOST" in down.hint
+    perm = map_error(
+        DockerError(900, "Cannot connect [Permission denied]"), "list", "h"
+    )
+    assert isinstance(perm, SchedulerUnavailableError)
+    assert "docker' group" in perm.hint
+    api = map_error(DockerError(500, "boom"), "do x", "h")
+    assert type(api) is SchedulerError
+    assert "boom" in str(api)
+    assert "do x" in str(api)
+    sub = map_error(DockerError(400, "bad"), "create", "h", submit=True)
+    assert isinstance(sub, SubmitError)
+    conn = map_error(aiohttp.ClientConnectionError("gone"), "x", "h")
+    assert isinstance(conn, SchedulerUnavailableError)
+    with pytest.raises(SubmitError) as info, docker_errors("create", "h", submit=True):
+        raise DockerError(409, "name in use")
+    assert isinstance(info.value.__cause__, DockerError)
+
+
+def test_docker_timestamp_and_log_params() -> None:
+    aware = datetime(2024, 1, 1, 12, 0, 0, 250_000, tzinfo=timezone(timedelta(hours=2)))
+    assert docker_timestamp(aware) == "1704103200.250000000"
+    naive = datetime(2024, 1, 1, 10, 0, 0, 250_000)  # taken as UTC
+    assert docker_timestamp(naive) == docker_timestamp(naive.replace(tzinfo=UTC))
+    assert log_params(None, None, None) == {"stdout": True, "stderr": True}
+    assert log_params(None, None, Stream.COMBINED) == {"stdout": True, "stderr": True}
+    assert log_params(None, None, Stream.STDERR) == {"stdout": False, "stderr": True}
+    params = log_params(naive, naive, Stream.STDOUT)
+    assert params["stdout"]
+    assert not params["stderr"]
+    assert params["since"] == params["until"] == docker_timestamp(naive)
