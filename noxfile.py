@@ -53,7 +53,18 @@ def docs(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Run the benchmarks side by side with the raw floor and TorchX 0.7.0."""
+    """Run the benchmarks beside the raw floor and TorchX 0.7.0.
+
+    ``nox -s bench`` runs every benchmark with its defaults;
+    ``nox -s bench -- local -n 500`` runs ``benchmarks/local_fanout.py -n 500``.
+    """
     session.install("-e", ".[all]", "psutil", "torchx==0.7.0")
-    for script in sorted((ROOT / "benchmarks").glob("*_fanout.py")):
-        session.run("python", str(script), *session.posargs)
+    scripts = {
+        p.stem.removesuffix("_fanout"): p
+        for p in (ROOT / "benchmarks").glob("*_fanout.py")
+    }
+    if session.posargs and session.posargs[0] in scripts:
+        session.run("python", str(scripts[session.posargs[0]]), *session.posargs[1:])
+        return
+    for script in sorted(scripts.values()):
+        session.run("python", str(script))
