@@ -372,3 +372,9 @@ def test_explicit_host_beats_docker_host(monkeypatch: pytest.MonkeyPatch) -> Non
     )
     monkeypatch.delenv("DOCKER_HOST")
     assert DockerScheduler("s").docker_host == "unix:///var/run/docker.sock"
+
+
+def test_an_empty_image_is_rejected_naming_the_field() -> None:
+    with pytest.raises(SpecError) as info:
+        _job(_app(image=""))
+    assert info.value.field == "roles[0].image"

@@ -201,6 +201,10 @@ def render_job(
     rank0_name = container_name(app_id, app.roles[0].name, 0)
     job = DockerJob(app_id=app_id, network=network, image_pull_policy=policy)
     for role_index, role in enumerate(app.roles):
+        if not role.image.strip():
+            raise SpecError(
+                f"roles[{role_index}].image", "the docker scheduler needs an image name"
+            )
         mounts, devices = _render_mounts(role, f"roles[{role_index}]")
         for replica_id in range(role.num_replicas):
             values = macros.Values(
