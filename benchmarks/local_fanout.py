@@ -125,7 +125,8 @@ async def _run_asyncsched(
 
         sched = InMemoryScheduler("bench")
     else:
-        sched = get_scheduler(scheduler, session_name="bench")
+        # like the TorchX variant: room for every app in flight
+        sched = get_scheduler(scheduler, session_name="bench", cache_size=max(n, 100))
     cfg: dict[str, CfgVal] = {}
     if sched.run_opts().get("log_dir") is not None:
         cfg["log_dir"] = str(tmp)

@@ -19,6 +19,7 @@ import contextlib
 import logging
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -55,6 +56,7 @@ from asyncsched.schedulers.local.gpus import assign_cuda_devices, count_gpus
 from asyncsched.schedulers.local.logs import (
     Follow,
     ReplicaLog,
+    close_log_fds,
     index_path,
     log_paths,
     open_log_fds,
@@ -63,15 +65,20 @@ from asyncsched.schedulers.local.logs import (
 from asyncsched.schedulers.local.process import (
     Guardian,
     PdeathsigMode,
+    Spawner,
     find_executable,
     resolve_pdeathsig,
 )
 from asyncsched.schedulers.local.supervisor import (
     LocalApp,
+    RecordWriter,
     Replica,
     ReplicaLaunch,
     RoleInfo,
     SpawnConfig,
+    Started,
+    spawn_child,
+    supervisor_info,
 )
 from asyncsched.schedulers.taskhost import TaskHost
 from asyncsched.specs import (
@@ -101,6 +108,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: submits that may run their synchronous part (checks, spawning) at once
+_SUBMIT_CONCURRENCY = 8
 
 
 # -- image providers -------------------------------------------------------------
@@ -248,9 +258,10 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
         state_dir: Where apps are indexed for other processes (default
             ``$ASYNCSCHED_STATE_DIR``, ``$XDG_STATE_HOME/asyncsched`` or
             ``~/.local/state/asyncsched``).
-        pdeathsig: How replicas get the Linux parent-death signal: ``"auto"``
-            (``setpriv`` if present, else a ``preexec_fn``), ``"setpriv"``,
-            ``"preexec"`` or ``"off"`` (the guardian process still protects).
+        pdeathsig: How replicas get the Linux parent-death signal: ``"off"``
+            (default: the guardian process alone protects, see
+            ``docs/backends/local.md``), ``"auto"`` (``setpriv`` if present,
+            else a ``preexec_fn``), ``"setpriv"`` or ``"preexec"``.
 
     Raises:
         ValueError: ``cache_size`` is not positive.
@@ -287,7 +298,7 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
         cancel_grace: float = 10.0,
         close_grace: float = 1.0,
         state_dir: str | None = None,
-        pdeathsig: PdeathsigMode = "auto",
+        pdeathsig: PdeathsigMode = "off",
     ) -> None:
         super().__init__("local", session_name)
         if cache_size <= 0:
@@ -308,6 +319,12 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
         self._spawn_cfg: SpawnConfig | None = None
         self._runtime_lock: anyio.Lock | None = None
         self._remote_cancels: list[anyio.Event] = []
+        self._writer = RecordWriter()
+        self._spawner = Spawner(f"asyncsched-spawner-{session_name}")
+        # bounds how many submits run their synchronous part at once, so that
+        # one loop pass never runs hundreds of them (event-loop lag)
+        self._submit_limiter: anyio.Semaphore | None = None
+        self._submits_in_flight = 0
 
     @property
     def _created_tmp_log_dir(self) -> bool:
@@ -355,6 +372,8 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
         await self._host.enter()
 
     async def _ensure_runtime(self) -> tuple[TaskGroup, SpawnConfig]:
+        if self._tg is not None and self._spawn_cfg is not None:
+            return self._tg, self._spawn_cfg
         if self._runtime_lock is None:
             self._runtime_lock = anyio.Lock()
         async with self._runtime_lock:
@@ -365,7 +384,12 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
                 guardian = Guardian()
                 guardian.start()
                 devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-                self._spawn_cfg = SpawnConfig(setpriv, use_preexec, devnull, guardian)
+                self._spawner.start()
+                self._tg.start_soon(self._spawner.dispatch, name="local:spawner")
+                self._tg.start_soon(self._writer.run, name="local:records")
+                self._spawn_cfg = SpawnConfig(
+                    setpriv, use_preexec, devnull, guardian, self._spawner
+                )
         return self._tg, self._spawn_cfg
 
     async def _aclose(self) -> None:
@@ -384,10 +408,11 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
             with anyio.move_on_after(self.cancel_grace + 1):
                 for done in self._remote_cancels:
                     await done.wait()
-        for app in apps:
-            with contextlib.suppress(Exception):
-                await app.flush()
+        await self._writer.aclose()
+        with contextlib.suppress(Exception):
+            await self._writer.write([a for a in apps if a.record_stale])
         await self._host.aclose()
+        await self._spawner.aclose()
         if self._spawn_cfg is not None:
             await self._spawn_cfg.guardian.aclose()
             os.close(self._spawn_cfg.devnull)
@@ -525,7 +550,8 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
     # -- schedule ------------------------------------------------------------------------------
 
     def _evict_if_needed(self) -> None:
-        while len(self._apps) >= self._cache_size:
+        # submits in flight hold a slot too, so concurrent submits cannot overfill
+        while len(self._apps) + self._submits_in_flight >= self._cache_size:
             finished = [a for a in self._apps.values() if a.finished.is_set()]
             if not finished:
                 raise IndexError(
@@ -588,21 +614,52 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
         if request.app_id in self._apps:
             raise SubmitError(f"app {request.app_id} was already scheduled")
         self._evict_if_needed()
-        launches = self._launches(request)
-        tg, spawn_cfg = await self._ensure_runtime()
+        self._submits_in_flight += 1
         try:
-            fds = await anyio.to_thread.run_sync(
-                _prepare_app_dir,
-                request.log_dir,
-                [launch.log_dir for launch in launches],
-                self.state_dir,
-                self.session_name,
-                request.app_id,
-            )
-        except OSError as exc:
-            raise SubmitError(
-                f"cannot create the log dir of {request.app_id} under {request.log_dir!r}: {exc}"
-            ) from exc
+            app = await self._schedule_reserved(request, dryrun_info)
+        finally:
+            self._submits_in_flight -= 1
+        # once submit returns, other processes can find the app (and its pids)
+        await app.settled()
+        return app.app_id
+
+    async def _schedule_reserved(
+        self, request: PopenRequest, dryrun_info: AppDryRunInfo[Any]
+    ) -> LocalApp:
+        if self._submit_limiter is None:
+            self._submit_limiter = anyio.Semaphore(_SUBMIT_CONCURRENCY)
+        async with self._submit_limiter:
+            self._check_open()
+            if request.app_id in self._apps:
+                raise SubmitError(f"app {request.app_id} was already scheduled")
+            launches = self._launches(request)
+            tg, spawn_cfg = await self._ensure_runtime()
+            # dirs, log files and processes are made in the spawner thread
+            try:
+                fds, started = await self._spawner.run(
+                    _prepare_and_spawn, request.log_dir, launches, spawn_cfg
+                )
+            except _SpawnFailed as exc:
+                raise SubmitError(
+                    f"failed to start a replica of {request.app_id}: {exc}"
+                ) from exc.__cause__
+            except OSError as exc:
+                raise SubmitError(
+                    f"cannot create the log dir of {request.app_id} under"
+                    f" {request.log_dir!r}: {exc}"
+                ) from exc
+            return self._supervise(request, dryrun_info, launches, fds, started, tg)
+
+    def _supervise(
+        self,
+        request: PopenRequest,
+        dryrun_info: AppDryRunInfo[Any],
+        launches: builtins.list[ReplicaLaunch],
+        fds: builtins.list[dict[str, tuple[int, int]]],
+        started: builtins.list[Started],
+        tg: TaskGroup,
+    ) -> LocalApp:
+        assert self._spawn_cfg is not None
         replicas = [
             Replica(launch, ReplicaLog(launch.log_dir, f))
             for launch, f in zip(launches, fds, strict=True)
@@ -628,38 +685,19 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
             replicas=replicas,
             fail_fast=request.fail_fast,
             cancel_grace=self.cancel_grace,
-            spawn=spawn_cfg,
+            spawn=self._spawn_cfg,
             tg=tg,
+            writer=self._writer,
             state_dir=self.state_dir,
+            supervisor=supervisor_info(),
         )
-        try:
-            app.start()
-        except OSError as exc:
-            app.begin_close()
-            with anyio.CancelScope(shield=True):
-                with anyio.move_on_after(5):
-                    for r in replicas:
-                        if r.exited is not None:
-                            await r.exited.wait()
-                for r in replicas:
-                    r.log.close()
-                await anyio.to_thread.run_sync(
-                    _remove_app_dir,
-                    request.log_dir,
-                    self.state_dir,
-                    self.session_name,
-                    request.app_id,
-                )
-            raise SubmitError(
-                f"failed to start a replica of {request.app_id}: {exc}"
-            ) from exc
+        app.start(started)
         self._apps[app.app_id] = app
         self._app_defs[app.app_id] = dryrun_info._app
-        if spawn_cfg.guardian.has_pending:
-            tg.start_soon(spawn_cfg.guardian.flush)
-        # once submit returns, other processes can find the app (and its pids)
-        await app.settled()
-        return app.app_id
+        guardian = self._spawn_cfg.guardian
+        if guardian.has_pending:
+            tg.start_soon(guardian.flush)
+        return app
 
     # -- observation ----------------------------------------------------------------------
 
@@ -725,18 +763,10 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
             for a in self._apps.values()
         ]
         known = set(self._apps) | self._evicted
-        pointers = await anyio.to_thread.run_sync(
-            records.list_pointers, self.state_dir, self.session_name
+        found = await anyio.to_thread.run_sync(
+            _load_listed, self.state_dir, self.session_name, known
         )
-        for pointer in pointers:
-            app_id = str(pointer.get("app_id"))
-            if app_id in known:
-                continue
-            record = await anyio.to_thread.run_sync(
-                remote.load_record, str(pointer["app_dir"])
-            )
-            if record is None:
-                continue
+        for app_id, record in found:
             desc = remote.describe_record(record)
             result.append(
                 ListAppResponse(
@@ -863,11 +893,7 @@ def _role_specs(request: PopenRequest) -> dict[str, dict[str, Any]]:
 
 
 def _prepare_app_dir(
-    app_dir: str,
-    replica_dirs: builtins.list[str],
-    state_dir: str,
-    session: str,
-    app_id: str,
+    app_dir: str, replica_dirs: builtins.list[str]
 ) -> builtins.list[dict[str, tuple[int, int]]]:
     os.makedirs(os.path.dirname(app_dir), exist_ok=True)
     os.mkdir(app_dir)  # FileExistsError: never mix two apps' logs
@@ -876,17 +902,62 @@ def _prepare_app_dir(
         opened.extend(open_log_fds(d) for d in replica_dirs)
     except OSError:
         for fds in opened:
-            for a, b in fds.values():
-                os.close(a)
-                os.close(b)
+            close_log_fds(fds)
         shutil.rmtree(app_dir, ignore_errors=True)
         raise
     return opened
 
 
-def _remove_app_dir(app_dir: str, state_dir: str, session: str, app_id: str) -> None:
-    records.remove_pointer(state_dir, session, app_id)
-    shutil.rmtree(app_dir, ignore_errors=True)
+class _SpawnFailed(Exception):
+    """A replica could not be started (what had started was killed)."""
+
+
+def _prepare_and_spawn(
+    app_dir: str,
+    launches: builtins.list[ReplicaLaunch],
+    cfg: SpawnConfig,
+) -> tuple[builtins.list[dict[str, tuple[int, int]]], builtins.list[Started]]:
+    """Create the app dir and log files, then spawn every replica (blocking).
+
+    Runs in the spawner thread. On a failure whatever started is killed and
+    reaped and the app dir removed; raises ``_SpawnFailed`` (spawn) or
+    OSError (dirs).
+    """
+    fds = _prepare_app_dir(app_dir, [launch.log_dir for launch in launches])
+    started: builtins.list[Started] = []
+    try:
+        # extend() keeps what started before a failure
+        started.extend(spawn_child(launch, cfg) for launch in launches)
+    except OSError as exc:
+        for st in started:
+            st.child.signal(signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                st.child.popen.wait()
+            st.child.returncode = st.child.popen.returncode
+            cfg.guardian.remove(st.child.pid)
+            st.child.close()
+            for fd in (st.out_r, st.err_r):
+                os.close(fd)
+        for replica_fds in fds:
+            close_log_fds(replica_fds)
+        shutil.rmtree(app_dir, ignore_errors=True)
+        raise _SpawnFailed(str(exc)) from exc
+    return fds, started
+
+
+def _load_listed(
+    state_dir: str, session: str, known: set[str]
+) -> builtins.list[tuple[str, dict[str, Any]]]:
+    """The records of the session's apps not in ``known``; prunes dead pointers."""
+    found = []
+    for pointer in records.list_pointers(state_dir, session, prune=True):
+        app_id = str(pointer.get("app_id"))
+        if app_id in known:
+            continue
+        record = remote.load_record(str(pointer["app_dir"]))
+        if record is not None:
+            found.append((app_id, record))
+    return found
 
 
 def _find_replica(app: LocalApp, role_name: str, k: int) -> Replica:

@@ -313,6 +313,24 @@ async def test_cache_full_of_running_apps_raises(log_dir: Path) -> None:
             await s.submit(app_of(sh_role("sleep 30")), {"log_dir": str(log_dir)})
 
 
+async def test_concurrent_submits_cannot_overfill_the_cache(log_dir: Path) -> None:
+    cfg = {"log_dir": str(log_dir)}
+    outcomes: list[str] = []
+
+    async def submit_one(s: LocalScheduler) -> None:
+        try:
+            outcomes.append(await s.submit(app_of(sh_role("sleep 30")), cfg))
+        except IndexError:
+            outcomes.append("full")
+
+    async with LocalScheduler("s", cache_size=2, close_grace=0.2) as s:
+        async with anyio.create_task_group() as tg:
+            for _ in range(3):
+                tg.start_soon(submit_one, s)
+        assert sorted(o == "full" for o in outcomes) == [False, False, True]
+        assert len(await s.list()) == 2
+
+
 async def test_eviction_drops_oldest_finished(log_dir: Path) -> None:
     cfg = {"log_dir": str(log_dir)}
     async with LocalScheduler("s", cache_size=2) as s:
@@ -392,7 +410,10 @@ FLAKY = (
     "import os, sys\n"
     "p = os.path.join(sys.argv[1], os.environ['ASYNCSCHED_ROLE_NAME'] + os.environ['ASYNCSCHED_REPLICA_ID'])\n"
     "n = int(open(p).read()) if os.path.exists(p) else 0\n"
-    "open(p, 'w').write(str(n + 1))\n"
+    # atomic: a replica SIGTERMed by a restart must not leave an empty file
+    "t = sys.argv[1] + '-' + os.path.basename(p) + '.tmp'\n"
+    "open(t, 'w').write(str(n + 1))\n"
+    "os.replace(t, p)\n"
     "print('attempt', n)\n"
     "fail = os.environ['ASYNCSCHED_REPLICA_ID'] == '0' and n < int(sys.argv[2])\n"
     "sys.exit(1 if fail else 0)\n"

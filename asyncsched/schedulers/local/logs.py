@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import logging
 import os
 import struct
 import time
@@ -37,6 +38,7 @@ __all__ = [
     "STREAMS",
     "Follow",
     "ReplicaLog",
+    "close_log_fds",
     "index_path",
     "log_paths",
     "open_log_fds",
@@ -44,10 +46,13 @@ __all__ = [
     "read_lines",
 ]
 
+logger = logging.getLogger(__name__)
+
 STREAMS = ("stdout", "stderr", "combined")
 INDEX_ENTRY = struct.Struct("<Qd")
 _READ_SIZE = 1 << 16
 _COMBINED_PARTIAL_LIMIT = 1 << 16  # an unterminated line longer than this is flushed
+_APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 
 #: ``await follow(offset)`` -> True: more may come (re-read), False: the log is final
 Follow = Callable[[int], Awaitable[bool]]
@@ -64,28 +69,33 @@ def index_path(replica_dir: str, stream: str) -> str:
 
 
 def open_log_fds(replica_dir: str) -> dict[str, tuple[int, int]]:
-    """Create the replica dir and open ``{stream: (log_fd, index_fd)}`` for append.
+    """Create the replica dir and open ``{stream: (log_fd, -1)}`` for append.
 
-    Blocking (runs in a worker thread). Existing files are appended to.
+    Blocking (runs in a worker thread). Existing files are appended to. The
+    index files are created by :class:`ReplicaLog` on the first write of each
+    stream (file creation is the expensive part of starting a replica).
     """
     os.makedirs(replica_dir, exist_ok=True)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
     fds: dict[str, tuple[int, int]] = {}
     try:
         for stream in STREAMS:
-            log_fd = os.open(os.path.join(replica_dir, f"{stream}.log"), flags, 0o644)
-            try:
-                idx_fd = os.open(index_path(replica_dir, stream), flags, 0o644)
-            except OSError:
-                os.close(log_fd)
-                raise
-            fds[stream] = (log_fd, idx_fd)
+            fds[stream] = (
+                os.open(os.path.join(replica_dir, f"{stream}.log"), _APPEND, 0o644),
+                -1,
+            )
     except OSError:
-        for log_fd, idx_fd in fds.values():
-            os.close(log_fd)
-            os.close(idx_fd)
+        close_log_fds(fds)
         raise
     return fds
+
+
+def close_log_fds(fds: dict[str, tuple[int, int]]) -> None:
+    """Close what :func:`open_log_fds` (and later writes) opened."""
+    for log_fd, idx_fd in fds.values():
+        for fd in (log_fd, idx_fd):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
 
 def _write_all(fd: int, data: bytes | memoryview) -> None:
@@ -124,7 +134,22 @@ class ReplicaLog:
         log_fd, idx_fd = self._fds[stream]
         _write_all(log_fd, data)
         self.sizes[stream] += len(data)
-        _write_all(idx_fd, INDEX_ENTRY.pack(self.sizes[stream], now))
+        if idx_fd < 0:
+            idx_fd = self._open_index(stream)
+        if idx_fd >= 0:
+            _write_all(idx_fd, INDEX_ENTRY.pack(self.sizes[stream], now))
+
+    def _open_index(self, stream: str) -> int:
+        """Create the index of ``stream`` on its first write (-2: cannot)."""
+        log_fd, idx_fd = self._fds[stream]
+        if idx_fd == -1:
+            try:
+                idx_fd = os.open(index_path(self.dir, stream), _APPEND, 0o644)
+            except OSError as exc:
+                logger.warning("cannot create the index of %s: %s", self.dir, exc)
+                idx_fd = -2
+            self._fds[stream] = (log_fd, idx_fd)
+        return idx_fd
 
     def write(self, stream: str, data: bytes) -> None:
         """Record a chunk read from ``stream``'s pipe (stdout or stderr)."""
@@ -165,11 +190,7 @@ class ReplicaLog:
         if self._closed:
             return
         self._closed = True
-        for log_fd, idx_fd in self._fds.values():
-            with contextlib.suppress(OSError):
-                os.close(log_fd)
-            with contextlib.suppress(OSError):
-                os.close(idx_fd)
+        close_log_fds(self._fds)
         self.set_final()
 
 

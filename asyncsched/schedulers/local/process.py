@@ -4,8 +4,9 @@ Each replica leads its own session (so its process group holds it and every
 process it starts). Three layers keep replicas from outliving their owner:
 
 1. ``aclose()``/cancellation: SIGTERM to each group, SIGKILL after a grace.
-2. Linux parent-death signal: the replica gets SIGKILL when the thread that
-   spawned it (the event-loop thread) dies. It is set by exec'ing through
+2. Linux parent-death signal (opt-in; off by default since the guardian covers
+   owner death): the replica gets SIGKILL when the thread that spawned it (a
+   long-lived spawner thread, or the event-loop thread on restarts) dies. It is set by exec'ing through
    util-linux ``setpriv --pdeathsig KILL`` (keeps ``vfork``: the spawn cost does
    not grow with the owner's memory), or by a ``preexec_fn`` when setpriv is
    missing (forces ``fork``: slower for big owners).
@@ -28,8 +29,11 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Literal
+from queue import SimpleQueue
+from typing import Any, Literal
 
 import anyio
 
@@ -37,6 +41,7 @@ __all__ = [
     "Child",
     "Guardian",
     "PdeathsigMode",
+    "Spawner",
     "find_executable",
     "pid_start_time",
     "resolve_pdeathsig",
@@ -197,8 +202,9 @@ class Child:
     ) -> Child:
         """Start ``args`` in a new session; raise OSError when it cannot start.
 
-        Must run in the event-loop thread: the parent-death signal fires when
-        the spawning *thread* exits.
+        Must run in a long-lived thread (the event loop's or a
+        :class:`Spawner`'s): the parent-death signal fires when the spawning
+        *thread* exits.
         """
         argv = list(args)
         preexec: Callable[[], None] | None = None
@@ -218,6 +224,12 @@ class Child:
             preexec_fn=preexec,  # noqa: PLW1509 - only when setpriv is missing
         )
         return cls(popen)
+
+    def close(self) -> None:
+        """Release the pidfd (the child was reaped elsewhere)."""
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
 
     def signal(self, sig: int) -> bool:
         """Signal the whole group while the leader is not reaped (pid reuse safe)."""
@@ -304,6 +316,7 @@ class Guardian:
         self._wfd: int | None = None
         self._pending = b""
         self._flushing = False
+        self._lock = threading.Lock()  # add() runs in the spawner thread
 
     @property
     def running(self) -> bool:
@@ -336,7 +349,8 @@ class Guardian:
     @property
     def has_pending(self) -> bool:
         """True when registrations wait for room in the pipe (call :meth:`flush`)."""
-        return bool(self._pending)
+        with self._lock:
+            return bool(self._pending)
 
     def add(self, pgid: int) -> None:
         """Protect process group ``pgid``."""
@@ -349,10 +363,15 @@ class Guardian:
     def _send(self, data: bytes) -> None:
         if self._wfd is None:
             return
-        self._pending += data
-        self._write_some()
+        with self._lock:
+            self._pending += data
+            self._write_locked()
 
     def _write_some(self) -> None:
+        with self._lock:
+            self._write_locked()
+
+    def _write_locked(self) -> None:
         while self._pending and self._wfd is not None:
             try:
                 n = os.write(self._wfd, self._pending)
@@ -364,19 +383,30 @@ class Guardian:
             self._pending = self._pending[n:]
 
     async def flush(self) -> None:
-        """Write whatever is buffered, waiting for the pipe if needed."""
-        while self._pending and self._wfd is not None:
-            await anyio.wait_writable(self._wfd)
-            self._write_some()
+        """Write whatever is buffered, waiting for the pipe if needed.
+
+        Only one flush runs at a time (another returns at once): two tasks
+        may not wait on the same fd.
+        """
+        if self._flushing:
+            return
+        self._flushing = True
+        try:
+            while self.has_pending and self._wfd is not None:
+                await anyio.wait_writable(self._wfd)
+                self._write_some()
+        finally:
+            self._flushing = False
 
     async def aclose(self) -> None:
         """Close the pipe (the guardian exits) and reap it."""
         with contextlib.suppress(Exception):
             with anyio.move_on_after(1):
                 await self.flush()
-        if self._wfd is not None:
-            os.close(self._wfd)
-            self._wfd = None
+        with self._lock:
+            if self._wfd is not None:
+                os.close(self._wfd)
+                self._wfd = None
         popen, self._popen = self._popen, None
         if popen is None:
             return
@@ -387,3 +417,107 @@ class Guardian:
             popen.kill()
             await child.wait_exit()
         await child.reap()
+
+
+class _Job:
+    __slots__ = ("args", "done", "error", "func", "result")
+
+    def __init__(self, func: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self.func = func
+        self.args = args
+        self.done = anyio.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class Spawner:
+    """Long-lived threads (two by default) that run the blocking part of starting apps.
+
+    ``fork``/``exec`` (and creating log dirs) can take milliseconds under load;
+    this keeps them off the event loop. These are threads of their own, never
+    pooled workers: a parent-death signal fires when the *thread* that forked
+    the replica exits, and pooled workers exit when idle. The threads live
+    until :meth:`aclose` (after every replica they started is gone).
+
+    Completions come back through a pipe that :meth:`dispatch` (a task in the
+    scheduler's group) waits on; a burst of jobs costs one wake-up.
+    """
+
+    def __init__(self, name: str = "asyncsched-spawner", threads: int = 2) -> None:
+        self._name = name
+        self._nthreads = max(1, threads)
+        self._jobs: SimpleQueue[_Job | None] = SimpleQueue()
+        self._done: deque[_Job] = deque()
+        self._threads: list[threading.Thread] = []
+        self._rfd = -1
+        self._wfd = -1
+        self._closed = False
+
+    def start(self) -> None:
+        """Start the thread (idempotent)."""
+        if self._threads or self._closed:
+            return
+        self._rfd, self._wfd = os.pipe()
+        os.set_blocking(self._rfd, False)
+        os.set_blocking(self._wfd, False)
+        for i in range(self._nthreads):
+            thread = threading.Thread(
+                target=self._main, name=f"{self._name}-{i}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def _main(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            try:
+                job.result = job.func(*job.args)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the awaiting task
+                job.error = exc
+            self._done.append(job)
+            if self._jobs.empty():
+                with contextlib.suppress(BlockingIOError):
+                    os.write(self._wfd, b"\0")
+
+    def _complete(self) -> None:
+        while self._done:
+            self._done.popleft().done.set()
+
+    async def dispatch(self) -> None:
+        """Wake the tasks whose jobs finished; runs until cancelled."""
+        while True:
+            await anyio.wait_readable(self._rfd)
+            with contextlib.suppress(BlockingIOError):
+                while os.read(self._rfd, 4096):
+                    pass
+            self._complete()
+
+    async def run(self, func: Callable[..., Any], *args: Any) -> Any:
+        """Run ``func(*args)`` in the thread and return its result (or raise).
+
+        Not cancellable once queued: what the job starts must not be lost.
+        """
+        if not self._threads or self._closed:
+            raise RuntimeError("the spawner is not running")
+        job = _Job(func, args)
+        self._jobs.put(job)
+        with anyio.CancelScope(shield=True):
+            await job.done.wait()
+        if job.error is not None:
+            raise job.error
+        return job.result
+
+    async def aclose(self) -> None:
+        """Finish the queued jobs, stop the thread and wake their tasks."""
+        if self._closed:
+            return
+        self._closed = True
+        threads, self._threads = self._threads, []
+        if not threads:
+            return
+        for _ in threads:
+            self._jobs.put(None)
+        for thread in threads:
+            await anyio.to_thread.run_sync(thread.join)
+        self._complete()
+        os.close(self._rfd)
+        os.close(self._wfd)

@@ -1,7 +1,8 @@
 """On-disk app records, so that other processes can see local apps.
 
-The supervisor writes ``<app_dir>/app.json`` at submit and on every state
-change (atomically: temp file + rename, in a worker thread), indexes it as
+The supervisor writes ``<app_dir>/app.json`` at submit and on state changes
+(compact JSON, atomically: temp file + rename, batched per scheduler in one
+worker-thread hop), indexes it as
 ``<state_dir>/local/<session>/<app_id>.json`` (a small pointer naming the app
 dir), and writes TorchX's ``SUCCESS`` file once the app is over. A
 ``CANCEL_REQUESTED`` file in the app dir is how another process asks the
@@ -17,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -57,15 +58,34 @@ def pointer_path(state_dir: str, session: str, app_id: str) -> str:
     return os.path.join(state_dir, "local", session, f"{app_id}.json")
 
 
+def _dump(data: Any) -> bytes:
+    return json.dumps(data, separators=(",", ":")).encode()
+
+
 def write_json_atomic(path: str, data: Any) -> None:
-    """Write ``data`` as JSON to ``path`` via a temp file and a rename (blocking)."""
-    directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
-    os.fchmod(fd, 0o644)
+    """Write ``data`` as compact JSON to ``path`` via a temp file and a rename (blocking).
+
+    The temp file is named after this process and thread, so concurrent
+    writers never share one; the rename makes readers see old or new, never
+    a torn file. The parent directory is created when missing.
+    """
+    directory, name = os.path.split(path)
+    tmp = os.path.join(directory, f".tmp-{os.getpid()}-{threading.get_ident()}-{name}")
+    payload = _dump(data)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
+        fd = os.open(tmp, flags, 0o644)
+    except FileNotFoundError:
+        os.makedirs(directory, exist_ok=True)
+        fd = os.open(tmp, flags, 0o644)
+    try:
+        try:
+            os.fchmod(fd, 0o644)  # whatever the umask
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -117,8 +137,14 @@ def find_pointer(state_dir: str, session: str, app_id: str) -> dict[str, Any] | 
     return None
 
 
-def list_pointers(state_dir: str, session: str) -> list[dict[str, Any]]:
-    """Every pointer of ``session`` (blocking)."""
+def list_pointers(
+    state_dir: str, session: str, *, prune: bool = False
+) -> list[dict[str, Any]]:
+    """Every pointer of ``session`` (blocking).
+
+    With ``prune``, pointers whose app record no longer exists (the app dir
+    was deleted) are removed and left out.
+    """
     directory = os.path.join(state_dir, "local", session)
     try:
         names = sorted(os.listdir(directory))
@@ -127,7 +153,13 @@ def list_pointers(state_dir: str, session: str) -> list[dict[str, Any]]:
     pointers = []
     for name in names:
         if name.endswith(".json") and not name.startswith("."):
-            data = read_json(os.path.join(directory, name))
-            if data is not None and isinstance(data.get("app_dir"), str):
-                pointers.append(data)
+            path = os.path.join(directory, name)
+            data = read_json(path)
+            if data is None or not isinstance(data.get("app_dir"), str):
+                continue
+            if prune and not os.path.exists(os.path.join(data["app_dir"], RECORD_NAME)):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+                continue
+            pointers.append(data)
     return pointers

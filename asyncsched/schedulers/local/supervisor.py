@@ -21,7 +21,12 @@ import anyio
 from anyio.abc import TaskGroup
 
 from asyncsched.schedulers.local.logs import ReplicaLog, pump
-from asyncsched.schedulers.local.process import Child, Guardian, pid_start_time
+from asyncsched.schedulers.local.process import (
+    Child,
+    Guardian,
+    Spawner,
+    pid_start_time,
+)
 from asyncsched.schedulers.local.records import (
     CANCEL_MARKER,
     RECORD_NAME,
@@ -37,7 +42,17 @@ from asyncsched.schedulers.local.state import (
 )
 from asyncsched.specs import NONE, AppState, RetryPolicy, is_terminal
 
-__all__ = ["LocalApp", "Replica", "ReplicaLaunch", "RoleInfo", "SpawnConfig"]
+__all__ = [
+    "LocalApp",
+    "RecordWriter",
+    "Replica",
+    "ReplicaLaunch",
+    "RoleInfo",
+    "SpawnConfig",
+    "Started",
+    "spawn_child",
+    "supervisor_info",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +68,157 @@ class SpawnConfig:
     use_preexec: bool
     devnull: int
     guardian: Guardian
+    spawner: Spawner | None = None
+
+
+@dataclass
+class Started:
+    """A replica process just spawned, with the read ends of its pipes."""
+
+    child: Child
+    out_r: int
+    err_r: int
+
+
+def spawn_child(launch: ReplicaLaunch, cfg: SpawnConfig) -> Started:
+    """Spawn one attempt of ``launch`` and register it with the guardian.
+
+    Thread-safe: runs in the spawner thread at submit, in the loop on restarts.
+    The guardian registration follows the spawn at once (microseconds), so an
+    owner killed right after still takes the group down.
+    """
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    try:
+        child = Child.spawn(
+            launch.args,
+            env=launch.env,
+            cwd=launch.cwd,
+            stdin=cfg.devnull,
+            stdout=out_w,
+            stderr=err_w,
+            setpriv=cfg.setpriv,
+            use_preexec=cfg.use_preexec,
+        )
+    except BaseException:
+        for fd in (out_r, err_r):
+            os.close(fd)
+        raise
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    cfg.guardian.add(child.pid)
+    return Started(child, out_r, err_r)
+
+
+_SUPERVISOR: tuple[int, dict[str, Any]] | None = None
+
+
+def supervisor_info() -> dict[str, Any]:
+    """Identity of this (supervising) process, as records name it (cached)."""
+    global _SUPERVISOR
+    pid = os.getpid()
+    if _SUPERVISOR is None or _SUPERVISOR[0] != pid:  # recomputed after a fork
+        _SUPERVISOR = (
+            pid,
+            {
+                "pid": pid,
+                "start_time": pid_start_time(pid),
+                "hostname": socket.gethostname(),
+            },
+        )
+    return dict(_SUPERVISOR[1])
+
+
+_RecordJob = tuple[
+    str, dict[str, Any], str, dict[str, Any] | None, tuple[str, str, str] | None
+]
+
+
+class RecordWriter:
+    """Write the records of every app of a scheduler from one task.
+
+    Apps mark themselves dirty; the writer snapshots every dirty app (in the
+    loop) and writes them all in ONE worker-thread hop, atomically each (temp
+    file + rename), pointers after their records. Changes made while a batch
+    is being written are coalesced into the next batch.
+    """
+
+    def __init__(self) -> None:
+        self._dirty: dict[LocalApp, None] = {}
+        self._wake: anyio.Event | None = None
+        self._written: anyio.Event | None = None
+        self._scope: anyio.CancelScope | None = None
+        self._stopped: anyio.Event | None = None
+        self.closed = False
+
+    def mark(self, app: LocalApp) -> None:
+        """``app`` changed: write its record soon."""
+        if self.closed:
+            return
+        self._dirty[app] = None
+        if self._wake is not None:
+            self._wake.set()
+
+    def discard(self, app: LocalApp) -> None:
+        """Forget ``app`` (it will not be written again by the writer)."""
+        self._dirty.pop(app, None)
+
+    def written(self) -> anyio.Event:
+        """An event set when the next batch has been written."""
+        if self._written is None:
+            self._written = anyio.Event()
+        return self._written
+
+    def _notify(self) -> None:
+        if self._written is not None:
+            self._written.set()
+            self._written = None
+
+    async def run(self) -> None:
+        """The writer task; runs until :meth:`aclose`."""
+        self._stopped = anyio.Event()
+        try:
+            with anyio.CancelScope() as self._scope:
+                if self.closed:
+                    return
+                while True:
+                    if not self._dirty:
+                        self._wake = anyio.Event()
+                        await self._wake.wait()
+                        self._wake = None
+                        continue
+                    apps = list(self._dirty)
+                    self._dirty.clear()
+                    try:
+                        await self.write(apps)
+                    except Exception:
+                        logger.exception("writing app records failed")
+        finally:
+            self._stopped.set()
+
+    async def write(self, apps: list[LocalApp]) -> None:
+        """Write the records of ``apps`` now, in one worker-thread hop."""
+        if not apps:
+            return
+        seqs = [app._dirty_seq for app in apps]
+        jobs = [app._record_job() for app in apps]
+        try:
+            await anyio.to_thread.run_sync(_write_records, jobs)
+        finally:
+            for app, seq in zip(apps, seqs, strict=True):
+                app._written_seq = max(app._written_seq, seq)
+            self._notify()
+
+    async def aclose(self) -> None:
+        """Stop the writer task (after the batch in flight) and release waiters."""
+        self.closed = True
+        if self._scope is not None:
+            self._scope.cancel()
+        if self._stopped is not None:
+            with anyio.CancelScope(shield=True):
+                await self._stopped.wait()
+        self._notify()
 
 
 @dataclass
@@ -114,7 +280,9 @@ class LocalApp:
         cancel_grace: float,
         spawn: SpawnConfig,
         tg: TaskGroup,
+        writer: RecordWriter,
         state_dir: str | None = None,
+        supervisor: dict[str, Any] | None = None,
     ) -> None:
         self.app_id = app_id
         self.name = name
@@ -140,60 +308,27 @@ class LocalApp:
         self.finished = anyio.Event()
         self._counters = RetryCounters()
         self._restart_batch: set[int] = set()  # indexes into self.replicas
-        self._dirty = anyio.Event()
+        self._writer = writer
+        self._forgotten = False
         self._dirty_seq = 0
         self._written_seq = 0
-        self._written = anyio.Event()
-        self._flusher_scope = anyio.CancelScope()
-        self._supervisor = {
-            "pid": os.getpid(),
-            "start_time": pid_start_time(os.getpid()),
-            "hostname": socket.gethostname(),
-        }
+        self._supervisor = supervisor if supervisor is not None else supervisor_info()
 
     # -- start -------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Spawn every replica; on a failure kill those started and raise OSError."""
-        started: list[Replica] = []
-        try:
-            for replica in self.replicas:
-                self._spawn(replica)
-                started.append(replica)
-        except OSError:
-            self.closing = True
-            for replica in started:
-                if replica.child is not None:
-                    replica.child.signal(signal.SIGKILL)
-            raise
+    def start(self, started: list[Started]) -> None:
+        """Supervise the first attempts (spawned by :func:`spawn_child`, in order)."""
+        for replica, st in zip(self.replicas, started, strict=True):
+            self._attach(replica, st)
         self.state = AppState.RUNNING
-        self._tg.start_soon(self._flusher, name=f"record:{self.app_id}")
         self._mark_dirty()
 
     def _spawn(self, replica: Replica) -> None:
+        self._attach(replica, spawn_child(replica.launch, self._spawn_cfg))
+
+    def _attach(self, replica: Replica, started: Started) -> None:
         launch = replica.launch
-        cfg = self._spawn_cfg
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        try:
-            child = Child.spawn(
-                launch.args,
-                env=launch.env,
-                cwd=launch.cwd,
-                stdin=cfg.devnull,
-                stdout=out_w,
-                stderr=err_w,
-                setpriv=cfg.setpriv,
-                use_preexec=cfg.use_preexec,
-            )
-        except BaseException:
-            for fd in (out_r, err_r):
-                os.close(fd)
-            raise
-        finally:
-            os.close(out_w)
-            os.close(err_w)
-        cfg.guardian.add(child.pid)
+        child = started.child
         replica.child = child
         replica.exited = anyio.Event()
         replica.pid = child.pid
@@ -216,8 +351,8 @@ class LocalApp:
             replica,
             child,
             replica.exited,
-            out_r,
-            err_r,
+            started.out_r,
+            started.err_r,
             name=f"replica:{self.app_id}/{launch.role}/{launch.replica_id}",
         )
 
@@ -420,6 +555,8 @@ class LocalApp:
     def begin_close(self) -> None:
         """The scheduler is closing: stop everything (SIGTERM now)."""
         self.closing = True
+        if self.finished.is_set() and all(is_terminal(r.state) for r in self.replicas):
+            return  # nothing runs, nothing changes: keep the record as it is
         if not is_terminal(self.state):
             self.cancelled = True
             self.msg = "the scheduler was closed"
@@ -444,17 +581,26 @@ class LocalApp:
 
     def _mark_dirty(self) -> None:
         self._dirty_seq += 1
-        self._dirty.set()
+        if not self._forgotten:
+            self._writer.mark(self)
 
     async def settled(self) -> None:
         """Return once the record on disk reflects the state as of this call."""
         target = self._dirty_seq
-        while self._written_seq < target:
-            await self._written.wait()
+        while self._written_seq < target and not (
+            self._forgotten or self._writer.closed
+        ):
+            await self._writer.written().wait()
+
+    @property
+    def record_stale(self) -> bool:
+        """True when the record on disk lags the state in memory."""
+        return self._written_seq < self._dirty_seq
 
     def stop_flusher(self) -> None:
-        """Stop the record writer (the app is forgotten)."""
-        self._flusher_scope.cancel()
+        """Stop writing the record (the app is forgotten)."""
+        self._forgotten = True
+        self._writer.discard(self)
 
     def structured_error(self) -> str:
         """The reply file of the replica that failed first, or ``NONE``."""
@@ -525,33 +671,22 @@ class LocalApp:
             "roles": roles,
         }
 
-    async def _flusher(self) -> None:
-        with self._flusher_scope:
-            while True:
-                await self._dirty.wait()
-                self._dirty = anyio.Event()
-                try:
-                    await self.flush()
-                except Exception:
-                    logger.exception("writing the record of %s failed", self.app_id)
-
-    async def flush(self) -> None:
-        """Write the record now (and SUCCESS once finished), off the loop."""
-        seq = self._dirty_seq
-        data = self.snapshot()
-        success = self.success_file() if self.finished.is_set() else None
+    def _record_job(self) -> _RecordJob:
         pointer = None
         if not self._pointer_written and self._state_dir is not None:
             pointer = (self._state_dir, self.session, self.app_id)
             self._pointer_written = True
-        try:
-            await anyio.to_thread.run_sync(
-                _write_record, self.record_path, data, self.app_dir, success, pointer
-            )
-        finally:
-            self._written_seq = max(self._written_seq, seq)
-            self._written.set()
-            self._written = anyio.Event()
+        success = self.success_file() if self.finished.is_set() else None
+        return (self.record_path, self.snapshot(), self.app_dir, success, pointer)
+
+    async def flush(self) -> None:
+        """Write the record now (and SUCCESS once finished), off the loop."""
+        await self._writer.write([self])
+
+
+def _write_records(jobs: list[_RecordJob]) -> None:
+    for job in jobs:
+        _write_record(*job)
 
 
 def _write_record(
