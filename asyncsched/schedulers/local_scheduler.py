@@ -325,6 +325,7 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
         # one loop pass never runs hundreds of them (event-loop lag)
         self._submit_limiter: anyio.Semaphore | None = None
         self._submits_in_flight = 0
+        self._executables: dict[tuple[str, str, str | None], str] = {}
 
     @property
     def _created_tmp_log_dir(self) -> bool:
@@ -565,6 +566,20 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
             self._evicted.add(oldest.app_id)
             records.remove_pointer(self.state_dir, self.session_name, oldest.app_id)
 
+    def _find_executable(self, cmd: str, path: str, cwd: str | None) -> str | None:
+        # Positive results are remembered: a PATH walk is a dozen stat calls
+        # on the loop thread per submit. Should the file vanish later, the
+        # spawn fails and submit raises SubmitError instead of SpecError.
+        key = (cmd, path, cwd)
+        found = self._executables.get(key)
+        if found is None:
+            found = find_executable(cmd, path, cwd)
+            if found is not None:
+                if len(self._executables) >= 256:
+                    self._executables.clear()
+                self._executables[key] = found
+        return found
+
     def _launches(self, request: PopenRequest) -> builtins.list[ReplicaLaunch]:
         parent_env = dict(os.environ)
         launches: builtins.list[ReplicaLaunch] = []
@@ -577,7 +592,7 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
                     )
                 env = child_env(param.env, parent_env)
                 cmd = param.args[0]
-                if find_executable(cmd, env["PATH"], param.cwd) is None:
+                if self._find_executable(cmd, env["PATH"], param.cwd) is None:
                     raise SpecError(
                         f"roles[{role_idx}].entrypoint",
                         _not_found(cmd, env["PATH"], param.cwd),
