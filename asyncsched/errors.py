@@ -5,6 +5,7 @@ that describes it best, so ``except ValueError`` and friends keep working::
 
     AsyncschedError(Exception)                        root of everything we raise
     ├── SpecError(ValueError)                         invalid AppDef/Role/Resource; .field
+    │   └── AppFileError                              invalid AppDef file/dict; .path, .field
     ├── InvalidRunConfigException(ValueError)         bad scheduler run config; .cfg_key
     ├── MalformedAppHandleException(ValueError)       not "scheduler://session/app_id"
     ├── UnknownSchedulerException(KeyError)           no scheduler registered by that name
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from asyncsched.specs import AppStatus
 
 __all__ = [
+    "AppFileError",
     "AppStatusError",
     "AsyncschedError",
     "AsyncschedWarning",
@@ -73,6 +75,23 @@ class SpecError(AsyncschedError, ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.field, self.message))
+
+
+class AppFileError(SpecError):
+    """An AppDef file (or its dict form) is unreadable or invalid.
+
+    ``path`` names the file (``"<app>"`` for a dict), ``field`` the bad field.
+    """
+
+    def __init__(self, path: str, field: str, message: str) -> None:
+        where = f"{path}: {field}" if field else path
+        Exception.__init__(self, f"{where}: {message}")
+        self.path = path
+        self.field = field
+        self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path, self.field, self.message))
 
 
 class InvalidRunConfigException(AsyncschedError, ValueError):

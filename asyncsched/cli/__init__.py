@@ -29,8 +29,8 @@ import anyio
 from asyncsched._version import __version__
 from asyncsched.cli import cmd_log, cmd_query, cmd_run
 from asyncsched.cli._common import EXIT_FAILED, EXIT_USAGE, ArgumentParser, UsageError
-from asyncsched.cli.appfile import AppFileError
 from asyncsched.errors import (
+    AppFileError,
     AsyncschedError,
     InvalidRunConfigException,
     MalformedAppHandleException,

@@ -10,11 +10,11 @@ from typing import Any
 import yaml
 
 from asyncsched.cli._common import EXIT_FAILED, EXIT_OK, err, make_runner
-from asyncsched.cli.appfile import app_to_dict
 from asyncsched.errors import AsyncschedError, UnknownAppException
 from asyncsched.runner import DEFAULT_SESSION_NAME
 from asyncsched.schedulers import get_default_scheduler_name, get_scheduler_factories
 from asyncsched.specs import parse_app_handle
+from asyncsched.specs.serialize import app_to_dict
 
 __all__ = ["add_parsers"]
 

@@ -19,7 +19,6 @@ from asyncsched.cli._common import (
     make_runner,
     use_color,
 )
-from asyncsched.cli.appfile import load_app_file
 from asyncsched.cli.cmd_log import stream_logs
 from asyncsched.cli.progress import ProgressDisplay
 from asyncsched.errors import InvalidRunConfigException
@@ -37,6 +36,7 @@ from asyncsched.specs import (
     parse_mounts,
     to_dict,
 )
+from asyncsched.specs.serialize import load_app_file
 
 __all__ = ["add_parser", "run"]
 

@@ -91,6 +91,7 @@ from asyncsched.specs import (
     Role,
     RoleStatus,
     macros,
+    role_to_dict,
     runopts,
 )
 
@@ -221,21 +222,6 @@ class PopenRequest:
 
 def _format_request(request: PopenRequest) -> str:
     return pformat(asdict(request), indent=2, width=100)
-
-
-def _role_spec(role: Role) -> dict[str, Any]:
-    res = role.resource
-    return {
-        "name": role.name,
-        "image": role.image,
-        "entrypoint": role.entrypoint,
-        "args": list(role.args),
-        "env": dict(role.env),
-        "num_replicas": role.num_replicas,
-        "max_retries": role.max_retries,
-        "retry_policy": RetryPolicy(role.retry_policy).value,
-        "resource": {"cpu": res.cpu, "gpu": res.gpu, "memMB": res.memMB},
-    }
 
 
 # -- the scheduler -------------------------------------------------------------------
@@ -528,7 +514,7 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
             role_log_dirs=role_log_dirs,
             app_name=app.name,
             fail_fast=bool(cfg.get("fail_fast", True)),
-            roles={role.name: _role_spec(role) for role in app.roles},
+            roles={role.name: role_to_dict(role) for role in app.roles},
         )
         return AppDryRunInfo(request, _format_request)
 

@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 from asyncsched.errors import (
+    AppFileError as AppFileError,
     AppStatusError as AppStatusError,
     InvalidRunConfigException as InvalidRunConfigException,
     MalformedAppHandleException as MalformedAppHandleException,
@@ -59,6 +60,13 @@ from .runopts import (
     runopts as runopts,
     to_dict as to_dict,
 )
+from .serialize import (
+    app_from_dict as app_from_dict,
+    app_to_dict as app_to_dict,
+    load_app_file as load_app_file,
+    role_from_dict as role_from_dict,
+    role_to_dict as role_to_dict,
+)
 from .status import (
     AppState as AppState,
     AppStatus as AppStatus,
@@ -73,6 +81,7 @@ __all__ = [
     "ALL",
     "AppDef",
     "AppDryRunInfo",
+    "AppFileError",
     "AppHandle",
     "AppState",
     "AppStatus",
@@ -98,15 +107,20 @@ __all__ = [
     "UnknownSchedulerException",
     "VolumeMount",
     "Workspace",
+    "app_from_dict",
+    "app_to_dict",
     "get_type_name",
     "is_started",
     "is_terminal",
+    "load_app_file",
     "macros",
     "make_app_handle",
     "named_resources",
     "parse_app_handle",
     "parse_mounts",
     "resource",
+    "role_from_dict",
+    "role_to_dict",
     "runopt",
     "runopts",
     "to_dict",

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from asyncsched.cli._common import UsageError, parse_log_target, parse_time
-from asyncsched.cli.appfile import AppFileError, app_to_dict, load_app_file
 from asyncsched.cli.progress import ProgressDisplay, format_elapsed
-from asyncsched.errors import MalformedAppHandleException
+from asyncsched.errors import AppFileError, MalformedAppHandleException
 from asyncsched.specs import (
     AppState,
     AppStatus,
@@ -22,6 +21,7 @@ from asyncsched.specs import (
     RoleStatus,
     VolumeMount,
 )
+from asyncsched.specs.serialize import app_to_dict, load_app_file
 
 GOOD = """
 name: trainer

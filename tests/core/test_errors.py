@@ -6,6 +6,7 @@ import pytest
 
 from asyncsched import errors
 from asyncsched.errors import (
+    AppFileError,
     AppStatusError,
     AsyncschedError,
     InvalidRunConfigException,
@@ -22,6 +23,7 @@ from asyncsched.errors import (
 
 EXAMPLES: list[tuple[AsyncschedError, type[BaseException]]] = [
     (SpecError("roles[0].num_replicas", "must be >= 1"), ValueError),
+    (AppFileError("app.yaml", "roles[0].env", "must be a mapping"), SpecError),
     (
         InvalidRunConfigException("Required run option: log_dir", "log_dir", {}),
         ValueError,

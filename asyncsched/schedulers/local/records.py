@@ -59,7 +59,8 @@ def pointer_path(state_dir: str, session: str, app_id: str) -> str:
 
 
 def _dump(data: Any) -> bytes:
-    return json.dumps(data, separators=(",", ":")).encode()
+    # default=str: role metadata may hold values JSON cannot represent
+    return json.dumps(data, separators=(",", ":"), default=str).encode()
 
 
 def write_json_atomic(path: str, data: Any) -> None:

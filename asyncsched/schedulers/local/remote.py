@@ -30,11 +30,9 @@ from asyncsched.specs import (
     NONE,
     AppState,
     ReplicaStatus,
-    Resource,
-    RetryPolicy,
-    Role,
     RoleStatus,
     is_terminal,
+    role_from_dict,
 )
 
 __all__ = [
@@ -125,28 +123,15 @@ def describe_record(record: dict[str, Any]) -> DescribeAppResponse:
         ui_url=f"file://{record.get('app_dir', '')}",
         roles_statuses=statuses,
         roles=[
-            _role_from_spec(spec) for spec in (record.get("role_specs") or {}).values()
+            role_from_dict(spec, record_path(record), f"role_specs.{name}")
+            for name, spec in (record.get("role_specs") or {}).items()
         ],
     )
 
 
-def _role_from_spec(spec: dict[str, Any]) -> Role:
-    res = spec.get("resource") or {}
-    return Role(
-        name=spec["name"],
-        image=spec.get("image", ""),
-        entrypoint=spec.get("entrypoint", ""),
-        args=list(spec.get("args", [])),
-        env=dict(spec.get("env", {})),
-        num_replicas=int(spec.get("num_replicas", 1)),
-        max_retries=int(spec.get("max_retries", 0)),
-        retry_policy=RetryPolicy(spec.get("retry_policy", "APPLICATION")),
-        resource=Resource(
-            cpu=int(res.get("cpu", -1)),
-            gpu=int(res.get("gpu", -1)),
-            memMB=int(res.get("memMB", -1)),
-        ),
-    )
+def record_path(record: dict[str, Any]) -> str:
+    """The record file of ``record`` (for error messages)."""
+    return os.path.join(str(record.get("app_dir", "")), RECORD_NAME)
 
 
 def record_done(record: dict[str, Any] | None) -> bool:

@@ -1,7 +1,10 @@
-"""AppDef files for ``asyncsched run -f app.yaml``: loading, checking, dumping.
+"""AppDefs as plain data: the schema of AppDef files, records and ``describe``.
 
-The file is YAML (JSON is valid YAML) with this schema; ``describe`` prints
-the same shape, so its output can be fed back to ``run -f``::
+``app_to_dict``/``app_from_dict`` (and ``role_to_dict``/``role_from_dict``)
+convert between AppDefs and this schema; ``load_app_file`` reads a YAML or
+JSON file of it (``asyncsched run -f app.yaml``). ``asyncsched describe``
+prints the same shape, so its output can be fed back to ``run -f``. The local
+backend stores roles in its app records the same way::
 
     name: trainer                 # required
     metadata: {team: ml}          # optional, str -> str
@@ -24,6 +27,11 @@ the same shape, so its output can be fed back to ``run -f``::
 
 An unknown field, a wrong type or an invalid value raises :class:`AppFileError`
 naming the file and the field (``app.yaml: roles[0].num_replicas: ...``).
+
+Example:
+    >>> app = app_from_dict({"name": "a", "roles": [{"name": "r", "entrypoint": "echo"}]})
+    >>> app_to_dict(app)["roles"][0]["num_replicas"]
+    1
 """
 
 from __future__ import annotations
@@ -37,22 +45,19 @@ from typing import Any
 
 import yaml
 
-from asyncsched.errors import AsyncschedError, SpecError
-from asyncsched.specs import (
-    NULL_RESOURCE,
-    AppDef,
-    BindMount,
-    DeviceMount,
-    Resource,
-    RetryPolicy,
-    Role,
-    VolumeMount,
-    named_resources,
-    parse_mounts,
-    validate_app,
-)
+from asyncsched.errors import AppFileError, SpecError
+from asyncsched.specs.app import AppDef, RetryPolicy, Role, validate_app
+from asyncsched.specs.mounts import BindMount, DeviceMount, VolumeMount, parse_mounts
+from asyncsched.specs.resources import NULL_RESOURCE, Resource, named_resources
 
-__all__ = ["AppFileError", "app_from_dict", "app_to_dict", "load_app_file"]
+__all__ = [
+    "AppFileError",
+    "app_from_dict",
+    "app_to_dict",
+    "load_app_file",
+    "role_from_dict",
+    "role_to_dict",
+]
 
 _APP_FIELDS = ("name", "roles", "metadata")
 _ROLE_FIELDS = (
@@ -71,20 +76,6 @@ _ROLE_FIELDS = (
     "mounts",
 )
 _RESOURCE_FIELDS = ("cpu", "gpu", "memMB", "capabilities", "devices", "tags")
-
-
-class AppFileError(AsyncschedError, ValueError):
-    """An AppDef file is unreadable or invalid; ``field`` names the bad field."""
-
-    def __init__(self, path: str, field: str, message: str) -> None:
-        where = f"{path}: {field}" if field else path
-        super().__init__(f"{where}: {message}")
-        self.path = path
-        self.field = field
-        self.message = message
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.path, self.field, self.message))
 
 
 def load_app_file(path: str) -> AppDef:
@@ -122,7 +113,7 @@ def app_from_dict(data: object, path: str = "<app>") -> AppDef:
     roles_raw = top.get("roles")
     if not isinstance(roles_raw, list) or not roles_raw:
         raise AppFileError(path, "roles", "must be a non-empty list of roles")
-    roles = [_role(r, path, f"roles[{i}]") for i, r in enumerate(roles_raw)]
+    roles = [role_from_dict(r, path, f"roles[{i}]") for i, r in enumerate(roles_raw)]
     metadata = _str_map(top.get("metadata", {}), path, "metadata")
     app = AppDef(name=name, roles=roles, metadata=metadata)
     try:
@@ -132,7 +123,12 @@ def app_from_dict(data: object, path: str = "<app>") -> AppDef:
     return app
 
 
-def _role(data: object, path: str, where: str) -> Role:
+def role_from_dict(data: object, path: str = "<role>", where: str = "role") -> Role:
+    """Build a Role from the schema (``image`` defaults to the current directory).
+
+    Raises:
+        AppFileError: a missing, unknown or invalid field.
+    """
     raw = _mapping(data, path, where, "must be a mapping")
     _check_fields(raw, _ROLE_FIELDS, path, where)
     role = Role(
@@ -297,36 +293,41 @@ def _int(value: object, path: str, field: str) -> int:
 
 
 def app_to_dict(app: AppDef) -> dict[str, Any]:
-    """The file-schema view of ``app`` (what ``describe`` prints)."""
-    roles: list[dict[str, Any]] = []
-    for role in app.roles:
-        item: dict[str, Any] = {
-            "name": role.name,
-            "image": role.image,
-            "entrypoint": role.entrypoint,
-            "args": list(role.args),
-            "env": dict(role.env),
-            "num_replicas": role.num_replicas,
-            "max_retries": role.max_retries,
-            "retry_policy": RetryPolicy(role.retry_policy).value,
-        }
-        if role.min_replicas is not None:
-            item["min_replicas"] = role.min_replicas
-        if role.resource is not NULL_RESOURCE and role.resource != NULL_RESOURCE:
-            item["resource"] = {
-                k: v for k, v in asdict(role.resource).items() if v not in ({}, None)
-            }
-        if role.port_map:
-            item["port_map"] = dict(role.port_map)
-        if role.metadata:
-            item["metadata"] = dict(role.metadata)
-        if role.mounts:
-            item["mounts"] = [_mount_to_dict(m) for m in role.mounts]
-        roles.append(item)
-    out: dict[str, Any] = {"name": app.name, "roles": roles}
+    """The schema view of ``app`` (what ``describe`` prints)."""
+    out: dict[str, Any] = {
+        "name": app.name,
+        "roles": [role_to_dict(role) for role in app.roles],
+    }
     if app.metadata:
         out["metadata"] = dict(app.metadata)
     return out
+
+
+def role_to_dict(role: Role) -> dict[str, Any]:
+    """The schema view of ``role``; optional fields only when set."""
+    item: dict[str, Any] = {
+        "name": role.name,
+        "image": role.image,
+        "entrypoint": role.entrypoint,
+        "args": list(role.args),
+        "env": dict(role.env),
+        "num_replicas": role.num_replicas,
+        "max_retries": role.max_retries,
+        "retry_policy": RetryPolicy(role.retry_policy).value,
+    }
+    if role.min_replicas is not None:
+        item["min_replicas"] = role.min_replicas
+    if role.resource is not NULL_RESOURCE and role.resource != NULL_RESOURCE:
+        item["resource"] = {
+            k: v for k, v in asdict(role.resource).items() if v not in ({}, None)
+        }
+    if role.port_map:
+        item["port_map"] = dict(role.port_map)
+    if role.metadata:
+        item["metadata"] = dict(role.metadata)
+    if role.mounts:
+        item["mounts"] = [_mount_to_dict(m) for m in role.mounts]
+    return item
 
 
 def _mount_to_dict(mount: BindMount | VolumeMount | DeviceMount) -> dict[str, Any]:
