@@ -749,6 +749,11 @@ class Runner:
                         try:
                             item = await recv.receive()
                         except anyio.EndOfStream:
+                            if pending:  # the runner closed under us
+                                raise SchedulerClosedError(
+                                    f"the runner closed while {len(pending)} apps"
+                                    " were still being waited for"
+                                ) from None
                             return
                     if item is None:
                         assert timeout is not None

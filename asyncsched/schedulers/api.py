@@ -326,11 +326,17 @@ class Scheduler(abc.ABC, Generic[T]):
         self._check_open()
         if timeout is None:
             return await self._wait(app_id)
-        with anyio.move_on_after(timeout) as scope:
-            return await self._wait(app_id)
-        if scope.cancelled_caught:
+        # an app that is already done (or unknown) is returned even for timeout=0
+        desc = await self.describe(app_id)
+        if desc is None or is_terminal(desc.state):
+            return desc
+        done = False
+        with anyio.move_on_after(timeout):
+            desc = await self._wait(app_id)
+            done = True
+        if not done:
             raise WaitTimeoutError(app_id, timeout)
-        raise AssertionError("unreachable")  # pragma: no cover
+        return desc
 
     async def _wait(self, app_id: str) -> DescribeAppResponse | None:
         """Hook: wait for a terminal state. Default: poll with backoff."""

@@ -263,3 +263,13 @@ def test_list_response_hash_and_capabilities_dict() -> None:
     assert caps["workspaces"] is True
     assert DescribeAppResponse().app_id == "<NOT_SET>"
     assert DescribeAppResponse().num_restarts == -1
+
+
+async def test_wait_with_zero_timeout_returns_a_finished_app() -> None:
+    sched = RecordingScheduler()
+    app_id = await sched.submit(_app(), {"foo": "x"})
+    sched.states[app_id] = AppState.SUCCEEDED
+    desc = await sched.wait(app_id, timeout=0)
+    assert desc is not None
+    assert desc.state == AppState.SUCCEEDED
+    assert await sched.wait("unknown", timeout=0) is None

@@ -444,6 +444,26 @@ async def test_wait_all_returns_input_order_and_times_out(runner: Runner) -> Non
     assert await runner.wait_all([]) == {}
 
 
+async def test_wait_all_says_so_when_the_runner_closes_mid_wait(runner: Runner) -> None:
+    from asyncsched.errors import SchedulerClosedError
+
+    handles = [await runner.run(sh_app("sleep 60"), "inmemory") for _ in range(3)]
+    outcome: list[BaseException] = []
+
+    async def waiter() -> None:
+        try:
+            await runner.wait_all(handles)
+        except SchedulerClosedError as exc:  # anything else fails the test
+            outcome.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiter)
+        await anyio.sleep(0.1)
+        await runner.aclose()
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], SchedulerClosedError)
+
+
 async def test_running_cancels_on_error_unless_detached(runner: Runner) -> None:
     kept = ""
     with pytest.raises(RuntimeError):  # noqa: PT012
