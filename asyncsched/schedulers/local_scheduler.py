@@ -18,6 +18,7 @@ import builtins
 import contextlib
 import logging
 import os
+import secrets
 import shutil
 import signal
 import tempfile
@@ -236,7 +237,7 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
         image_provider_class: :class:`CWDImageProvider` (``local_cwd``) or
             :class:`LocalDirectoryImageProvider` (``local_dir``).
         cache_size: How many apps are remembered; when full, the oldest
-            finished app is forgotten (never a running one).
+            terminal app is forgotten (never a running one).
         extra_paths: Directories put in front of each role's PATH.
         cancel_grace: Seconds between SIGTERM and SIGKILL on cancel,
             fail-fast and restarts.
@@ -299,7 +300,9 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
         self._apps: dict[str, LocalApp] = {}
         self._app_defs: dict[str, AppDef | None] = {}
         self._evicted: set[str] = set()
+        # the temporary base log dir is named at dry-run, made at first launch
         self._tmp_log_dirs: list[str] = []
+        self._tmp_made: set[str] = set()
         self._host = TaskHost(f"LocalScheduler({session_name!r})")
         self._tg: TaskGroup | None = None
         self._spawn_cfg: SpawnConfig | None = None
@@ -310,13 +313,19 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
         # bounds how many submits run their synchronous part at once, so that
         # one loop pass never runs hundreds of them (event-loop lag)
         self._submit_limiter: anyio.Semaphore | None = None
+        # submits holding a cache slot (validated, not yet supervised)
         self._submits_in_flight = 0
+        # submits past their open check, not yet done: aclose waits for them
+        self._submits_active = 0
+        self._submits_idle: anyio.Event | None = None
+        # evicted apps whose replicas are still in their SIGTERM grace
+        self._draining: builtins.list[LocalApp] = []
         self._executables: dict[tuple[str, str, str | None], str] = {}
 
     @property
     def _created_tmp_log_dir(self) -> bool:
         """True when this scheduler created a temporary base log dir."""
-        return bool(self._tmp_log_dirs)
+        return bool(self._tmp_made)
 
     def _run_opts(self) -> runopts:
         opts = runopts()
@@ -380,7 +389,15 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
         return self._tg, self._spawn_cfg
 
     async def _aclose(self) -> None:
+        # ``closed`` is set: no new submit passes its open check. Let those in
+        # flight finish (they see ``closed`` and undo what they started), so
+        # that every app id returned is in the snapshot below.
+        if self._submits_active:
+            self._submits_idle = anyio.Event()
+            await self._submits_idle.wait()
         apps = list(self._apps.values())
+        apps.extend(a for a in self._draining if not a.finished.is_set())
+        self._draining.clear()
         for app in apps:
             app.begin_close()
         with anyio.move_on_after(self.close_grace):
@@ -415,7 +432,30 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
         for app_id in app_ids:
             records.remove_pointer(self.state_dir, self.session_name, app_id)
         for d in self._tmp_log_dirs:
-            shutil.rmtree(d, ignore_errors=True)
+            if d in self._tmp_made:  # never someone else's dir of that name
+                shutil.rmtree(d, ignore_errors=True)
+
+    def _make_tmp_base(self, app_dir: str) -> None:
+        """Create the temporary base log dir of ``app_dir`` if not done yet.
+
+        Raises:
+            SubmitError: the dir cannot be created (or exists, not made here).
+        """
+        for d in self._tmp_log_dirs:
+            if d in self._tmp_made or not app_dir.startswith(d + os.sep):
+                continue
+            try:
+                os.mkdir(d, 0o700)
+            except OSError as exc:
+                raise SubmitError(
+                    f"cannot create the temporary log dir {d!r}: {exc}"
+                ) from exc
+            self._tmp_made.add(d)
+            logger.info(
+                "logging to the temporary dir %s (removed when the scheduler closes;"
+                " set log_dir to keep the logs)",
+                d,
+            )
 
     # -- dry-run ---------------------------------------------------------------------------
 
@@ -435,12 +475,9 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
                 )
             return path
         if not self._tmp_log_dirs:
-            self._tmp_log_dirs.append(tempfile.mkdtemp(prefix="asyncsched_"))
-            logger.info(
-                "logging to the temporary dir %s (removed when the scheduler closes;"
-                " set log_dir to keep the logs)",
-                self._tmp_log_dirs[0],
-            )
+            # only named here: a submit rejected before launch leaves nothing
+            name = f"asyncsched_{secrets.token_hex(6)}"
+            self._tmp_log_dirs.append(os.path.join(tempfile.gettempdir(), name))
         return self._tmp_log_dirs[0]
 
     async def _count_gpus(self) -> int:
@@ -539,15 +576,23 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
     def _evict_if_needed(self) -> None:
         # submits in flight hold a slot too, so concurrent submits cannot overfill
         while len(self._apps) + self._submits_in_flight >= self._cache_size:
-            finished = [a for a in self._apps.values() if a.finished.is_set()]
-            if not finished:
+            # a terminal app may go (``wait()`` returns on it), finished ones first
+            done = [a for a in self._apps.values() if a.done.is_set()]
+            if not done:
                 raise IndexError(
                     f"App cache size ({self._cache_size}) exceeded and no app has"
                     " finished. Increase cache_size or wait for an app to finish."
                 )
-            oldest = min(finished, key=lambda a: a.last_updated)
+            finished = [a for a in done if a.finished.is_set()]
+            oldest = min(finished or done, key=lambda a: a.last_updated)
             del self._apps[oldest.app_id]
-            oldest.stop_flusher()
+            if oldest.finished.is_set():
+                oldest.stop_flusher()
+            else:
+                # survivors are still in their grace: the app keeps reaping them
+                # and writing its record until finished; aclose still stops them
+                self._draining = [a for a in self._draining if not a.finished.is_set()]
+                self._draining.append(oldest)
             self._app_defs.pop(oldest.app_id, None)
             self._evicted.add(oldest.app_id)
             records.remove_pointer(self.state_dir, self.session_name, oldest.app_id)
@@ -614,12 +659,13 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
         request: PopenRequest = dryrun_info.request
         if request.app_id in self._apps:
             raise SubmitError(f"app {request.app_id} was already scheduled")
-        self._evict_if_needed()
-        self._submits_in_flight += 1
+        self._submits_active += 1
         try:
             app = await self._schedule_reserved(request, dryrun_info)
         finally:
-            self._submits_in_flight -= 1
+            self._submits_active -= 1
+            if self._submits_active == 0 and self._submits_idle is not None:
+                self._submits_idle.set()
         # once submit returns, other processes can find the app (and its pids)
         await app.settled()
         return app.app_id
@@ -633,23 +679,45 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
             self._check_open()
             if request.app_id in self._apps:
                 raise SubmitError(f"app {request.app_id} was already scheduled")
+            # validate first: a request that cannot launch evicts nothing
             launches = self._launches(request)
-            tg, spawn_cfg = await self._ensure_runtime()
-            # dirs, log files and processes are made in the spawner thread
+            self._evict_if_needed()
+            self._submits_in_flight += 1
             try:
-                fds, started = await self._spawner.run(
-                    _prepare_and_spawn, request.log_dir, launches, spawn_cfg
-                )
-            except _SpawnFailed as exc:
-                raise SubmitError(
-                    f"failed to start a replica of {request.app_id}: {exc}"
-                ) from exc.__cause__
-            except OSError as exc:
-                raise SubmitError(
-                    f"cannot create the log dir of {request.app_id} under"
-                    f" {request.log_dir!r}: {exc}"
-                ) from exc
-            return self._supervise(request, dryrun_info, launches, fds, started, tg)
+                return await self._launch(request, dryrun_info, launches)
+            finally:
+                self._submits_in_flight -= 1
+
+    async def _launch(
+        self,
+        request: PopenRequest,
+        dryrun_info: AppDryRunInfo[Any],
+        launches: builtins.list[ReplicaLaunch],
+    ) -> LocalApp:
+        tg, spawn_cfg = await self._ensure_runtime()
+        self._check_open()
+        self._make_tmp_base(request.log_dir)
+        # dirs, log files and processes are made in the spawner thread
+        try:
+            fds, started = await self._spawner.run(
+                _prepare_and_spawn, request.log_dir, launches, spawn_cfg
+            )
+        except _SpawnFailed as exc:
+            raise SubmitError(
+                f"failed to start a replica of {request.app_id}: {exc}"
+            ) from exc.__cause__
+        except OSError as exc:
+            raise SubmitError(
+                f"cannot create the log dir of {request.app_id} under"
+                f" {request.log_dir!r}: {exc}"
+            ) from exc
+        if self._closed:
+            # closed while spawning: undo it all, the app never existed
+            await anyio.to_thread.run_sync(
+                _undo_spawn, request.log_dir, fds, started, spawn_cfg
+            )
+            self._check_open()
+        return self._supervise(request, dryrun_info, launches, fds, started, tg)
 
     def _supervise(
         self,
@@ -776,6 +844,23 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
             )
         return result
 
+    async def wait(
+        self,
+        app_id: str,
+        timeout: float | None = None,  # noqa: ASYNC109 -- TorchX's signature
+    ) -> DescribeAppResponse | None:
+        """Wait until the app is terminal and return its description.
+
+        For an app supervised here, the record on disk (and the SUCCESS file)
+        reflects the returned state, even when the app was already terminal.
+        """
+        self._check_open()
+        app = self._apps.get(app_id)
+        if app is not None and app.done.is_set():
+            await app.settled()
+            return self._describe_local(app)
+        return await super().wait(app_id, timeout)
+
     async def _wait(self, app_id: str) -> DescribeAppResponse | None:
         app = self._apps.get(app_id)
         if app is not None:
@@ -879,6 +964,8 @@ def _not_found(cmd: str, path: str, cwd: str | None) -> str:
         else [os.path.join(base, entry or ".", cmd) for entry in path.split(os.pathsep)]
     )
     for candidate in candidates:
+        if os.path.isdir(candidate):
+            return f"{cmd!r} ({candidate}) is a directory, not an executable file"
         if os.path.isfile(candidate):
             return f"{cmd!r} ({candidate}) is not executable (chmod +x?)"
     if os.sep in cmd:
@@ -930,20 +1017,30 @@ def _prepare_and_spawn(
         # extend() keeps what started before a failure
         started.extend(spawn_child(launch, cfg) for launch in launches)
     except OSError as exc:
-        for st in started:
-            st.child.signal(signal.SIGKILL)
-            with contextlib.suppress(OSError):
-                st.child.popen.wait()
-            st.child.returncode = st.child.popen.returncode
-            cfg.guardian.remove(st.child.pid)
-            st.child.close()
-            for fd in (st.out_r, st.err_r):
-                os.close(fd)
-        for replica_fds in fds:
-            close_log_fds(replica_fds)
-        shutil.rmtree(app_dir, ignore_errors=True)
+        _undo_spawn(app_dir, fds, started, cfg)
         raise _SpawnFailed(str(exc)) from exc
     return fds, started
+
+
+def _undo_spawn(
+    app_dir: str,
+    fds: builtins.list[dict[str, tuple[int, int]]],
+    started: builtins.list[Started],
+    cfg: SpawnConfig,
+) -> None:
+    """Kill and reap what started, close every fd, remove the app dir (blocking)."""
+    for st in started:
+        st.child.signal(signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            st.child.popen.wait()
+        st.child.returncode = st.child.popen.returncode
+        cfg.guardian.remove(st.child.pid)
+        st.child.close()
+        for fd in (st.out_r, st.err_r):
+            os.close(fd)
+    for replica_fds in fds:
+        close_log_fds(replica_fds)
+    shutil.rmtree(app_dir, ignore_errors=True)
 
 
 def _load_listed(

@@ -650,7 +650,8 @@ async def test_since_until_use_arrival_times(
     assert await lines(sched, app_id, since=middle) == ["late\n"]
     assert await lines(sched, app_id, until=middle) == ["early\n"]
     assert await lines(sched, app_id, streams="stdout", until=middle) == ["early\n"]
-    naive_future = datetime.now() + timedelta(hours=1)
+    # naive datetimes are UTC (the old test used the local-time datetime.now())
+    naive_future = datetime.now(UTC).replace(tzinfo=None) + timedelta(hours=1)
     assert await lines(sched, app_id, since=naive_future) == []
 
 

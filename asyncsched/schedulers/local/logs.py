@@ -225,9 +225,9 @@ async def pump(fd: int, log: ReplicaLog, stream: str) -> None:
 def _as_epoch(when: datetime | None) -> float | None:
     if when is None:
         return None
-    if when.tzinfo is None:  # naive datetimes are local time, as datetime.timestamp()
-        return when.timestamp()
-    return when.astimezone(UTC).timestamp()
+    if when.tzinfo is None:  # naive datetimes are UTC (the documented contract)
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
 
 
 class _Index:

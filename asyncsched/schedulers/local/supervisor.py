@@ -203,11 +203,20 @@ class RecordWriter:
             return
         seqs = [app._dirty_seq for app in apps]
         jobs = [app._record_job() for app in apps]
+        # Not on cancellation: cancelled before the thread ran, nothing was
+        # written and the records stay stale (aclose writes those once more).
+        # An error is not retried (waiters must not wait for it forever).
+        written = False
         try:
             await anyio.to_thread.run_sync(_write_records, jobs)
+            written = True
+        except Exception:
+            written = True
+            raise
         finally:
-            for app, seq in zip(apps, seqs, strict=True):
-                app._written_seq = max(app._written_seq, seq)
+            if written:
+                for app, seq in zip(apps, seqs, strict=True):
+                    app._written_seq = max(app._written_seq, seq)
             self._notify()
 
     async def aclose(self) -> None:
@@ -310,6 +319,7 @@ class LocalApp:
         self._restart_batch: set[int] = set()  # indexes into self.replicas
         self._writer = writer
         self._forgotten = False
+        self._survivors_terminated = False
         self._dirty_seq = 0
         self._written_seq = 0
         self._supervisor = supervisor if supervisor is not None else supervisor_info()
@@ -408,12 +418,15 @@ class LocalApp:
             replica.state = AppState.PENDING
         elif self.failed and self.fail_fast:
             replica.state = AppState.SUCCEEDED if rc == 0 else AppState.CANCELLED
+        elif not is_terminal(self.state) and os.path.exists(
+            os.path.join(self.app_dir, CANCEL_MARKER)
+        ):
+            # cancelled by another process: checked before the exit code, since
+            # a replica may well exit 0 on the SIGTERM of that cancel
+            replica.state = AppState.SUCCEEDED if rc == 0 else AppState.CANCELLED
+            self.cancel()
         elif rc == 0:
             replica.state = AppState.SUCCEEDED
-        elif os.path.exists(os.path.join(self.app_dir, CANCEL_MARKER)):
-            replica.state = AppState.CANCELLED
-            self.cancel()
-            return
         else:
             self._on_failure(replica)
         self._after_change()
@@ -540,8 +553,18 @@ class LocalApp:
                 self._terminate(r, grace)
 
     def cancel(self) -> None:
-        """Cancel: CANCELLED now, SIGTERM every group, SIGKILL after the grace."""
+        """Cancel: CANCELLED now, SIGTERM every group, SIGKILL after the grace.
+
+        A terminal state never changes: cancelling an app that already
+        SUCCEEDED or FAILED (whose other replicas may still be in their
+        SIGTERM grace) only makes sure those survivors are terminated.
+        """
         if self.cancelled or self.finished.is_set():
+            return
+        if is_terminal(self.state):
+            if not self._survivors_terminated:
+                self._survivors_terminated = True
+                self._terminate_all(self.cancel_grace)
             return
         self.cancelled = True
         if not is_terminal(self.state):
