@@ -295,7 +295,6 @@ class InMemoryScheduler(Scheduler[dict[str, CfgVal]]):
         if not matches:
             raise ValueError(f"app {app_id} has no replica {role_name}/{k}")
         replica = matches[0]
-        since, until = _aware(since), _aware(until)
         wanted = (
             {Stream.STDOUT, Stream.STDERR}
             if streams in (None, Stream.COMBINED)
@@ -317,13 +316,6 @@ class InMemoryScheduler(Scheduler[dict[str, CfgVal]]):
             if not should_tail or app.done.is_set():
                 return
             await changed.wait()
-
-
-def _aware(when: datetime | None) -> datetime | None:
-    """Naive datetimes are taken as UTC."""
-    if when is not None and when.tzinfo is None:
-        return when.replace(tzinfo=UTC)
-    return when
 
 
 def _substituted(role: Role, app_id: str, replica_id: int) -> Role:

@@ -24,7 +24,7 @@ import re
 import warnings
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from types import TracebackType
 from typing import Any, ClassVar, Generic, Self, TypeVar, cast
@@ -402,6 +402,7 @@ class Scheduler(abc.ABC, Generic[T]):
             since = until = None
         if should_tail and not caps.log_tail:
             raise ValueError(f"{type(self).__name__} cannot tail logs")
+        since, until = _as_utc(since), _as_utc(until)
         lines = self._log_iter(app_id, role_name, k, since, until, should_tail, stream)
         return afilter_regex(pattern, lines) if pattern is not None else lines
 
@@ -415,7 +416,10 @@ class Scheduler(abc.ABC, Generic[T]):
         should_tail: bool,
         streams: Stream | None,
     ) -> AsyncIterator[str]:
-        """Hook: yield whole lines (an async generator in practice)."""
+        """Hook: yield whole lines (an async generator in practice).
+
+        ``since``/``until`` arrive timezone-aware (naive ones made UTC).
+        """
         raise NotImplementedError(
             f"{type(self).__name__} does not support application log iteration"
         )
@@ -439,6 +443,13 @@ def _parse_stream(streams: Stream | str | None, caps: Capabilities) -> Stream | 
             f"{sorted(s.value for s in caps.log_streams)}"
         )
     return stream
+
+
+def _as_utc(when: datetime | None) -> datetime | None:
+    """Naive datetimes are UTC (the documented contract of every backend)."""
+    if when is not None and when.tzinfo is None:
+        return when.replace(tzinfo=UTC)
+    return when
 
 
 def _compile_regex(regex: str | None) -> re.Pattern[str] | None:

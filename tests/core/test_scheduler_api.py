@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import AsyncIterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -273,3 +273,29 @@ async def test_wait_with_zero_timeout_returns_a_finished_app() -> None:
     assert desc is not None
     assert desc.state == AppState.SUCCEEDED
     assert await sched.wait("unknown", timeout=0) is None
+
+
+async def test_log_iter_hands_backends_naive_datetimes_as_utc() -> None:
+    seen: list[datetime | None] = []
+
+    class TimedLogs(RecordingScheduler):
+        capabilities = Capabilities(
+            logs=True, log_streams=frozenset({Stream.STDOUT}), log_since_until=True
+        )
+
+        async def _log_iter(
+            self,
+            app_id: str,
+            role_name: str,
+            k: int,
+            since: datetime | None,
+            until: datetime | None,
+            should_tail: bool,
+            streams: Stream | None,
+        ) -> AsyncIterator[str]:
+            seen.extend([since, until])
+            yield "x\n"
+
+    naive = datetime(2024, 1, 1, 12, 0)
+    assert [x async for x in TimedLogs().log_iter("a", "r", since=naive)] == ["x\n"]
+    assert seen == [naive.replace(tzinfo=UTC), None]
