@@ -252,8 +252,7 @@ class Scheduler(abc.ABC, Generic[T]):
             await self.build_workspace_and_update_role(
                 app.roles[0], workspace, resolved
             )
-        info = await self.submit_dryrun(app, cast(Mapping[str, CfgVal], resolved))
-        return await self.schedule(info)
+        return await self.schedule(await self._dryrun(app, resolved))
 
     async def submit_dryrun(
         self, app: AppDef, cfg: Mapping[str, CfgVal] | None = None
@@ -262,6 +261,10 @@ class Scheduler(abc.ABC, Generic[T]):
         self._check_open()
         resolved = self.resolve_cfg(cfg)
         validate_app(app)
+        return await self._dryrun(app, resolved)
+
+    async def _dryrun(self, app: AppDef, resolved: T) -> AppDryRunInfo[Any]:
+        # ``app`` is validated and ``resolved`` resolved by the caller
         info: AppDryRunInfo[Any] = await self._submit_dryrun(app, resolved)
         for role in app.roles:
             info = role.pre_proc(self.backend, info)
