@@ -54,8 +54,8 @@ from asyncsched.errors import (
     SchedulerClosedError,
     UnknownSchedulerException,
 )
+from asyncsched.runner._events import EventHook
 from asyncsched.runner.api import DEFAULT_SESSION_NAME, Runner, StatusEvent
-from asyncsched.runner.events import EventHook
 from asyncsched.schedulers import SchedulerFactory, get_scheduler_factories
 from asyncsched.schedulers.api import (
     Capabilities,

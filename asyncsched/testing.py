@@ -36,8 +36,8 @@ from asyncsched.schedulers.api import (
     Scheduler,
     Stream,
 )
-from asyncsched.schedulers.ids import make_unique
-from asyncsched.schedulers.taskhost import TaskHost
+from asyncsched.schedulers.shared.ids import make_unique
+from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.specs import (
     AppDef,
     AppDryRunInfo,

@@ -27,7 +27,7 @@ from typing import TextIO
 import anyio
 
 from asyncsched._version import __version__
-from asyncsched.cli import cmd_log, cmd_query, cmd_run
+from asyncsched.cli import _log as cmd_log, _query as cmd_query, _run as cmd_run
 from asyncsched.cli._common import EXIT_FAILED, EXIT_USAGE, ArgumentParser, UsageError
 from asyncsched.errors import (
     AppFileError,

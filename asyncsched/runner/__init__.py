@@ -12,16 +12,16 @@ Example:
 
 from __future__ import annotations
 
+from asyncsched.runner._events import (
+    EventHook as EventHook,
+    RunnerEvent as RunnerEvent,
+    get_session_id as get_session_id,
+)
 from asyncsched.runner.api import (
     DEFAULT_SESSION_NAME as DEFAULT_SESSION_NAME,
     Runner as Runner,
     StatusEvent as StatusEvent,
     get_runner as get_runner,
-)
-from asyncsched.runner.events import (
-    EventHook as EventHook,
-    RunnerEvent as RunnerEvent,
-    get_session_id as get_session_id,
 )
 
 __all__ = [

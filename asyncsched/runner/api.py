@@ -37,7 +37,7 @@ from asyncsched.errors import (
     UnknownSchedulerException,
     WaitTimeoutError,
 )
-from asyncsched.runner.events import EventHook, get_session_id, record_event
+from asyncsched.runner._events import EventHook, get_session_id, record_event
 from asyncsched.schedulers import SchedulerFactory, get_scheduler_factories
 from asyncsched.schedulers.api import (
     DescribeAppResponse,
@@ -45,7 +45,7 @@ from asyncsched.schedulers.api import (
     Scheduler,
     Stream,
 )
-from asyncsched.schedulers.taskhost import TaskHost
+from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.specs import (
     AppDef,
     AppDryRunInfo,

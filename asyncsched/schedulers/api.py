@@ -36,7 +36,7 @@ from asyncsched.errors import (
     SchedulerClosedError,
     WaitTimeoutError,
 )
-from asyncsched.schedulers.lines import (
+from asyncsched.schedulers.shared.lines import (
     afilter_regex,
     filter_regex,
     split_lines,

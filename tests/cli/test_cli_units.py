@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from asyncsched.cli._common import UsageError, parse_log_target, parse_time
-from asyncsched.cli.progress import ProgressDisplay, format_elapsed
+from asyncsched.cli._progress import ProgressDisplay, format_elapsed
 from asyncsched.errors import AppFileError, MalformedAppHandleException
 from asyncsched.specs import (
     AppState,

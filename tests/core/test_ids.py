@@ -3,7 +3,7 @@ from __future__ import annotations
 import re
 from unittest import mock
 
-from asyncsched.schedulers.ids import (
+from asyncsched.schedulers.shared.ids import (
     get_len_random_id,
     make_unique,
     random_id,

@@ -4,7 +4,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from asyncsched.schedulers.lines import (
+from asyncsched.schedulers.shared.lines import (
     LineSplitter,
     afilter_regex,
     asplit_lines,

@@ -6,7 +6,7 @@ import anyio
 import pytest
 
 from asyncsched.errors import SchedulerClosedError
-from asyncsched.schedulers.taskhost import TaskHost
+from asyncsched.schedulers.shared.taskhost import TaskHost
 
 
 async def test_hosted_group_runs_tasks_and_close_cancels_them() -> None:

@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from asyncsched.schedulers.api import ListAppResponse, Stream
-from asyncsched.schedulers.docker.client import ensure_network
+from asyncsched.schedulers.docker._client import ensure_network
 from asyncsched.schedulers.docker_scheduler import DockerScheduler
 from asyncsched.specs import AppState
 

@@ -10,7 +10,7 @@ import yaml
 
 from asyncsched._version import __version__
 from asyncsched.errors import InvalidRunConfigException, SpecError
-from asyncsched.schedulers.docker.render import (
+from asyncsched.schedulers.docker._render import (
     LABEL_APP_ID,
     LABEL_APP_NAME,
     LABEL_REPLICA_ID,

@@ -11,9 +11,9 @@ from aiodocker.exceptions import DockerError
 
 from asyncsched.errors import SchedulerError, SchedulerUnavailableError, SubmitError
 from asyncsched.schedulers.api import Stream
-from asyncsched.schedulers.docker.errors import docker_errors, map_error
-from asyncsched.schedulers.docker.logs import docker_timestamp, log_params
-from asyncsched.schedulers.docker.state import (
+from asyncsched.schedulers.docker._errors import docker_errors, map_error
+from asyncsched.schedulers.docker._logs import docker_timestamp, log_params
+from asyncsched.schedulers.docker._state import (
     AppView,
     ContainerIndex,
     ContainerRecord,

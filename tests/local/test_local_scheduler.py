@@ -14,12 +14,12 @@ import anyio
 import pytest
 
 from asyncsched.errors import InvalidRunConfigException, SpecError, SubmitError
-from asyncsched.schedulers.ids import make_unique
 from asyncsched.schedulers.local_scheduler import (
     LocalDirectoryImageProvider,
     LocalScheduler,
     PopenRequest,
 )
+from asyncsched.schedulers.shared.ids import make_unique
 from asyncsched.specs import AppDef, AppState, Resource, RetryPolicy, Role
 
 from .conftest import PY, app_of, py_role, sh_role
@@ -48,7 +48,7 @@ async def test_app_id_and_macros_make_one_file_per_replica(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(
-        "asyncsched.schedulers.local_scheduler.make_unique",
+        "asyncsched.schedulers.local._scheduler.make_unique",
         lambda name: f"{name}-fixedid",
     )
     out = tmp_path / "out"
@@ -579,7 +579,7 @@ async def test_unwritable_log_dir_as_file(
 async def test_spawn_failure_part_way_kills_started(
     log_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from asyncsched.schedulers.local import process
+    from asyncsched.schedulers.local import _process as process
 
     from .conftest import alive
 
@@ -632,7 +632,7 @@ async def test_cuda_visible_devices(
 
 
 async def test_no_nvidia_smi_means_zero_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
-    from asyncsched.schedulers.local.gpus import count_gpus
+    from asyncsched.schedulers.local._gpus import count_gpus
 
     monkeypatch.setenv("PATH", "/nonexistent")
     assert await count_gpus() == 0

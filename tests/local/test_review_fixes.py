@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from asyncsched.errors import SchedulerClosedError, SpecError
-from asyncsched.schedulers.local.logs import _as_epoch
+from asyncsched.schedulers.local._logs import _as_epoch
 from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.specs import AppState, Role
 

@@ -9,12 +9,17 @@ from pathlib import Path
 import pytest
 
 from asyncsched.schedulers import get_scheduler
-from asyncsched.schedulers.local.env import child_env, join_PATH, replica_env, role_PATH
-from asyncsched.schedulers.local.gpus import assign_cuda_devices, parse_gpu_list
-from asyncsched.schedulers.local.logs import INDEX_ENTRY
-from asyncsched.schedulers.local.process import find_executable, pid_start_time
-from asyncsched.schedulers.local.records import default_state_dir, pointer_path
-from asyncsched.schedulers.local.state import (
+from asyncsched.schedulers.local._env import (
+    child_env,
+    join_PATH,
+    replica_env,
+    role_PATH,
+)
+from asyncsched.schedulers.local._gpus import assign_cuda_devices, parse_gpu_list
+from asyncsched.schedulers.local._logs import INDEX_ENTRY
+from asyncsched.schedulers.local._process import find_executable, pid_start_time
+from asyncsched.schedulers.local._records import default_state_dir, pointer_path
+from asyncsched.schedulers.local._state import (
     RetryAction,
     RetryCounters,
     app_state,

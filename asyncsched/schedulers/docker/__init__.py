@@ -1,8 +1,9 @@
-"""Private building blocks of :mod:`asyncsched.schedulers.docker_scheduler`.
+"""The Docker backend (``local_docker``) on aiodocker.
 
-Pure modules (``render``, ``state``, ``workspace`` tar building) import no
-Docker client; the I/O modules (``client``, ``events``, ``logs``, ``errors``)
-import aiodocker and are only loaded through ``docker_scheduler``.
+Public names are re-exported by :mod:`asyncsched.schedulers.docker_scheduler`
+(TorchX's module path). Pure modules (``_render``, ``_state``, ``_workspace``
+tar building) import no Docker client; the I/O modules (``_client``,
+``_events``, ``_logs``, ``_errors``) and ``_scheduler`` import aiodocker.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from aiodocker.exceptions import DockerError
 from asyncsched.errors import SchedulerError
 from asyncsched.specs import Workspace
 
-from .errors import docker_errors
+from ._errors import docker_errors
 
 __all__ = [
     "DOCKERFILE",

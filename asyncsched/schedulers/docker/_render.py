@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from asyncsched.errors import InvalidRunConfigException, SpecError
-from asyncsched.schedulers.identity import RANK0_ENV, identity_env
+from asyncsched.schedulers.shared.identity import RANK0_ENV, identity_env
 from asyncsched.specs import (
     AppDef,
     BindMount,

@@ -23,7 +23,7 @@ import anyio
 
 from asyncsched.specs import AppState, ReplicaStatus, Role, RoleStatus, is_terminal
 
-from .render import (
+from ._render import (
     LABEL_APP_ID,
     LABEL_APP_NAME,
     LABEL_REPLICA_ID,

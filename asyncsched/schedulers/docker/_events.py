@@ -24,10 +24,10 @@ from anyio.abc import TaskStatus
 
 from asyncsched.errors import AsyncschedError
 
-from .client import open_events
-from .errors import docker_errors, is_not_found
-from .render import LABEL_APP_ID
-from .state import ContainerIndex, ContainerRecord
+from ._client import open_events
+from ._errors import docker_errors, is_not_found
+from ._render import LABEL_APP_ID
+from ._state import ContainerIndex, ContainerRecord
 
 __all__ = ["EventWatcher", "list_records", "settle"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from asyncsched.schedulers.identity import IDENTITY_VARS, RANK0_ENV, identity_env
+from asyncsched.schedulers.shared.identity import IDENTITY_VARS, RANK0_ENV, identity_env
 
 __all__ = [
     "IDENTITY_VARS",

@@ -24,10 +24,10 @@ from typing import Any
 import aiodocker
 
 from asyncsched.schedulers.api import Stream
-from asyncsched.schedulers.lines import LineSplitter
+from asyncsched.schedulers.shared.lines import LineSplitter
 
-from .client import open_logs
-from .errors import docker_errors
+from ._client import open_logs
+from ._errors import docker_errors
 
 __all__ = ["docker_timestamp", "iter_container_log", "log_params"]
 

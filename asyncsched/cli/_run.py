@@ -19,8 +19,8 @@ from asyncsched.cli._common import (
     make_runner,
     use_color,
 )
-from asyncsched.cli.cmd_log import stream_logs
-from asyncsched.cli.progress import ProgressDisplay
+from asyncsched.cli._log import stream_logs
+from asyncsched.cli._progress import ProgressDisplay
 from asyncsched.errors import InvalidRunConfigException
 from asyncsched.runner import Runner
 from asyncsched.schedulers import get_default_scheduler_name

@@ -26,8 +26,8 @@ from aiodocker.exceptions import DockerError
 
 from asyncsched.errors import SubmitError
 
-from .errors import docker_errors, is_conflict, is_not_found
-from .render import LABEL_PREFIX
+from ._errors import docker_errors, is_conflict, is_not_found
+from ._render import LABEL_PREFIX
 
 __all__ = [
     "DEFAULT_HOST",

@@ -19,8 +19,8 @@ from typing import Any
 import anyio
 
 from asyncsched.schedulers.api import DescribeAppResponse
-from asyncsched.schedulers.local.process import pid_alive, signal_group
-from asyncsched.schedulers.local.records import (
+from asyncsched.schedulers.local._process import pid_alive, signal_group
+from asyncsched.schedulers.local._records import (
     CANCEL_MARKER,
     RECORD_NAME,
     read_json,

@@ -20,21 +20,21 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from asyncsched.schedulers.local.logs import ReplicaLog, pump
-from asyncsched.schedulers.local.process import (
+from asyncsched.schedulers.local._logs import ReplicaLog, pump
+from asyncsched.schedulers.local._process import (
     Child,
     Guardian,
     Spawner,
     pid_start_time,
 )
-from asyncsched.schedulers.local.records import (
+from asyncsched.schedulers.local._records import (
     CANCEL_MARKER,
     RECORD_NAME,
     RECORD_VERSION,
     write_json_atomic,
     write_pointer,
 )
-from asyncsched.schedulers.local.state import (
+from asyncsched.schedulers.local._state import (
     RetryAction,
     RetryCounters,
     app_state,

@@ -1,0 +1,701 @@
+"""Run apps as Docker containers on one Docker Engine (``local_docker``).
+
+Talks to the Docker Engine API through one long-lived aiodocker client per
+scheduler (``pip install 'asyncsched[docker]'``); asyncio only. The daemon is
+``docker_host=`` if given, else ``$DOCKER_HOST``, else
+``unix:///var/run/docker.sock``.
+
+Nothing is stored locally: every container carries ``asyncsched.io/*``
+labels, so any process can describe, list, read the logs of, cancel and
+delete any app. Status comes from one Docker events stream per scheduler
+(resynced by a listing whenever it reconnects), so ``wait`` does not poll and
+``describe`` costs no API call once the stream runs.
+"""
+
+from __future__ import annotations
+
+import builtins
+import copy
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from datetime import datetime
+from typing import Any, TypedDict, TypeVar, cast, final
+
+import aiodocker
+import anyio
+import sniffio
+from aiodocker.exceptions import DockerError
+
+from asyncsched._version import __version__
+from asyncsched.errors import (
+    AsyncschedError,
+    SchedulerError,
+    SchedulerUnavailableError,
+    SubmitError,
+    UnknownAppException,
+)
+from asyncsched.schedulers.api import (
+    Capabilities,
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+)
+from asyncsched.schedulers.docker._client import (
+    ensure_image,
+    ensure_network,
+    registry_auth,
+    resolve_host,
+    update_restart_policy,
+)
+from asyncsched.schedulers.docker._errors import (
+    BACKEND,
+    docker_errors,
+    is_conflict,
+    is_not_found,
+)
+from asyncsched.schedulers.docker._events import EventWatcher, list_records, settle
+from asyncsched.schedulers.docker._logs import iter_container_log
+from asyncsched.schedulers.docker._render import (
+    DEFAULT_NETWORK,
+    LABEL_SESSION,
+    LABEL_VERSION,
+    PULL_POLICIES,
+    DockerContainer,
+    DockerJob,
+    format_job,
+    render_job,
+)
+from asyncsched.schedulers.docker._state import (
+    CANCEL_MARK_POLICY,
+    AppView,
+    ContainerIndex,
+    ContainerRecord,
+)
+from asyncsched.schedulers.docker._workspace import (
+    build_context,
+    build_image,
+    push_image,
+)
+from asyncsched.schedulers.shared.ids import make_unique
+from asyncsched.schedulers.shared.taskhost import TaskHost
+from asyncsched.specs import (
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    CfgVal,
+    Role,
+    Workspace,
+    is_terminal,
+    runopts,
+)
+
+__all__ = [
+    "DockerContainer",
+    "DockerJob",
+    "DockerOpts",
+    "DockerScheduler",
+    "create_scheduler",
+]
+
+T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
+
+_LIVE = ("created", "running", "restarting", "paused")
+
+
+class DockerOpts(TypedDict, total=False):
+    """Run options of :class:`DockerScheduler` (after resolution)."""
+
+    copy_env: list[str] | None
+    env: dict[str, str] | None
+    privileged: bool
+    image_pull_policy: str
+    image_repo: str | None
+    quiet: bool
+
+
+@final
+class DockerScheduler(Scheduler[DockerOpts]):
+    """Run each replica of an app as a Docker container.
+
+    Containers are named ``{app_id[-30:]}-{role[:30]}-{replica}`` (also their
+    hostname), join one bridge network per installation so that replicas
+    reach each other by name (``TORCHX_RANK0_HOST``), and are labelled with
+    ``asyncsched.io/{app-id,app-name,role-name,role-index,replica-id,session,
+    version}``.
+
+    Args:
+        session_name: Recorded in the ``asyncsched.io/session`` label.
+        docker_host: Daemon URL; defaults to ``$DOCKER_HOST``, then the
+            standard socket.
+        client: An aiodocker client to use instead of creating one (it is
+            then not closed by :meth:`aclose`).
+        network: Name of the bridge network containers join.
+        max_concurrency: Container API calls in flight at once while
+            submitting or cancelling (the daemon serialises most of them).
+        stop_timeout: Seconds ``cancel`` lets a container handle SIGTERM
+            before Docker kills it.
+
+    Example:
+        >>> async def main() -> None:
+        ...     role = Role("hi", image="busybox", entrypoint="echo", args=["hello"])
+        ...     async with DockerScheduler("demo") as sched:
+        ...         app_id = await sched.submit(AppDef("hi", roles=[role]))
+        ...         status = await sched.wait(app_id, timeout=60)
+        ...         async for line in sched.log_iter(app_id, "hi"):
+        ...             print(line, end="")
+        ...         await sched.delete(app_id)
+    """
+
+    capabilities = Capabilities(
+        logs=True,
+        log_streams=frozenset(Stream),
+        log_since_until=True,
+        log_tail=True,
+        cancel=True,
+        list=True,
+        workspaces=True,
+        mounts=True,
+        retries=True,
+        per_replica_status=True,
+        event_loops=("asyncio",),
+    )
+
+    def __init__(
+        self,
+        session_name: str,
+        *,
+        docker_host: str | None = None,
+        client: aiodocker.Docker | None = None,
+        network: str = DEFAULT_NETWORK,
+        max_concurrency: int = 8,
+        stop_timeout: int = 10,
+    ) -> None:
+        super().__init__("docker", session_name)
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        self._host = resolve_host(docker_host)
+        self._client = client
+        self._owns_client = client is None
+        self._network = network
+        self._network_id: str | None = None
+        self._max_concurrency = max_concurrency
+        self._stop_timeout = stop_timeout
+        self._tasks = TaskHost("DockerScheduler")
+        self._index = ContainerIndex()
+        self._watcher: EventWatcher | None = None
+        self._locks: dict[str, anyio.Lock] = {}
+        self._limiter: anyio.CapacityLimiter | None = None
+
+    # -- lifecycle -------------------------------------------------------------
+
+    async def _aenter(self) -> None:
+        self._check_loop()
+        await self._tasks.enter()
+
+    async def _aclose(self) -> None:
+        await self._tasks.aclose()
+        if self._client is not None and self._owns_client:
+            await self._client.close()
+        self._client = None
+
+    def _check_loop(self) -> None:
+        library = sniffio.current_async_library()
+        if library != "asyncio":
+            raise SchedulerUnavailableError(
+                BACKEND,
+                f"aiodocker runs on asyncio only, not {library}",
+                "use asyncio, or the local scheduler",
+            )
+
+    def _docker(self) -> aiodocker.Docker:
+        self._check_open()
+        if self._client is None:
+            self._check_loop()
+            self._client = aiodocker.Docker(url=self._host)
+        return self._client
+
+    def _lock(self, name: str) -> anyio.Lock:
+        lock = self._locks.get(name)
+        if lock is None:
+            lock = self._locks[name] = anyio.Lock()
+        return lock
+
+    @property
+    def docker_host(self) -> str:
+        """The daemon URL this scheduler talks to."""
+        return self._host
+
+    # -- run options -----------------------------------------------------------
+
+    def _run_opts(self) -> runopts:
+        opts = runopts()
+        opts.add(
+            "copy_env",
+            type_=list[str],
+            help="glob patterns of host environment variables to copy into every"
+            " container, e.g. FOO_*",
+        )
+        opts.add(
+            "env",
+            type_=dict[str, str],
+            help="environment variables for every container (K1:v1,K2:v2);"
+            " applied over copy_env",
+        )
+        opts.add(
+            "privileged",
+            type_=bool,
+            default=False,
+            help="run the containers privileged (docker run --privileged)",
+        )
+        opts.add(
+            "image_pull_policy",
+            type_=str,
+            default="if_not_present",
+            help="when to pull images: if_not_present (no registry round-trip for a"
+            " local image), always, never",
+        )
+        return opts
+
+    def workspace_opts(self) -> runopts:
+        """``image_repo`` (push built images there) and ``quiet`` (no build output)."""
+        opts = runopts()
+        opts.add(
+            "image_repo",
+            type_=str,
+            help="repository to push workspace images to, e.g."
+            " registry.example.com/team/app (push access required)",
+        )
+        opts.add(
+            "quiet",
+            type_=bool,
+            default=False,
+            help="suppress the workspace image build output",
+        )
+        return opts
+
+    # -- submission ------------------------------------------------------------
+
+    async def _submit_dryrun(
+        self, app: AppDef, cfg: DockerOpts
+    ) -> AppDryRunInfo[DockerJob]:
+        app_id = make_unique(app.name)
+        job = render_job(
+            app,
+            app_id,
+            cast(Mapping[str, CfgVal], cfg),
+            session=self.session_name,
+            version=__version__,
+            network=self._network,
+        )
+        return AppDryRunInfo(job, format_job)
+
+    async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
+        """Create then start every container of the job; all or nothing.
+
+        Images are checked (and pulled, per ``image_pull_policy``) and the
+        network ensured first. Containers are created, then started, with at
+        most ``max_concurrency`` calls in flight (shared by concurrent
+        submissions, so they queue). If anything fails, every container of the
+        app is removed before the error is raised.
+
+        Raises:
+            SubmitError: an image, mount, name or daemon problem (named).
+            SchedulerUnavailableError: the daemon cannot be reached.
+        """
+        self._check_open()
+        job: DockerJob = dryrun_info.request
+        if job.image_pull_policy not in PULL_POLICIES:
+            raise SubmitError(f"unknown image_pull_policy {job.image_pull_policy!r}")
+        docker = self._docker()
+        await self._ensure_watching()
+        await self._run_all(
+            [
+                _bind(ensure_image, docker, image, job.image_pull_policy, self._host)
+                for image in job.images
+            ],
+            limit=False,
+        )
+        existing = self._index.app(job.app_id)
+        if existing is not None:
+            raise SubmitError(
+                f"app id {job.app_id!r} is already scheduled (containers "
+                f"{[r.name for r in existing.records]} already in use); dry-run again "
+                "for a new app id"
+            )
+        network_id = await self._ensure_network(job.network)
+        created: list[str] = []
+        try:
+            await self._run_all(
+                [
+                    _bind(self._create, docker, job, c, network_id, created)
+                    for c in job.containers
+                ]
+            )
+            await self._run_all([_bind(self._start, docker, cid) for cid in created])
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                # by label too: a create cancelled in flight may still have
+                # happened (an app id is fresh, so the label is ours alone)
+                await self._remove(job.app_id, created)
+            raise
+        return job.app_id
+
+    async def _ensure_network(self, name: str) -> str:
+        async with self._lock(f"network:{name}"):
+            if self._network_id is None or name != self._network:
+                network_id = await ensure_network(self._docker(), name, self._host)
+                if name != self._network:
+                    return network_id
+                self._network_id = network_id
+            return self._network_id
+
+    async def _create(
+        self,
+        docker: aiodocker.Docker,
+        job: DockerJob,
+        container: DockerContainer,
+        network_id: str,
+        created: list[str],
+    ) -> None:
+        body = copy.deepcopy(container.body)
+        host_config = body.setdefault("HostConfig", {})
+        if host_config.get("NetworkMode") == job.network:
+            host_config["NetworkMode"] = network_id
+        try:
+            with docker_errors(
+                f"create container {container.name!r}", self._host, submit=True
+            ):
+                result = await docker.containers.create(body, name=container.name)
+        except SubmitError as exc:
+            cause = exc.__cause__
+            if is_not_found(cause) and "network" in str(cause).lower():
+                self._network_id = None  # removed behind our back: recreate next time
+            raise _explain_create_error(exc, container, job) from cause
+        created.append(result.id)
+        record = ContainerRecord.from_labels(
+            result.id,
+            container.name,
+            container.image,
+            body.get("Labels") or {},
+            "created",
+        )
+        if record is not None and result.id not in self._index.records:
+            self._index.upsert(record)
+
+    async def _start(self, docker: aiodocker.Docker, container_id: str) -> None:
+        with docker_errors("start a container", self._host, submit=True):
+            await docker.containers.container(container_id).start()
+
+    async def _remove(self, app_id: str, known: builtins.list[str]) -> None:
+        """Force-remove the app's containers: the known ids plus any found by label."""
+        docker = self._docker()
+        ids = dict.fromkeys(known)
+        try:
+            found = await list_records(docker, self._host, app_id)
+        except AsyncschedError as exc:  # the daemon is gone: nothing more to find
+            logger.warning("cannot list the containers of %s: %s", app_id, exc)
+        else:
+            ids.update(dict.fromkeys(r.id for r in found))
+        await self._run_all(
+            [_bind(self._remove_one, docker, cid) for cid in ids], fail_fast=False
+        )
+
+    async def _remove_one(self, docker: aiodocker.Docker, container_id: str) -> None:
+        try:
+            with docker_errors("remove a container", self._host):
+                await docker.containers.container(container_id).delete(
+                    force=True, v=True
+                )
+        except SchedulerError as exc:
+            if not is_not_found(exc.__cause__) and not is_conflict(exc.__cause__):
+                raise
+        self._index.remove(container_id)
+
+    async def _run_all(
+        self,
+        funcs: builtins.list[Callable[[], Awaitable[object]]],
+        *,
+        limit: bool = True,
+        fail_fast: bool = True,
+    ) -> None:
+        """Run ``funcs`` concurrently (bounded); raise the first error, plainly.
+
+        After a failure no new call starts (in-flight ones finish) when
+        ``fail_fast``; the error is raised once all have settled.
+        """
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self._max_concurrency)
+        limiter = self._limiter
+        errors: builtins.list[Exception] = []
+
+        async def one(func: Callable[[], Awaitable[object]]) -> None:
+            if limit:
+                async with limiter:
+                    if errors and fail_fast:
+                        return
+                    await guarded(func)
+            else:
+                await guarded(func)
+
+        async def guarded(func: Callable[[], Awaitable[object]]) -> None:
+            try:
+                await func()
+            except Exception as exc:  # noqa: BLE001 - collected, re-raised below
+                errors.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            for func in funcs:
+                tg.start_soon(one, func)
+        if errors:
+            raise errors[0]
+
+    # -- workspaces ------------------------------------------------------------
+
+    async def build_workspace_and_update_role(
+        self, role: Role, workspace: str | Workspace, cfg: DockerOpts
+    ) -> None:
+        """Build ``workspace`` over ``role.image`` and point the role at the result.
+
+        The build context (honouring ``.dockerignore``, and the workspace's own
+        ``Dockerfile.asyncsched`` when present) is tarred in a worker thread.
+        With ``image_repo`` the image is pushed as ``<image_repo>:<hash>``.
+
+        Raises:
+            SchedulerError: the workspace is missing or the build/push failed.
+        """
+        docker = self._docker()
+        context = await anyio.to_thread.run_sync(build_context, workspace)
+        label = (
+            workspace if isinstance(workspace, str) else ",".join(workspace.projects)
+        )
+        image_id = await build_image(
+            docker,
+            self._host,
+            context,
+            base_image=role.image,
+            workspace=label,
+            labels={LABEL_VERSION: __version__, LABEL_SESSION: self.session_name},
+            quiet=bool(cfg.get("quiet")),
+        )
+        repo = cfg.get("image_repo")
+        if repo:
+            auth = await registry_auth(repo)
+            role.image = await push_image(docker, self._host, image_id, repo, auth)
+        else:
+            role.image = image_id
+
+    def _validate(self, app: AppDef, scheduler: str, cfg: Any) -> None:
+        """Docker accepts roles without resources (no limits), as TorchX does."""
+
+    # -- observation -----------------------------------------------------------
+
+    async def _ensure_watching(self) -> EventWatcher:
+        watcher = self._watcher
+        if watcher is not None:
+            return watcher
+        async with self._lock("watcher"):
+            if self._watcher is None:
+                candidate = EventWatcher(self._docker(), self._host, self._index)
+                await self._tasks.start(candidate.run, name="docker-events")
+                self._watcher = candidate
+            return self._watcher
+
+    async def _view(self, app_id: str) -> AppView | None:
+        docker = self._docker()
+        watcher = await self._ensure_watching()
+        view = self._index.app(app_id) if watcher.synced else None
+        if view is None:
+            # not seen (yet): another process may have just created it, or the
+            # stream is reconnecting -- ask the daemon directly
+            records = await list_records(docker, self._host, app_id)
+            if not records:
+                return None
+            if watcher.synced:
+                for record in records:
+                    if record.id not in self._index.records:
+                        self._index.upsert(record)
+                view = self._index.app(app_id)
+            else:
+                view = AppView(app_id, records)
+                view.records.sort(key=lambda r: (r.role_index, r.role, r.replica_id))
+        if view is not None:
+            await self._settle(view.records)
+        return view
+
+    async def _settle(self, records: builtins.list[ContainerRecord]) -> None:
+        docker = self._docker()
+        pending = [r for r in records if not r.settled]
+        if pending:
+            await self._run_all([_bind(settle, docker, self._host, r) for r in pending])
+
+    async def describe(self, app_id: str) -> DescribeAppResponse | None:
+        """Per-role/replica states with exit codes; None for an unknown app.
+
+        A cancelled app is CANCELLED (TorchX says FAILED).
+        """
+        self._check_open()
+        view = await self._view(app_id)
+        if view is None:
+            return None
+        return _response(view)
+
+    async def list(self) -> builtins.list[ListAppResponse]:
+        """Every asyncsched app on this daemon, one row per app."""
+        self._check_open()
+        docker = self._docker()
+        watcher = await self._ensure_watching()
+        if watcher.synced:
+            views = self._index.apps()
+        else:
+            grouped: dict[str, builtins.list[ContainerRecord]] = {}
+            for r in await list_records(docker, self._host):
+                grouped.setdefault(r.app_id, []).append(r)
+            views = [AppView(a, rs) for a, rs in grouped.items()]
+        await self._settle([r for v in views for r in v.records])
+        return [
+            ListAppResponse(app_id=v.app_id, state=v.state, name=v.name) for v in views
+        ]
+
+    async def _wait(self, app_id: str) -> DescribeAppResponse | None:
+        watcher = await self._ensure_watching()
+        delay = 0.1
+        while True:
+            changed = self._index.changed(app_id)
+            view = await self._view(app_id)
+            if view is None:
+                return None
+            if is_terminal(view.state) and all(r.settled for r in view.records):
+                return _response(view)
+            if watcher.synced:
+                await changed.wait()
+            else:  # fallback while the stream reconnects
+                with anyio.move_on_after(delay):
+                    await watcher.wait_synced()
+                delay = min(delay * 2, 2.0)
+
+    # -- control ---------------------------------------------------------------
+
+    async def _cancel_existing(self, app_id: str) -> None:
+        view = await self._view(app_id)
+        if view is None:
+            return
+        live = [r for r in view.records if r.status in _LIVE and not r.cancelled]
+        await self._run_all([_bind(self._cancel_one, r) for r in live])
+
+    async def _cancel_one(self, record: ContainerRecord) -> None:
+        docker = self._docker()
+        try:
+            with docker_errors(f"cancel container {record.name!r}", self._host):
+                # mark first: a restart policy must not revive it, and every
+                # process must be able to tell "cancelled" from "failed"
+                await update_restart_policy(
+                    docker,
+                    record.id,
+                    {"Name": CANCEL_MARK_POLICY, "MaximumRetryCount": 0},
+                )
+                record.cancelled = True
+                self._index.notify(record.app_id)
+                await docker.containers.container(record.id).stop(t=self._stop_timeout)
+        except SchedulerError as exc:
+            if not is_not_found(exc.__cause__):
+                raise
+
+    async def delete(self, app_id: str) -> None:
+        """Remove every container of the app (running ones are killed).
+
+        Unlike :meth:`cancel`, the logs and status are gone afterwards. Unknown
+        apps are ignored.
+        """
+        self._check_open()
+        await self._remove(app_id, [])
+
+    # -- logs ------------------------------------------------------------------
+
+    async def _log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int,
+        since: datetime | None,
+        until: datetime | None,
+        should_tail: bool,
+        streams: Stream | None,
+    ) -> AsyncIterator[str]:
+        view = await self._view(app_id)
+        if view is None:
+            raise UnknownAppException(f"{self.backend}://{self.session_name}/{app_id}")
+        matches = [r for r in view.records if r.role == role_name and r.replica_id == k]
+        if not matches:
+            raise ValueError(f"app {app_id} has no replica {k} of role {role_name!r}")
+        async for line in iter_container_log(
+            self._docker(),
+            self._host,
+            matches[0].id,
+            since=since,
+            until=until,
+            should_tail=should_tail,
+            streams=streams,
+        ):
+            yield line
+
+
+def _bind(func: Callable[..., Awaitable[T]], *args: Any) -> Callable[[], Awaitable[T]]:
+    async def call() -> T:
+        return await func(*args)
+
+    return call
+
+
+def _response(view: AppView) -> DescribeAppResponse:
+    state = view.state
+    failed = [
+        f"{r.name} exited with {r.exit_code}"
+        for r in view.records
+        if r.state == AppState.FAILED and r.exit_code is not None
+    ]
+    return DescribeAppResponse(
+        app_id=view.app_id,
+        state=state,
+        num_restarts=0,
+        msg="; ".join(failed) if failed else "",
+        roles_statuses=view.role_statuses(),
+        roles=view.roles(),
+    )
+
+
+def _explain_create_error(
+    exc: SubmitError, container: DockerContainer, job: DockerJob
+) -> SubmitError:
+    cause = exc.__cause__
+    if not isinstance(cause, DockerError):
+        return exc
+    message = cause.message
+    if cause.status == 409:
+        return SubmitError(
+            f"container name {container.name!r} is already in use (app id "
+            f"{job.app_id!r} was already scheduled?): {message}"
+        )
+    if cause.status == 404 and "image" in message.lower():
+        return SubmitError(
+            f"image {container.image!r} of {container.name!r}: {message}"
+        )
+    if cause.status == 404 and "network" in message.lower():
+        return SubmitError(f"network {job.network!r} of {container.name!r}: {message}")
+    if "mount" in message.lower() or "volume" in message.lower():
+        return SubmitError(f"invalid mount for {container.name!r}: {message}")
+    return exc
+
+
+def create_scheduler(session_name: str, **kwargs: Any) -> DockerScheduler:
+    """Registry factory; unknown keyword arguments are ignored.
+
+    Known ones: ``docker_host``, ``client``, ``network``, ``max_concurrency``,
+    ``stop_timeout``.
+    """
+    known = {"docker_host", "client", "network", "max_concurrency", "stop_timeout"}
+    return DockerScheduler(
+        session_name, **{k: v for k, v in kwargs.items() if k in known}
+    )

@@ -1,0 +1,1152 @@
+"""The local backend: each replica is a process group on this host.
+
+Registered as ``local_cwd`` (replicas run in the current directory) and
+``local_dir`` (in the directory named by the role's image). Behaviour follows
+TorchX's ``local_cwd`` -- on-disk layout, environment, state rules -- with its
+known defects fixed, plus what it lacks: per-replica statuses, retries,
+fail-fast, ``list()``, ``since``/``until``, honest ``should_tail``, cross-process
+status/logs/cancel through on-disk records, and no orphans even when the owning
+process is SIGKILLed (see ``docs/backends/local.md``).
+
+Supports asyncio (anyio-only code; trio is untested). POSIX only.
+"""
+
+from __future__ import annotations
+
+import abc
+import builtins
+import contextlib
+import logging
+import os
+import secrets
+import shutil
+import signal
+import tempfile
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pprint import pformat
+from typing import Any, final
+
+import anyio
+from anyio.abc import TaskGroup
+
+from asyncsched.errors import (
+    InvalidRunConfigException,
+    SpecError,
+    SubmitError,
+    UnknownAppException,
+)
+from asyncsched.schedulers.api import (
+    Capabilities,
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+)
+from asyncsched.schedulers.local import _records as records, _remote as remote
+from asyncsched.schedulers.local._env import (
+    RANK0_ENV,
+    child_env,
+    join_PATH,
+    replica_env,
+    role_PATH,
+)
+from asyncsched.schedulers.local._gpus import assign_cuda_devices, count_gpus
+from asyncsched.schedulers.local._logs import (
+    Follow,
+    ReplicaLog,
+    close_log_fds,
+    index_path,
+    log_paths,
+    open_log_fds,
+    read_lines,
+)
+from asyncsched.schedulers.local._process import (
+    Guardian,
+    PdeathsigMode,
+    Spawner,
+    find_executable,
+    resolve_pdeathsig,
+)
+from asyncsched.schedulers.local._supervisor import (
+    LocalApp,
+    RecordWriter,
+    Replica,
+    ReplicaLaunch,
+    RoleInfo,
+    SpawnConfig,
+    Started,
+    spawn_child,
+    supervisor_info,
+)
+from asyncsched.schedulers.shared.ids import make_unique
+from asyncsched.schedulers.shared.taskhost import TaskHost
+from asyncsched.specs import (
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    CfgVal,
+    ReplicaStatus,
+    RetryPolicy,
+    Role,
+    RoleStatus,
+    macros,
+    role_to_dict,
+    runopts,
+)
+
+__all__ = [
+    "CWDImageProvider",
+    "ImageProvider",
+    "LocalDirectoryImageProvider",
+    "LocalScheduler",
+    "PopenRequest",
+    "ReplicaParam",
+    "create_cwd_scheduler",
+    "create_dir_scheduler",
+    "create_scheduler",
+    "join_PATH",
+]
+
+logger = logging.getLogger(__name__)
+
+#: submits that may run their synchronous part (checks, spawning) at once
+_SUBMIT_CONCURRENCY = 8
+
+
+# -- image providers -------------------------------------------------------------
+
+
+@dataclass
+class ReplicaParam:
+    """How one replica process is started (the dry-run shows these)."""
+
+    args: list[str]
+    env: dict[str, str]
+    stdout: str | None = None
+    stderr: str | None = None
+    combined: str | None = None
+    cwd: str | None = None
+
+
+class ImageProvider(abc.ABC):
+    """Turns a role's ``image`` into a local directory the replicas run from."""
+
+    def __init__(self, cfg: Mapping[str, CfgVal] | None = None) -> None:
+        self.cfg = dict(cfg or {})
+
+    @abc.abstractmethod
+    def fetch(self, image: str) -> str:
+        """Make ``image`` available locally; return its root (``${img_root}``)."""
+
+    def fetch_role(self, role: Role) -> str:
+        """Fetch the image of ``role`` (may prepare more for the role)."""
+        return self.fetch(role.image)
+
+    def get_cwd(self, image: str) -> str | None:
+        """The working directory of replicas; None keeps the scheduler's."""
+        return None
+
+    def get_entrypoint(self, img_root: str, role: Role) -> str:
+        """The command to execute (not joined to ``img_root``)."""
+        return role.entrypoint
+
+    def get_replica_param(
+        self,
+        img_root: str,
+        role: Role,
+        stdout: str | None = None,
+        stderr: str | None = None,
+        combined: str | None = None,
+    ) -> ReplicaParam:
+        """The replica parameters of ``role`` (``args = [entrypoint, *role.args]``)."""
+        return ReplicaParam(
+            args=[self.get_entrypoint(img_root, role), *role.args],
+            env=dict(role.env),
+            stdout=stdout,
+            stderr=stderr,
+            combined=combined,
+            cwd=self.get_cwd(role.image),
+        )
+
+
+class CWDImageProvider(ImageProvider):
+    """``local_cwd``: the image is ignored; replicas run in the current directory."""
+
+    def fetch(self, image: str) -> str:
+        return os.getcwd()
+
+    def get_cwd(self, image: str) -> str | None:
+        return os.getcwd()
+
+
+class LocalDirectoryImageProvider(ImageProvider):
+    """``local_dir``: the image is an existing directory, used as root and cwd."""
+
+    def fetch(self, image: str) -> str:
+        """Return ``image`` if it is an existing directory.
+
+        Raises:
+            ValueError: ``image`` is relative or not an existing directory.
+        """
+        if not os.path.isabs(image):
+            raise ValueError(
+                f"local_dir image {image!r} must be an absolute path to a directory"
+            )
+        if not os.path.isdir(image):
+            raise ValueError(f"local_dir image {image!r} is not an existing directory")
+        return image
+
+    def get_cwd(self, image: str) -> str | None:
+        return image
+
+
+# -- the request -------------------------------------------------------------------
+
+
+@dataclass
+class PopenRequest:
+    """What ``schedule`` launches: per role, one :class:`ReplicaParam` per replica.
+
+    ``log_dir`` is the app's log dir ``<base>/<session>/<app_id>``.
+    """
+
+    app_id: str
+    log_dir: str
+    role_params: dict[str, list[ReplicaParam]]
+    role_log_dirs: dict[str, list[str]]
+    app_name: str = ""
+    fail_fast: bool = True
+    roles: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _format_request(request: PopenRequest) -> str:
+    return pformat(asdict(request), indent=2, width=100)
+
+
+# -- the scheduler -------------------------------------------------------------------
+
+
+@final
+class LocalScheduler(Scheduler[dict[str, CfgVal]]):
+    """Run apps as process groups on this host, orphan-proof and event-driven.
+
+    Args:
+        session_name: Session; part of the log path and of app handles.
+        image_provider_class: :class:`CWDImageProvider` (``local_cwd``) or
+            :class:`LocalDirectoryImageProvider` (``local_dir``).
+        cache_size: How many apps are remembered; when full, the oldest
+            terminal app is forgotten (never a running one).
+        extra_paths: Directories put in front of each role's PATH.
+        cancel_grace: Seconds between SIGTERM and SIGKILL on cancel,
+            fail-fast and restarts.
+        close_grace: The same, when the scheduler closes.
+        state_dir: Where apps are indexed for other processes (default
+            ``$ASYNCSCHED_STATE_DIR``, ``$XDG_STATE_HOME/asyncsched`` or
+            ``~/.local/state/asyncsched``).
+        pdeathsig: How replicas get the Linux parent-death signal: ``"off"``
+            (default: the guardian process alone protects, see
+            ``docs/backends/local.md``), ``"auto"`` (``setpriv`` if present,
+            else a ``preexec_fn``), ``"setpriv"`` or ``"preexec"``.
+
+    Raises:
+        ValueError: ``cache_size`` is not positive.
+
+    Example:
+        >>> async def main() -> None:
+        ...     async with LocalScheduler("demo") as sched:
+        ...         role = Role("hi", image="", entrypoint="echo", args=["hello"])
+        ...         app_id = await sched.submit(AppDef("hi", roles=[role]), {})
+        ...         await sched.wait(app_id, timeout=30)
+        ...         async for line in sched.log_iter(app_id, "hi"):
+        ...             print(line, end="")
+    """
+
+    capabilities = Capabilities(
+        logs=True,
+        log_streams=frozenset(Stream),
+        log_since_until=True,
+        log_tail=True,
+        cancel=True,
+        list=True,
+        retries=True,
+        per_replica_status=True,
+        event_loops=("asyncio",),
+    )
+
+    def __init__(
+        self,
+        session_name: str,
+        image_provider_class: type[ImageProvider] = CWDImageProvider,
+        cache_size: int = 100,
+        extra_paths: list[str] | None = None,
+        *,
+        cancel_grace: float = 10.0,
+        close_grace: float = 1.0,
+        state_dir: str | None = None,
+        pdeathsig: PdeathsigMode = "off",
+    ) -> None:
+        super().__init__("local", session_name)
+        if cache_size <= 0:
+            raise ValueError(f"cache_size must be greater than zero, got {cache_size}")
+        self._image_provider_class = image_provider_class
+        self._cache_size = cache_size
+        self._extra_paths = list(extra_paths or [])
+        self.cancel_grace = cancel_grace
+        self.close_grace = close_grace
+        self.state_dir = state_dir or records.default_state_dir()
+        self._pdeathsig: PdeathsigMode = pdeathsig
+        self._apps: dict[str, LocalApp] = {}
+        self._app_defs: dict[str, AppDef | None] = {}
+        self._evicted: set[str] = set()
+        # the temporary base log dir is named at dry-run, made at first launch
+        self._tmp_log_dirs: list[str] = []
+        self._tmp_made: set[str] = set()
+        self._host = TaskHost(f"LocalScheduler({session_name!r})")
+        self._tg: TaskGroup | None = None
+        self._spawn_cfg: SpawnConfig | None = None
+        self._runtime_lock: anyio.Lock | None = None
+        self._remote_cancels: list[anyio.Event] = []
+        self._writer = RecordWriter()
+        self._spawner = Spawner(f"asyncsched-spawner-{session_name}")
+        # bounds how many submits run their synchronous part at once, so that
+        # one loop pass never runs hundreds of them (event-loop lag)
+        self._submit_limiter: anyio.Semaphore | None = None
+        # submits holding a cache slot (validated, not yet supervised)
+        self._submits_in_flight = 0
+        # submits past their open check, not yet done: aclose waits for them
+        self._submits_active = 0
+        self._submits_idle: anyio.Event | None = None
+        # evicted apps whose replicas are still in their SIGTERM grace
+        self._draining: builtins.list[LocalApp] = []
+        self._executables: dict[tuple[str, str, str | None], str] = {}
+
+    @property
+    def _created_tmp_log_dir(self) -> bool:
+        """True when this scheduler created a temporary base log dir."""
+        return bool(self._tmp_made)
+
+    def _run_opts(self) -> runopts:
+        opts = runopts()
+        opts.add(
+            "log_dir",
+            type_=str,
+            default=None,
+            help="dir to write stdout/stderr logs of replicas (default: a temp dir"
+            " removed when the scheduler closes)",
+        )
+        opts.add(
+            "prepend_cwd",
+            type_=bool,
+            default=False,
+            help="if set, prepends CWD to replica's PATH env var making any binaries"
+            " in CWD take precedence over those in PATH",
+        )
+        opts.add(
+            "auto_set_cuda_visible_devices",
+            type_=bool,
+            default=False,
+            help="sets CUDA_VISIBLE_DEVICES for roles that request GPU resources;"
+            " each replica gets its own GPUs (all or nothing)",
+        )
+        opts.add(
+            "fail_fast",
+            type_=bool,
+            default=True,
+            help="when a replica fails for good, terminate the others and report"
+            " FAILED at once (False: let the others finish)",
+        )
+        return opts
+
+    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
+        """Local replicas need no resource: nothing to check (TorchX's rule)."""
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def _aenter(self) -> None:
+        await self._host.enter()
+
+    async def _ensure_runtime(self) -> tuple[TaskGroup, SpawnConfig]:
+        if self._tg is not None and self._spawn_cfg is not None:
+            return self._tg, self._spawn_cfg
+        if self._runtime_lock is None:
+            self._runtime_lock = anyio.Lock()
+        async with self._runtime_lock:
+            if self._tg is None:
+                self._tg = await self._host.group()
+            if self._spawn_cfg is None:
+                setpriv, use_preexec = await resolve_pdeathsig(self._pdeathsig)
+                guardian = Guardian()
+                guardian.start()
+                devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+                self._spawner.start()
+                self._tg.start_soon(self._spawner.dispatch, name="local:spawner")
+                self._tg.start_soon(self._writer.run, name="local:records")
+                self._spawn_cfg = SpawnConfig(
+                    setpriv, use_preexec, devnull, guardian, self._spawner
+                )
+        return self._tg, self._spawn_cfg
+
+    async def _aclose(self) -> None:
+        # ``closed`` is set: no new submit passes its open check. Let those in
+        # flight finish (they see ``closed`` and undo what they started), so
+        # that every app id returned is in the snapshot below.
+        if self._submits_active:
+            self._submits_idle = anyio.Event()
+            await self._submits_idle.wait()
+        apps = list(self._apps.values())
+        apps.extend(a for a in self._draining if not a.finished.is_set())
+        self._draining.clear()
+        for app in apps:
+            app.begin_close()
+        with anyio.move_on_after(self.close_grace):
+            for app in apps:
+                await app.finished.wait()
+        for app in apps:
+            app.kill_all()
+        with anyio.move_on_after(10):
+            for app in apps:
+                await app.finished.wait()
+        if self._remote_cancels:
+            with anyio.move_on_after(self.cancel_grace + 1):
+                for done in self._remote_cancels:
+                    await done.wait()
+        await self._writer.aclose()
+        with contextlib.suppress(Exception):
+            await self._writer.write([a for a in apps if a.record_stale])
+        await self._host.aclose()
+        await self._spawner.aclose()
+        if self._spawn_cfg is not None:
+            await self._spawn_cfg.guardian.aclose()
+            os.close(self._spawn_cfg.devnull)
+        if self._tmp_log_dirs:
+            in_tmp = [
+                a.app_id
+                for a in apps
+                if any(a.app_dir.startswith(d + os.sep) for d in self._tmp_log_dirs)
+            ]
+            await anyio.to_thread.run_sync(self._remove_tmp, in_tmp)
+
+    def _remove_tmp(self, app_ids: builtins.list[str]) -> None:
+        for app_id in app_ids:
+            records.remove_pointer(self.state_dir, self.session_name, app_id)
+        for d in self._tmp_log_dirs:
+            if d in self._tmp_made:  # never someone else's dir of that name
+                shutil.rmtree(d, ignore_errors=True)
+
+    def _make_tmp_base(self, app_dir: str) -> None:
+        """Create the temporary base log dir of ``app_dir`` if not done yet.
+
+        Raises:
+            SubmitError: the dir cannot be created (or exists, not made here).
+        """
+        for d in self._tmp_log_dirs:
+            if d in self._tmp_made or not app_dir.startswith(d + os.sep):
+                continue
+            try:
+                os.mkdir(d, 0o700)
+            except OSError as exc:
+                raise SubmitError(
+                    f"cannot create the temporary log dir {d!r}: {exc}"
+                ) from exc
+            self._tmp_made.add(d)
+            logger.info(
+                "logging to the temporary dir %s (removed when the scheduler closes;"
+                " set log_dir to keep the logs)",
+                d,
+            )
+
+    # -- dry-run ---------------------------------------------------------------------------
+
+    def _base_log_dir(self, cfg: Mapping[str, CfgVal]) -> str:
+        log_dir = cfg.get("log_dir")
+        if isinstance(log_dir, str) and log_dir:
+            path = os.path.abspath(os.path.expanduser(log_dir))
+            probe = path
+            while not os.path.exists(probe):
+                probe = os.path.dirname(probe)
+            if not os.path.isdir(probe) or not os.access(probe, os.W_OK | os.X_OK):
+                raise InvalidRunConfigException(
+                    f"Run option: log_dir, {path!r} is not a writable directory"
+                    f" ({probe!r} is not writable)",
+                    "log_dir",
+                    dict(cfg),
+                )
+            return path
+        if not self._tmp_log_dirs:
+            # only named here: a submit rejected before launch leaves nothing
+            name = f"asyncsched_{secrets.token_hex(6)}"
+            self._tmp_log_dirs.append(os.path.join(tempfile.gettempdir(), name))
+        return self._tmp_log_dirs[0]
+
+    async def _count_gpus(self) -> int:
+        return await count_gpus()
+
+    async def _submit_dryrun(
+        self, app: AppDef, cfg: dict[str, CfgVal]
+    ) -> AppDryRunInfo[PopenRequest]:
+        app_id = make_unique(app.name)
+        base = self._base_log_dir(cfg)
+        app_log_dir = os.path.join(base, self.session_name, app_id)
+        provider = self._image_provider_class(cfg)
+        role_params: dict[str, list[ReplicaParam]] = {}
+        role_log_dirs: dict[str, list[str]] = {}
+        cuda = await self._cuda_split(
+            app, bool(cfg.get("auto_set_cuda_visible_devices"))
+        )
+        for idx, role in enumerate(app.roles):
+            try:
+                img_root = provider.fetch_role(role)
+            except ValueError as exc:
+                raise SpecError(f"roles[{idx}].image", str(exc)) from None
+            path = role_PATH(
+                role.env.get("PATH"),
+                self._extra_paths,
+                provider.get_cwd(role.image),
+                bool(cfg.get("prepend_cwd")),
+            )
+            params: list[ReplicaParam] = []
+            dirs: list[str] = []
+            for i in range(role.num_replicas):
+                values = macros.Values(
+                    img_root=img_root,
+                    app_id=app_id,
+                    replica_id=str(i),
+                    rank0_env=RANK0_ENV,
+                )
+                replica_role = values.apply(role)
+                replica_dir = os.path.join(app_log_dir, role.name, str(i))
+                env = dict(replica_role.env)
+                if path:
+                    env["PATH"] = values.substitute(path)
+                replica_role.env = replica_env(
+                    env,
+                    app_id=app_id,
+                    role_name=role.name,
+                    replica_id=i,
+                    num_replicas=role.num_replicas,
+                    replica_log_dir=replica_dir,
+                    app_log_dir=app_log_dir,
+                )
+                if (role.name, i) in cuda:
+                    replica_role.env["CUDA_VISIBLE_DEVICES"] = cuda[(role.name, i)]
+                paths = log_paths(replica_dir)
+                params.append(
+                    provider.get_replica_param(
+                        img_root,
+                        replica_role,
+                        stdout=paths["stdout"],
+                        stderr=paths["stderr"],
+                        combined=paths["combined"],
+                    )
+                )
+                dirs.append(replica_dir)
+            role_params[role.name] = params
+            role_log_dirs[role.name] = dirs
+        request = PopenRequest(
+            app_id=app_id,
+            log_dir=app_log_dir,
+            role_params=role_params,
+            role_log_dirs=role_log_dirs,
+            app_name=app.name,
+            fail_fast=bool(cfg.get("fail_fast", True)),
+            roles={role.name: role_to_dict(role) for role in app.roles},
+        )
+        return AppDryRunInfo(request, _format_request)
+
+    async def _cuda_split(
+        self, app: AppDef, enabled: bool
+    ) -> dict[tuple[str, int], str]:
+        wanted = [(r.name, r.num_replicas, max(r.resource.gpu, 0)) for r in app.roles]
+        total = sum(n * g for _, n, g in wanted)
+        if total <= 0:
+            return {}
+        if not enabled:
+            logger.warning(
+                "%d GPUs requested but auto_set_cuda_visible_devices is off: every"
+                " replica sees every GPU",
+                total,
+            )
+            return {}
+        return assign_cuda_devices(wanted, await self._count_gpus())
+
+    # -- schedule ------------------------------------------------------------------------------
+
+    def _evict_if_needed(self) -> None:
+        # submits in flight hold a slot too, so concurrent submits cannot overfill
+        while len(self._apps) + self._submits_in_flight >= self._cache_size:
+            # a terminal app may go (``wait()`` returns on it), finished ones first
+            done = [a for a in self._apps.values() if a.done.is_set()]
+            if not done:
+                raise IndexError(
+                    f"App cache size ({self._cache_size}) exceeded and no app has"
+                    " finished. Increase cache_size or wait for an app to finish."
+                )
+            finished = [a for a in done if a.finished.is_set()]
+            oldest = min(finished or done, key=lambda a: a.last_updated)
+            del self._apps[oldest.app_id]
+            if oldest.finished.is_set():
+                oldest.stop_flusher()
+            else:
+                # survivors are still in their grace: the app keeps reaping them
+                # and writing its record until finished; aclose still stops them
+                self._draining = [a for a in self._draining if not a.finished.is_set()]
+                self._draining.append(oldest)
+            self._app_defs.pop(oldest.app_id, None)
+            self._evicted.add(oldest.app_id)
+            records.remove_pointer(self.state_dir, self.session_name, oldest.app_id)
+
+    def _find_executable(self, cmd: str, path: str, cwd: str | None) -> str | None:
+        # Positive results are remembered: a PATH walk is a dozen stat calls
+        # on the loop thread per submit. Should the file vanish later, the
+        # spawn fails and submit raises SubmitError instead of SpecError.
+        key = (cmd, path, cwd)
+        found = self._executables.get(key)
+        if found is None:
+            found = find_executable(cmd, path, cwd)
+            if found is not None:
+                if len(self._executables) >= 256:
+                    self._executables.clear()
+                self._executables[key] = found
+        return found
+
+    def _launches(self, request: PopenRequest) -> builtins.list[ReplicaLaunch]:
+        parent_env = dict(os.environ)
+        launches: builtins.list[ReplicaLaunch] = []
+        for role_idx, (role_name, params) in enumerate(request.role_params.items()):
+            for i, param in enumerate(params):
+                if param.cwd is not None and not os.path.isdir(param.cwd):
+                    raise SpecError(
+                        f"roles[{role_idx}].image",
+                        f"working directory {param.cwd!r} does not exist",
+                    )
+                env = child_env(param.env, parent_env)
+                cmd = param.args[0]
+                if self._find_executable(cmd, env["PATH"], param.cwd) is None:
+                    raise SpecError(
+                        f"roles[{role_idx}].entrypoint",
+                        _not_found(cmd, env["PATH"], param.cwd),
+                    )
+                replica_dir = request.role_log_dirs[role_name][i]
+                launches.append(
+                    ReplicaLaunch(
+                        role=role_name,
+                        replica_id=i,
+                        args=list(param.args),
+                        env=env,
+                        cwd=param.cwd,
+                        log_dir=replica_dir,
+                        error_file=env.get(
+                            "TORCHELASTIC_ERROR_FILE",
+                            os.path.join(replica_dir, "error.json"),
+                        ),
+                    )
+                )
+        return launches
+
+    async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
+        """Start the replicas of a dry-run request; return the app id.
+
+        Raises:
+            SpecError: an entrypoint is missing or not executable, or a
+                working directory does not exist (nothing was started).
+            SubmitError: the log dir cannot be created or a replica failed to
+                start (whatever started was killed and the app dir removed).
+            IndexError: the cache is full of apps that have not finished.
+        """
+        self._check_open()
+        request: PopenRequest = dryrun_info.request
+        if request.app_id in self._apps:
+            raise SubmitError(f"app {request.app_id} was already scheduled")
+        self._submits_active += 1
+        try:
+            app = await self._schedule_reserved(request, dryrun_info)
+        finally:
+            self._submits_active -= 1
+            if self._submits_active == 0 and self._submits_idle is not None:
+                self._submits_idle.set()
+        # once submit returns, other processes can find the app (and its pids)
+        await app.settled()
+        return app.app_id
+
+    async def _schedule_reserved(
+        self, request: PopenRequest, dryrun_info: AppDryRunInfo[Any]
+    ) -> LocalApp:
+        if self._submit_limiter is None:
+            self._submit_limiter = anyio.Semaphore(_SUBMIT_CONCURRENCY)
+        async with self._submit_limiter:
+            self._check_open()
+            if request.app_id in self._apps:
+                raise SubmitError(f"app {request.app_id} was already scheduled")
+            # validate first: a request that cannot launch evicts nothing
+            launches = self._launches(request)
+            self._evict_if_needed()
+            self._submits_in_flight += 1
+            try:
+                return await self._launch(request, dryrun_info, launches)
+            finally:
+                self._submits_in_flight -= 1
+
+    async def _launch(
+        self,
+        request: PopenRequest,
+        dryrun_info: AppDryRunInfo[Any],
+        launches: builtins.list[ReplicaLaunch],
+    ) -> LocalApp:
+        tg, spawn_cfg = await self._ensure_runtime()
+        self._check_open()
+        self._make_tmp_base(request.log_dir)
+        # dirs, log files and processes are made in the spawner thread
+        try:
+            fds, started = await self._spawner.run(
+                _prepare_and_spawn, request.log_dir, launches, spawn_cfg
+            )
+        except _SpawnFailed as exc:
+            raise SubmitError(
+                f"failed to start a replica of {request.app_id}: {exc}"
+            ) from exc.__cause__
+        except OSError as exc:
+            raise SubmitError(
+                f"cannot create the log dir of {request.app_id} under"
+                f" {request.log_dir!r}: {exc}"
+            ) from exc
+        if self._closed:
+            # closed while spawning: undo it all, the app never existed
+            await anyio.to_thread.run_sync(
+                _undo_spawn, request.log_dir, fds, started, spawn_cfg
+            )
+            self._check_open()
+        return self._supervise(request, dryrun_info, launches, fds, started, tg)
+
+    def _supervise(
+        self,
+        request: PopenRequest,
+        dryrun_info: AppDryRunInfo[Any],
+        launches: builtins.list[ReplicaLaunch],
+        fds: builtins.list[dict[str, tuple[int, int]]],
+        started: builtins.list[Started],
+        tg: TaskGroup,
+    ) -> LocalApp:
+        assert self._spawn_cfg is not None
+        replicas = [
+            Replica(launch, ReplicaLog(launch.log_dir, f))
+            for launch, f in zip(launches, fds, strict=True)
+        ]
+        roles = [
+            RoleInfo(
+                name=name,
+                num_replicas=int(
+                    spec.get("num_replicas", len(request.role_params[name]))
+                ),
+                max_retries=int(spec.get("max_retries", 0)),
+                retry_policy=RetryPolicy(spec.get("retry_policy", "APPLICATION")),
+                spec=spec,
+            )
+            for name, spec in _role_specs(request).items()
+        ]
+        app = LocalApp(
+            app_id=request.app_id,
+            name=request.app_name or request.app_id,
+            session=self.session_name,
+            app_dir=request.log_dir,
+            roles=roles,
+            replicas=replicas,
+            fail_fast=request.fail_fast,
+            cancel_grace=self.cancel_grace,
+            spawn=self._spawn_cfg,
+            tg=tg,
+            writer=self._writer,
+            state_dir=self.state_dir,
+            supervisor=supervisor_info(),
+        )
+        app.start(started)
+        self._apps[app.app_id] = app
+        self._app_defs[app.app_id] = dryrun_info._app
+        guardian = self._spawn_cfg.guardian
+        if guardian.has_pending:
+            tg.start_soon(guardian.flush)
+        return app
+
+    # -- observation ----------------------------------------------------------------------
+
+    async def _record_of(self, app_id: str) -> dict[str, Any] | None:
+        if app_id in self._evicted:
+            return None
+        pointer = await anyio.to_thread.run_sync(
+            records.find_pointer, self.state_dir, self.session_name, app_id
+        )
+        if pointer is None:
+            return None
+        record = await anyio.to_thread.run_sync(
+            remote.load_record, str(pointer["app_dir"])
+        )
+        if record is None or record.get("app_id") != app_id:
+            return None
+        return record
+
+    async def describe(self, app_id: str) -> DescribeAppResponse | None:
+        """Describe ``app_id``: state, restarts, per-replica statuses and roles.
+
+        Apps supervised by another process are read from their records.
+        """
+        self._check_open()
+        app = self._apps.get(app_id)
+        if app is not None:
+            return self._describe_local(app)
+        record = await self._record_of(app_id)
+        return remote.describe_record(record) if record is not None else None
+
+    def _describe_local(self, app: LocalApp) -> DescribeAppResponse:
+        roles: dict[str, list[ReplicaStatus]] = {}
+        for r in app.replicas:
+            roles.setdefault(r.launch.role, []).append(
+                ReplicaStatus(
+                    id=r.launch.replica_id,
+                    state=r.state,
+                    role=r.launch.role,
+                    hostname="localhost",
+                    structured_error_msg=r.structured_error,
+                    exit_code=r.exit_code,
+                    pid=r.pid,
+                    num_restarts=r.num_restarts,
+                )
+            )
+        app_def = self._app_defs.get(app.app_id)
+        return DescribeAppResponse(
+            app_id=app.app_id,
+            state=app.state,
+            num_restarts=app.num_restarts,
+            msg=app.msg,
+            structured_error_msg=app.structured_error(),
+            ui_url=f"file://{app.app_dir}",
+            roles_statuses=[RoleStatus(name, reps) for name, reps in roles.items()],
+            roles=builtins.list(app_def.roles) if app_def is not None else [],
+        )
+
+    async def list(self) -> builtins.list[ListAppResponse]:
+        """The apps of this session: those supervised here and those on record."""
+        self._check_open()
+        result = [
+            ListAppResponse(app_id=a.app_id, state=a.state, name=a.name)
+            for a in self._apps.values()
+        ]
+        known = set(self._apps) | self._evicted
+        found = await anyio.to_thread.run_sync(
+            _load_listed, self.state_dir, self.session_name, known
+        )
+        for app_id, record in found:
+            desc = remote.describe_record(record)
+            result.append(
+                ListAppResponse(
+                    app_id=app_id, state=desc.state, name=str(record.get("name", ""))
+                )
+            )
+        return result
+
+    async def wait(
+        self,
+        app_id: str,
+        timeout: float | None = None,  # noqa: ASYNC109 -- TorchX's signature
+    ) -> DescribeAppResponse | None:
+        """Wait until the app is terminal and return its description.
+
+        For an app supervised here, the record on disk (and the SUCCESS file)
+        reflects the returned state, even when the app was already terminal.
+        """
+        self._check_open()
+        app = self._apps.get(app_id)
+        if app is not None and app.done.is_set():
+            await app.settled()
+            return self._describe_local(app)
+        return await super().wait(app_id, timeout)
+
+    async def _wait(self, app_id: str) -> DescribeAppResponse | None:
+        app = self._apps.get(app_id)
+        if app is not None:
+            await app.done.wait()
+            await app.settled()
+            return self._describe_local(app)
+        delay = 0.05
+        while True:
+            desc = await self.describe(app_id)
+            if desc is None or desc.state in (
+                AppState.SUCCEEDED,
+                AppState.FAILED,
+                AppState.CANCELLED,
+            ):
+                return desc
+            await anyio.sleep(delay)
+            delay = min(delay * 1.5, 1.0)
+
+    # -- control -----------------------------------------------------------------------------
+
+    async def _cancel_existing(self, app_id: str) -> None:
+        app = self._apps.get(app_id)
+        if app is not None:
+            app.cancel()
+            return
+        record = await self._record_of(app_id)
+        if record is None:
+            return
+        app_dir = str(record["app_dir"])
+        updated = await anyio.to_thread.run_sync(remote.cancel_remote, app_dir)
+        if updated is not None and remote.supervisor_alive(updated):
+            tg, _ = await self._ensure_runtime()
+            done = anyio.Event()
+            self._remote_cancels.append(done)
+            tg.start_soon(self._escalate_remote, app_dir, done)
+
+    async def _escalate_remote(self, app_dir: str, done: anyio.Event) -> None:
+        try:
+            await remote.escalate_remote(app_dir, self.cancel_grace)
+        except Exception:
+            logger.exception("escalating the cancel of %s failed", app_dir)
+        finally:
+            done.set()
+
+    # -- logs ----------------------------------------------------------------------------------
+
+    async def _log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int,
+        since: datetime | None,
+        until: datetime | None,
+        should_tail: bool,
+        streams: Stream | None,
+    ) -> AsyncIterator[str]:
+        stream = (streams or Stream.COMBINED).value
+        app = self._apps.get(app_id)
+        follow: Follow | None = None
+        if app is not None:
+            replica = _find_replica(app, role_name, k)
+            replica_dir = replica.launch.log_dir
+            if should_tail:
+                follow = _local_follow(replica.log, stream)
+        else:
+            record = await self._record_of(app_id)
+            if record is None:
+                raise UnknownAppException(app_id)
+            replica_dir = _record_replica_dir(record, role_name, k)
+            if should_tail:
+                follow = _remote_follow(
+                    str(record["app_dir"]), os.path.join(replica_dir, f"{stream}.log")
+                )
+        path = os.path.join(replica_dir, f"{stream}.log")
+        lines = read_lines(
+            path,
+            index=index_path(replica_dir, stream),
+            since=since,
+            until=until,
+            follow=follow,
+        )
+        try:
+            async for line in lines:
+                yield line
+        except FileNotFoundError:
+            raise RuntimeError(
+                f"log file {path!r} of {app_id} does not exist (was it deleted?)"
+            ) from None
+        finally:
+            await lines.aclose()
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _not_found(cmd: str, path: str, cwd: str | None) -> str:
+    base = cwd or os.getcwd()
+    candidates = (
+        [os.path.join(base, cmd)]
+        if os.sep in cmd
+        else [os.path.join(base, entry or ".", cmd) for entry in path.split(os.pathsep)]
+    )
+    for candidate in candidates:
+        if os.path.isdir(candidate):
+            return f"{cmd!r} ({candidate}) is a directory, not an executable file"
+        if os.path.isfile(candidate):
+            return f"{cmd!r} ({candidate}) is not executable (chmod +x?)"
+    if os.sep in cmd:
+        return f"{cmd!r} does not exist (relative to {base!r})"
+    return f"{cmd!r} was not found on the replica PATH {path!r}"
+
+
+def _role_specs(request: PopenRequest) -> dict[str, dict[str, Any]]:
+    return {
+        name: request.roles.get(name, {"name": name, "num_replicas": len(params)})
+        for name, params in request.role_params.items()
+    }
+
+
+def _prepare_app_dir(
+    app_dir: str, replica_dirs: builtins.list[str]
+) -> builtins.list[dict[str, tuple[int, int]]]:
+    os.makedirs(os.path.dirname(app_dir), exist_ok=True)
+    os.mkdir(app_dir)  # FileExistsError: never mix two apps' logs
+    opened: builtins.list[dict[str, tuple[int, int]]] = []
+    try:
+        opened.extend(open_log_fds(d) for d in replica_dirs)
+    except OSError:
+        for fds in opened:
+            close_log_fds(fds)
+        shutil.rmtree(app_dir, ignore_errors=True)
+        raise
+    return opened
+
+
+class _SpawnFailed(Exception):
+    """A replica could not be started (what had started was killed)."""
+
+
+def _prepare_and_spawn(
+    app_dir: str,
+    launches: builtins.list[ReplicaLaunch],
+    cfg: SpawnConfig,
+) -> tuple[builtins.list[dict[str, tuple[int, int]]], builtins.list[Started]]:
+    """Create the app dir and log files, then spawn every replica (blocking).
+
+    Runs in the spawner thread. On a failure whatever started is killed and
+    reaped and the app dir removed; raises ``_SpawnFailed`` (spawn) or
+    OSError (dirs).
+    """
+    fds = _prepare_app_dir(app_dir, [launch.log_dir for launch in launches])
+    started: builtins.list[Started] = []
+    try:
+        # extend() keeps what started before a failure
+        started.extend(spawn_child(launch, cfg) for launch in launches)
+    except OSError as exc:
+        _undo_spawn(app_dir, fds, started, cfg)
+        raise _SpawnFailed(str(exc)) from exc
+    return fds, started
+
+
+def _undo_spawn(
+    app_dir: str,
+    fds: builtins.list[dict[str, tuple[int, int]]],
+    started: builtins.list[Started],
+    cfg: SpawnConfig,
+) -> None:
+    """Kill and reap what started, close every fd, remove the app dir (blocking)."""
+    for st in started:
+        st.child.signal(signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            st.child.popen.wait()
+        st.child.returncode = st.child.popen.returncode
+        cfg.guardian.remove(st.child.pid)
+        st.child.close()
+        for fd in (st.out_r, st.err_r):
+            os.close(fd)
+    for replica_fds in fds:
+        close_log_fds(replica_fds)
+    shutil.rmtree(app_dir, ignore_errors=True)
+
+
+def _load_listed(
+    state_dir: str, session: str, known: set[str]
+) -> builtins.list[tuple[str, dict[str, Any]]]:
+    """The records of the session's apps not in ``known``; prunes dead pointers."""
+    found = []
+    for pointer in records.list_pointers(state_dir, session, prune=True):
+        app_id = str(pointer.get("app_id"))
+        if app_id in known:
+            continue
+        record = remote.load_record(str(pointer["app_dir"]))
+        if record is not None:
+            found.append((app_id, record))
+    return found
+
+
+def _find_replica(app: LocalApp, role_name: str, k: int) -> Replica:
+    for r in app.replicas:
+        if r.launch.role == role_name and r.launch.replica_id == k:
+            return r
+    roles = sorted({r.launch.role for r in app.replicas})
+    raise ValueError(
+        f"app {app.app_id} has no replica {k} of role {role_name!r} (roles: {roles})"
+    )
+
+
+def _record_replica_dir(record: dict[str, Any], role_name: str, k: int) -> str:
+    for r in (record.get("roles") or {}).get(role_name, []):
+        if int(r.get("replica_id", -1)) == k:
+            return str(r["log_dir"])
+    raise ValueError(
+        f"app {record.get('app_id')} has no replica {k} of role {role_name!r}"
+    )
+
+
+def _local_follow(log: ReplicaLog, stream: str) -> Follow:
+    async def follow(pos: int) -> bool:
+        while True:
+            if log.sizes[stream] > pos:
+                return True
+            if log.final.is_set():
+                return False
+            await log.changed().wait()
+
+    return follow
+
+
+def _remote_follow(app_dir: str, path: str) -> Follow:
+    async def follow(pos: int) -> bool:
+        while True:
+            with contextlib.suppress(OSError):
+                if os.stat(path).st_size > pos:
+                    return True
+            record = await anyio.to_thread.run_sync(remote.load_record, app_dir)
+            if remote.record_done(record):
+                return False
+            await anyio.sleep(0.05)
+
+    return follow
+
+
+# -- factories ------------------------------------------------------------------------------
+
+_SCHEDULER_PARAMS = ("cancel_grace", "close_grace", "state_dir", "pdeathsig")
+
+
+def create_scheduler(
+    session_name: str,
+    cache_size: int = 100,
+    extra_paths: list[str] | None = None,
+    image_provider_class: type[ImageProvider] = CWDImageProvider,
+    **kwargs: Any,
+) -> LocalScheduler:
+    """Create a :class:`LocalScheduler`; unknown keyword arguments are ignored."""
+    params = {k: v for k, v in kwargs.items() if k in _SCHEDULER_PARAMS}
+    return LocalScheduler(
+        session_name,
+        image_provider_class=image_provider_class,
+        cache_size=cache_size,
+        extra_paths=extra_paths,
+        **params,
+    )
+
+
+def create_cwd_scheduler(
+    session_name: str,
+    cache_size: int = 100,
+    extra_paths: list[str] | None = None,
+    **kwargs: Any,
+) -> LocalScheduler:
+    """``local_cwd``: replicas run in the current directory."""
+    kwargs.pop("image_provider_class", None)
+    return create_scheduler(
+        session_name, cache_size, extra_paths, CWDImageProvider, **kwargs
+    )
+
+
+def create_dir_scheduler(
+    session_name: str,
+    cache_size: int = 100,
+    extra_paths: list[str] | None = None,
+    **kwargs: Any,
+) -> LocalScheduler:
+    """``local_dir``: replicas run in the directory named by the role's image."""
+    kwargs.pop("image_provider_class", None)
+    return create_scheduler(
+        session_name, cache_size, extra_paths, LocalDirectoryImageProvider, **kwargs
+    )
