@@ -24,7 +24,8 @@ from typing import Any
 import yaml
 
 from asyncsched.errors import InvalidRunConfigException, SpecError
-from asyncsched.schedulers.shared.identity import RANK0_ENV, identity_env
+from asyncsched.schedulers.shared.identity import RANK0_ENV
+from asyncsched.schedulers.shared.replicas import expand_role
 from asyncsched.specs import (
     AppDef,
     BindMount,
@@ -32,7 +33,6 @@ from asyncsched.specs import (
     DeviceMount,
     Role,
     VolumeMount,
-    macros,
 )
 
 __all__ = [
@@ -206,21 +206,15 @@ def render_job(
                 f"roles[{role_index}].image", "the docker scheduler needs an image name"
             )
         mounts, devices = _render_mounts(role, f"roles[{role_index}]")
-        for replica_id in range(role.num_replicas):
-            values = macros.Values(
-                img_root="",
-                app_id=app_id,
-                replica_id=str(replica_id),
-                rank0_env=RANK0_ENV,
-            )
-            replica = values.apply(role)
+        for spec in expand_role(app_id, role, role_index=role_index):
+            replica, replica_id = spec.role, spec.replica_id
             name = container_name(app_id, role.name, replica_id)
             env = {
                 **base_env,
                 **replica.env,
                 RANK0_ENV: rank0_name,
                 ENV_IMAGE: role.image,
-                **identity_env(app_id, role.name, replica_id, role.num_replicas),
+                **spec.identity,
             }
             labels = {
                 LABEL_APP_ID: app_id,
