@@ -31,6 +31,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from asyncsched.errors import (
+    InvalidArgumentError,
     SchedulerClosedError,
     SpecError,
     UnknownAppException,
@@ -140,7 +141,7 @@ class Runner:
         event_hook: EventHook | None = None,
     ) -> None:
         if max_concurrent_submits < 1 or max_concurrent_queries < 1:
-            raise ValueError("max_concurrent_submits/queries must be >= 1")
+            raise InvalidArgumentError("max_concurrent_submits/queries must be >= 1")
         self._name = name
         self._factories: dict[str, SchedulerFactory] = dict(
             get_scheduler_factories()
@@ -350,7 +351,7 @@ class Runner:
         """
         scheduler = dryrun_info._scheduler
         if scheduler is None:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "dryrun_info has no scheduler; create it with Runner.dryrun()"
             )
         with record_event(

@@ -33,7 +33,10 @@ import anyio
 
 from asyncsched.errors import (
     AsyncschedWarning,
+    InvalidArgumentError,
     SchedulerClosedError,
+    SpecError,
+    UnsupportedOperationError,
     WaitTimeoutError,
 )
 from asyncsched.schedulers.shared.lines import (
@@ -248,7 +251,11 @@ class Scheduler(abc.ABC, Generic[T]):
         if workspace is not None:
             app = copy.deepcopy(app)
             if not self.capabilities.workspaces:
-                raise ValueError(f"{type(self).__name__} does not support workspaces")
+                raise UnsupportedOperationError(
+                    f"{type(self).__name__} does not support workspaces; submit"
+                    " without one, or use a scheduler that builds images"
+                    " (e.g. local_docker)"
+                )
             await self.build_workspace_and_update_role(
                 app.roles[0], workspace, resolved
             )
@@ -284,15 +291,18 @@ class Scheduler(abc.ABC, Generic[T]):
         self, role: Role, workspace: str | Workspace, cfg: T
     ) -> None:
         """Hook of workspace-capable schedulers: build and point ``role`` at it."""
-        raise NotImplementedError(f"{type(self).__name__} does not support workspaces")
+        raise UnsupportedOperationError(
+            f"{type(self).__name__} does not support workspaces"
+        )
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         """Backend-specific checks run by the runner before dry-run (TorchX's)."""
-        for role in app.roles:
+        for index, role in enumerate(app.roles):
             if role.resource == NULL_RESOURCE:
-                raise ValueError(
+                raise SpecError(
+                    f"roles[{index}].resource",
                     f"No resource for role: {role.image}. Did you forget to attach "
-                    "resource to the role"
+                    "resource to the role",
                 )
 
     def _pre_build_validate(
@@ -384,14 +394,16 @@ class Scheduler(abc.ABC, Generic[T]):
         returns a fresh iterator.
 
         Raises:
-            NotImplementedError: the backend has no logs.
-            ValueError: an unsupported stream or an invalid ``regex``.
+            UnsupportedOperationError: the backend has no logs.
+            InvalidArgumentError: an unsupported stream, an invalid ``regex``,
+                or ``should_tail`` on a backend that cannot tail.
             UnknownAppException: (when iterated) the app is unknown.
+            UnknownReplicaError: (when iterated) no such role or replica.
         """
         self._check_open()
         caps = self.capabilities
         if not caps.logs:
-            raise NotImplementedError(
+            raise UnsupportedOperationError(
                 f"{type(self).__name__} does not support application log iteration"
             )
         stream = _parse_stream(streams, caps)
@@ -404,7 +416,7 @@ class Scheduler(abc.ABC, Generic[T]):
             )
             since = until = None
         if should_tail and not caps.log_tail:
-            raise ValueError(f"{type(self).__name__} cannot tail logs")
+            raise InvalidArgumentError(f"{type(self).__name__} cannot tail logs")
         since, until = _as_utc(since), _as_utc(until)
         lines = self._log_iter(app_id, role_name, k, since, until, should_tail, stream)
         return afilter_regex(pattern, lines) if pattern is not None else lines
@@ -423,7 +435,7 @@ class Scheduler(abc.ABC, Generic[T]):
 
         ``since``/``until`` arrive timezone-aware (naive ones made UTC).
         """
-        raise NotImplementedError(
+        raise UnsupportedOperationError(
             f"{type(self).__name__} does not support application log iteration"
         )
 
@@ -437,11 +449,11 @@ def _parse_stream(streams: Stream | str | None, caps: Capabilities) -> Stream | 
     try:
         stream = Stream(streams)
     except ValueError:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"unknown stream {streams!r}; use one of {sorted(s.value for s in Stream)}"
         ) from None
     if stream not in caps.log_streams:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"stream {stream.value!r} is not supported here; supported: "
             f"{sorted(s.value for s in caps.log_streams)}"
         )
@@ -461,4 +473,4 @@ def _compile_regex(regex: str | None) -> re.Pattern[str] | None:
     try:
         return re.compile(regex)
     except re.error as exc:
-        raise ValueError(f"invalid regex {regex!r}: {exc}") from None
+        raise InvalidArgumentError(f"invalid regex {regex!r}: {exc}") from None

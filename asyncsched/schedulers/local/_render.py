@@ -119,14 +119,18 @@ class LocalDirectoryImageProvider(ImageProvider):
         """Return ``image`` if it is an existing directory.
 
         Raises:
-            ValueError: ``image`` is relative or not an existing directory.
+            SpecError: (a ValueError) ``image`` is relative or not an existing
+                directory.
         """
         if not os.path.isabs(image):
-            raise ValueError(
-                f"local_dir image {image!r} must be an absolute path to a directory"
+            raise SpecError(
+                "image",
+                f"local_dir image {image!r} must be an absolute path to a directory",
             )
         if not os.path.isdir(image):
-            raise ValueError(f"local_dir image {image!r} is not an existing directory")
+            raise SpecError(
+                "image", f"local_dir image {image!r} is not an existing directory"
+            )
         return image
 
     def get_cwd(self, image: str) -> str | None:
@@ -221,7 +225,9 @@ def render_request(
     for idx, role in enumerate(app.roles):
         try:
             img_root = provider.fetch_role(role)
-        except ValueError as exc:
+        except SpecError as exc:
+            raise SpecError(f"roles[{idx}].image", exc.message) from None
+        except ValueError as exc:  # a user-written provider
             raise SpecError(f"roles[{idx}].image", str(exc)) from None
         path = role_PATH(
             role.env.get("PATH"),

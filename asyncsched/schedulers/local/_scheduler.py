@@ -29,10 +29,14 @@ import anyio
 from anyio.abc import TaskGroup
 
 from asyncsched.errors import (
+    AppCacheFullError,
+    InvalidArgumentError,
     InvalidRunConfigException,
+    SchedulerError,
     SpecError,
     SubmitError,
     UnknownAppException,
+    UnknownReplicaError,
 )
 from asyncsched.schedulers.api import (
     Capabilities,
@@ -180,7 +184,9 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
     ) -> None:
         super().__init__("local", session_name)
         if cache_size <= 0:
-            raise ValueError(f"cache_size must be greater than zero, got {cache_size}")
+            raise InvalidArgumentError(
+                f"cache_size must be greater than zero, got {cache_size}"
+            )
         self._image_provider_class = image_provider_class
         self._cache_size = cache_size
         self._extra_paths = list(extra_paths or [])
@@ -404,7 +410,7 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
             # a terminal app may go (``wait()`` returns on it), finished ones first
             done = [a for a in self._apps.values() if a.done.is_set()]
             if not done:
-                raise IndexError(
+                raise AppCacheFullError(
                     f"App cache size ({self._cache_size}) exceeded and no app has"
                     " finished. Increase cache_size or wait for an app to finish."
                 )
@@ -771,7 +777,7 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
             async for line in lines:
                 yield line
         except FileNotFoundError:
-            raise RuntimeError(
+            raise SchedulerError(
                 f"log file {path!r} of {app_id} does not exist (was it deleted?)"
             ) from None
         finally:
@@ -888,18 +894,15 @@ def _find_replica(app: LocalApp, role_name: str, k: int) -> Replica:
         if r.launch.role == role_name and r.launch.replica_id == k:
             return r
     roles = sorted({r.launch.role for r in app.replicas})
-    raise ValueError(
-        f"app {app.app_id} has no replica {k} of role {role_name!r} (roles: {roles})"
-    )
+    raise UnknownReplicaError(app.app_id, role_name, k, roles)
 
 
 def _record_replica_dir(record: dict[str, Any], role_name: str, k: int) -> str:
     for r in (record.get("roles") or {}).get(role_name, []):
         if int(r.get("replica_id", -1)) == k:
             return str(r["log_dir"])
-    raise ValueError(
-        f"app {record.get('app_id')} has no replica {k} of role {role_name!r}"
-    )
+    roles = list(record.get("roles") or {})
+    raise UnknownReplicaError(str(record.get("app_id")), role_name, k, roles)
 
 
 def _local_follow(log: ReplicaLog, stream: str) -> Follow:
