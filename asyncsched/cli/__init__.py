@@ -149,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"asyncsched {args.verb}: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # one line per error; --debug for the traceback
+    except Exception as exc:  # noqa: BLE001 -- one line per error; --debug for more
         return _report(args.verb, _unwrap(exc), debug=args.debug)
     except BaseExceptionGroup as group:  # KeyboardInterrupt inside a task group
         if group.subgroup(KeyboardInterrupt) is not None:
