@@ -149,6 +149,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"asyncsched {args.verb}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (e.g. `| head`): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except Exception as exc:  # noqa: BLE001 -- one line per error; --debug for more
         return _report(args.verb, _unwrap(exc), debug=args.debug)
     except BaseExceptionGroup as group:  # KeyboardInterrupt inside a task group
@@ -156,7 +161,3 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"asyncsched {args.verb}: interrupted", file=sys.stderr)
             return 130
         raise
-        # the reader went away (e.g. `| head`): stop quietly
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0

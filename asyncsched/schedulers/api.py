@@ -242,41 +242,56 @@ class Scheduler(abc.ABC, Generic[T]):
     ) -> str:
         """Validate, dry-run and schedule ``app``; return its app id.
 
-        The caller's AppDef is never mutated. Nothing is launched when the app
-        or the config is invalid.
+        The one submit pipeline (``Runner.run`` uses it too):
+        :meth:`submit_dryrun`, then :meth:`schedule`. The caller's AppDef is
+        never mutated. Nothing is launched when the app, the config or the
+        workspace is invalid.
+        """
+        return await self.schedule(await self.submit_dryrun(app, cfg, workspace))
+
+    async def submit_dryrun(
+        self,
+        app: AppDef,
+        cfg: Mapping[str, CfgVal] | None = None,
+        workspace: str | Workspace | None = None,
+    ) -> AppDryRunInfo[Any]:
+        """Return the request that ``schedule`` would launch, without launching it.
+
+        Steps, each once: resolve ``cfg`` (defaults, types, unknown keys);
+        validate ``app`` (generic rules, then the backend's ``_validate``);
+        with a ``workspace``, build it into the first role (schedulers that
+        cannot are an error, never silently ignored); render the backend
+        request; apply each role's ``pre_proc``. ``info.app`` is the
+        scheduler's copy of ``app``, ``info.cfg`` the resolved config.
+
+        Raises:
+            SpecError: the app is invalid.
+            InvalidRunConfigException: ``cfg`` does not fit the scheduler.
+            UnsupportedOperationError: a workspace on a scheduler without
+                workspace support.
         """
         self._check_open()
         resolved = self.resolve_cfg(cfg)
         validate_app(app)
-        if workspace is not None:
-            app = copy.deepcopy(app)
+        app = copy.deepcopy(app)
+        plain_cfg = cast(Mapping[str, CfgVal], resolved)
+        if workspace:
             if not self.capabilities.workspaces:
                 raise UnsupportedOperationError(
                     f"{type(self).__name__} does not support workspaces; submit"
                     " without one, or use a scheduler that builds images"
                     " (e.g. local_docker)"
                 )
+            self._pre_build_validate(app, self.backend, plain_cfg)
             await self.build_workspace_and_update_role(
                 app.roles[0], workspace, resolved
             )
-        return await self.schedule(await self._dryrun(app, resolved))
-
-    async def submit_dryrun(
-        self, app: AppDef, cfg: Mapping[str, CfgVal] | None = None
-    ) -> AppDryRunInfo[Any]:
-        """Return the request that ``schedule`` would launch, without launching it."""
-        self._check_open()
-        resolved = self.resolve_cfg(cfg)
-        validate_app(app)
-        return await self._dryrun(app, resolved)
-
-    async def _dryrun(self, app: AppDef, resolved: T) -> AppDryRunInfo[Any]:
-        # ``app`` is validated and ``resolved`` resolved by the caller
+        self._validate(app, self.backend, plain_cfg)
         info: AppDryRunInfo[Any] = await self._submit_dryrun(app, resolved)
         for role in app.roles:
             info = role.pre_proc(self.backend, info)
-        info._app = app
-        info._cfg = cast(Mapping[str, CfgVal], resolved)
+        info.app = app
+        info.cfg = plain_cfg
         return info
 
     @abc.abstractmethod

@@ -593,7 +593,7 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
         )
         app.start(started)
         self._apps[app.app_id] = app
-        self._app_defs[app.app_id] = dryrun_info._app
+        self._app_defs[app.app_id] = dryrun_info.app
         guardian = self._spawn_cfg.guardian
         if guardian.has_pending:
             tg.start_soon(guardian.flush)
