@@ -99,6 +99,7 @@ __all__ = [
     "ParsedAppHandle",
     "ReplicaState",
     "ReplicaStatus",
+    "Resource",
     "RetryPolicy",
     "Role",
     "RoleStatus",

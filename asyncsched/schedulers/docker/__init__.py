@@ -7,3 +7,5 @@ tar building) import no Docker client; the I/O modules (``_client``,
 """
 
 from __future__ import annotations
+
+__all__: list[str] = []

@@ -11,3 +11,5 @@ processes), ``_state`` (replica/app state rules and retries) and
 """
 
 from __future__ import annotations
+
+__all__: list[str] = []

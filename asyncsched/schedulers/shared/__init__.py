@@ -6,3 +6,5 @@ replica identity environment variables), ``ids`` (unique app ids),
 """
 
 from __future__ import annotations
+
+__all__: list[str] = []
