@@ -216,7 +216,9 @@ async def test_default_wait_polls_until_terminal_or_unknown() -> None:
     app_id = await sched.submit(_app(), {"foo": "x"})
 
     async def finish_later() -> None:
-        await anyio.sleep(0.2)
+        with anyio.fail_after(10):
+            while sched.describes < 2:  # wait() has polled at least twice
+                await anyio.sleep(0.01)
         sched.states[app_id] = AppState.SUCCEEDED
 
     async with anyio.create_task_group() as tg:

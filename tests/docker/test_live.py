@@ -22,6 +22,23 @@ from .helpers import DropProxy, counting_client, lines, sh_app
 pytestmark = pytest.mark.docker
 
 
+async def _container_exited(host: str, app_id: str, timeout: float = 30) -> None:
+    """Poll the engine itself (not the scheduler) until the app's container exits."""
+    label = f"asyncsched.io/app-id={app_id}"
+    client = aiodocker.Docker(url=host)
+    try:
+        with anyio.fail_after(timeout):
+            while True:
+                found = await client.containers.list(
+                    all=True, filters={"label": [label]}
+                )
+                if found and all(c["State"] == "exited" for c in found):
+                    return
+                await anyio.sleep(0.05)
+    finally:
+        await client.close()
+
+
 async def test_echo_succeeds_and_is_listed(sched: DockerScheduler) -> None:
     app_id = await sched.submit(sh_app("echo foo"), {})
     desc = await sched.wait(app_id, timeout=30)
@@ -209,7 +226,7 @@ async def test_resync_after_the_events_stream_drops(
             app_id = await sched.submit(sh_app("sleep 1"), {})
             proxy.refusing = True
             await proxy.drop()  # the stream is gone; the app finishes meanwhile
-            await anyio.sleep(2)
+            await _container_exited(docker_ready.host, app_id)
             proxy.refusing = False
             desc = await sched.wait(app_id, timeout=30)  # direct calls meanwhile
             assert desc is not None

@@ -389,16 +389,22 @@ async def test_fail_fast_terminates_the_others(
 
 
 async def test_without_fail_fast_the_others_finish(
-    sched: LocalScheduler, log_dir: Path
+    sched: LocalScheduler, log_dir: Path, tmp_path: Path
 ) -> None:
-    app = app_of(
-        sh_role("exit 2", name="bad"), sh_role("sleep 0.3; echo done", name="slow")
-    )
+    go = tmp_path / "go"
+    slow = f"while [ ! -e {go} ]; do sleep 0.01; done; echo done"
+    app = app_of(sh_role("exit 2", name="bad"), sh_role(slow, name="slow"))
     app_id = await sched.submit(app, {"log_dir": str(log_dir), "fail_fast": False})
-    await anyio.sleep(0.15)
-    desc = await sched.describe(app_id)
-    assert desc is not None
+    with anyio.fail_after(10):
+        while True:  # poll until the bad replica has failed
+            desc = await sched.describe(app_id)
+            assert desc is not None
+            states = {rs.role: rs.replicas[0].state for rs in desc.roles_statuses}
+            if states["bad"] == AppState.FAILED:
+                break
+            await anyio.sleep(0.01)
     assert desc.state == AppState.RUNNING
+    go.touch()
     desc = await sched.wait(app_id, timeout=10)
     assert desc is not None
     assert desc.state == AppState.FAILED

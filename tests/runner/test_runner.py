@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
+from anyio import wait_all_tasks_blocked
 
 from asyncsched.errors import (
     InvalidRunConfigException,
@@ -480,7 +481,7 @@ async def test_wait_all_says_so_when_the_runner_closes_mid_wait(runner: Runner) 
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(waiter)
-        await anyio.sleep(0.1)
+        await wait_all_tasks_blocked()  # the waiter is inside wait_all
         await runner.aclose()
     assert len(outcome) == 1
     assert isinstance(outcome[0], SchedulerClosedError)

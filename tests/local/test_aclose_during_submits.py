@@ -1,0 +1,81 @@
+"""aclose() while submits are in flight: every returned id is supervised, nothing leaks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from asyncsched.errors import SchedulerClosedError
+from asyncsched.schedulers.local_scheduler import LocalScheduler
+
+from ._helpers import IGNORES_TERM, exists, nfds, record
+from .conftest import app_of, sh_role
+
+
+# 3. aclose while submits are in flight
+@pytest.mark.parametrize("delay", [0.0, 0.003, 0.01, 0.03])
+async def test_aclose_during_concurrent_submits(log_dir: Path, delay: float) -> None:
+    cfg = {"log_dir": str(log_dir)}
+    fds = nfds()
+    s = LocalScheduler("s", close_grace=0.5)
+    ok: list[tuple[str, bool]] = []
+    errors: list[BaseException] = []
+
+    async def submit(i: int) -> None:
+        try:
+            ok.append((await s.submit(app_of(sh_role(IGNORES_TERM)), cfg), s.closed))
+        except Exception as exc:  # noqa: BLE001 -- any other error is the bug
+            errors.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(12):
+            tg.start_soon(submit, i)
+        await anyio.sleep(delay)
+        await s.aclose()
+    assert all(isinstance(e, SchedulerClosedError) for e in errors), errors
+    assert len(ok) + len(errors) == 12
+    app_dir = log_dir / "s"
+    dirs = sorted(os.listdir(app_dir)) if app_dir.exists() else []
+    assert dirs == sorted(app_id for app_id, _ in ok)  # no dir without its app
+    for app_id in dirs:
+        rec = record(app_dir / app_id)
+        assert rec["finished"], rec
+        assert rec["state"] == "CANCELLED", rec
+        for r in rec["roles"]["worker"]:
+            assert not exists(r["pid"])
+            # the replica ignores SIGTERM: it was killed after close_grace
+            assert r["exit_code"] == -9
+    assert nfds() == fds
+
+
+async def test_aclose_while_spawning_undoes_the_submit(
+    log_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fds = nfds()
+    s = LocalScheduler("s", close_grace=0.5)
+    spawned: list[int] = []
+
+    async with anyio.create_task_group() as tg:
+        orig_run = s._spawner.run
+
+        async def run(*args: Any) -> Any:
+            result = await orig_run(*args)
+            spawned.extend(st.child.pid for st in result[1])
+            tg.start_soon(s.aclose)  # closes while this submit is in flight
+            await anyio.sleep(0.05)
+            assert s.closed
+            return result
+
+        monkeypatch.setattr(s._spawner, "run", run)
+        with pytest.raises(SchedulerClosedError):
+            await s.submit(
+                app_of(sh_role("sleep 30", replicas=2)), {"log_dir": str(log_dir)}
+            )
+    assert len(spawned) == 2
+    assert not any(exists(pid) for pid in spawned)  # killed and reaped
+    assert os.listdir(log_dir / "s") == []
+    assert nfds() == fds

@@ -1,0 +1,39 @@
+"""A rejected submit says why and leaves no directory behind."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from asyncsched.errors import SpecError
+from asyncsched.schedulers.local_scheduler import LocalScheduler
+from asyncsched.specs import Role
+
+from .conftest import PY, app_of
+
+
+# minor: error message, temp base dir, eviction order
+async def test_directory_entrypoint_says_so(
+    sched: LocalScheduler, log_dir: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(SpecError, match="is a directory"):
+        await sched.submit(
+            app_of(Role("r", "/", entrypoint=str(tmp_path))), {"log_dir": str(log_dir)}
+        )
+
+
+async def test_rejected_submit_leaves_no_temp_dir() -> None:
+    async with LocalScheduler("s") as s:
+        with pytest.raises(SpecError):
+            await s.submit(app_of(Role("r", "/", entrypoint="no-such-binary-xyz")), {})
+        assert s._tmp_log_dirs
+        assert not os.path.exists(s._tmp_log_dirs[0])
+        assert s._created_tmp_log_dir is False
+        app_id = await s.submit(app_of(Role("r", "/", entrypoint=PY, args=["-V"])), {})
+        await s.wait(app_id, timeout=10)
+        tmp_base = s._tmp_log_dirs[0]
+        assert os.path.isdir(os.path.join(tmp_base, "s", app_id))
+        assert os.stat(tmp_base).st_mode & 0o777 == 0o700
+    assert not os.path.exists(tmp_base)
