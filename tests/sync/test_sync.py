@@ -22,10 +22,10 @@ from asyncsched.errors import (
     WaitTimeoutError,
 )
 from asyncsched.runner import Runner
-from asyncsched.schedulers.api import Scheduler
+from asyncsched.schedulers.api import DescribeAppResponse, Scheduler
 from asyncsched.specs import AppState
 from asyncsched.sync import SyncRunner, SyncScheduler, get_runner, get_scheduler
-from asyncsched.testing import create_scheduler
+from asyncsched.testing import InMemoryScheduler, create_scheduler
 from tests.runner.helpers import CountingFactory, sh_app
 
 
@@ -151,12 +151,31 @@ def test_one_facade_shared_by_many_threads(runner: SyncRunner) -> None:
     assert results.count(AppState.FAILED) == 20
 
 
+class _WaitSignalling:
+    """A factory of in-memory schedulers that set ``waiting`` once a wait blocks."""
+
+    def __init__(self) -> None:
+        self.waiting = threading.Event()
+
+    def __call__(self, session_name: str, **kwargs: Any) -> Scheduler[Any]:
+        sched = InMemoryScheduler(session_name)
+        real_wait = sched._wait
+
+        async def wait(app_id: str) -> DescribeAppResponse | None:
+            self.waiting.set()
+            return await real_wait(app_id)
+
+        sched._wait = wait  # type: ignore[method-assign]
+        return sched
+
+
 def test_close_cancels_calls_blocked_in_other_threads() -> None:
-    runner = SyncRunner("s", {"inmemory": create_scheduler})
+    factory = _WaitSignalling()
+    runner = SyncRunner("s", {"inmemory": factory})
     handle = runner.run(sh_app("sleep 60"), "inmemory")
     with ThreadPoolExecutor(1) as pool:
         blocked = pool.submit(runner.wait, handle)
-        time.sleep(0.2)
+        assert factory.waiting.wait(timeout=10)
         started = time.monotonic()
         runner.close()
         assert time.monotonic() - started < 5
