@@ -85,22 +85,26 @@ async def test_failed_replica_reports_exit_code(
 async def test_given_log_dir_survives_close(log_dir: Path) -> None:
     async with LocalScheduler("s") as s:
         app_id, _ = await run(s, app_of(sh_role("echo hi")), {"log_dir": str(log_dir)})
-        assert s._created_tmp_log_dir is False
     assert (
         log_dir / "s" / app_id / "worker" / "0" / "stdout.log"
     ).read_text() == "hi\n"
 
 
-async def test_temp_log_dir_removed_on_close_but_user_dir_kept(log_dir: Path) -> None:
-    async with LocalScheduler("s") as s:
-        tmp_id, _ = await run(s, app_of(sh_role("echo hi")), {})
-        user_id, _ = await run(s, app_of(sh_role("echo hi")), {"log_dir": str(log_dir)})
-        assert s._created_tmp_log_dir is True
-        tmp_base = s._tmp_log_dirs[0]
-        assert os.path.isdir(os.path.join(tmp_base, "s", tmp_id))
-        assert await lines(s, tmp_id) == ["hi\n"]  # L15
-    assert not os.path.exists(tmp_base)
-    assert (log_dir / "s" / user_id / "SUCCESS").exists()
+async def test_default_logs_live_in_the_state_dir_and_outlive_the_scheduler(
+    log_dir: Path, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    async with LocalScheduler("s", state_dir=str(state)) as s:
+        app_id, _ = await run(s, app_of(sh_role("echo hi")), {})
+        assert await lines(s, app_id) == ["hi\n"]  # L15
+    app_dir = state / "logs" / "s" / app_id
+    assert (app_dir / "worker" / "0" / "stdout.log").read_text() == "hi\n"
+    assert (app_dir / "SUCCESS").exists()
+    async with LocalScheduler("s", state_dir=str(state)) as later:
+        desc = await later.describe(app_id)
+        assert desc is not None
+        assert desc.state == AppState.SUCCEEDED
+        assert await lines(later, app_id) == ["hi\n"]
 
 
 # L8 / L9

@@ -24,16 +24,12 @@ async def test_directory_entrypoint_says_so(
         )
 
 
-async def test_rejected_submit_leaves_no_temp_dir() -> None:
-    async with LocalScheduler("s") as s:
+async def test_rejected_submit_leaves_no_app_dir(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    async with LocalScheduler("s", state_dir=str(state)) as s:
         with pytest.raises(SpecError):
             await s.submit(app_of(Role("r", "/", entrypoint="no-such-binary-xyz")), {})
-        assert s._tmp_log_dirs
-        assert not os.path.exists(s._tmp_log_dirs[0])
-        assert s._created_tmp_log_dir is False
+        assert not (state / "logs").exists()
         app_id = await s.submit(app_of(Role("r", "/", entrypoint=PY, args=["-V"])), {})
         await s.wait(app_id, timeout=10)
-        tmp_base = s._tmp_log_dirs[0]
-        assert os.path.isdir(os.path.join(tmp_base, "s", app_id))
-        assert os.stat(tmp_base).st_mode & 0o777 == 0o700
-    assert not os.path.exists(tmp_base)
+        assert os.listdir(state / "logs" / "s") == [app_id]

@@ -17,10 +17,8 @@ import builtins
 import contextlib
 import logging
 import os
-import secrets
 import shutil
 import signal
-import tempfile
 from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
 from typing import Any, final
@@ -77,6 +75,11 @@ from asyncsched.schedulers.local._render import (
     gpus_requested,
     render_request,
 )
+from asyncsched.schedulers.local._retention import (
+    Retention,
+    managed_logs_dir,
+    prune as prune_apps,
+)
 from asyncsched.schedulers.local._supervisor import (
     LocalApp,
     RecordWriter,
@@ -119,6 +122,8 @@ logger = logging.getLogger(__name__)
 #: submits that may run their synchronous part (checks, spawning) at once
 _SUBMIT_CONCURRENCY = 8
 
+DEFAULT_RETENTION = Retention()
+
 
 # -- the scheduler -------------------------------------------------------------------
 
@@ -139,14 +144,19 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
         close_grace: The same, when the scheduler closes.
         state_dir: Where apps are indexed for other processes (default
             ``$ASYNCSCHED_STATE_DIR``, ``$XDG_STATE_HOME/asyncsched`` or
-            ``~/.local/state/asyncsched``).
+            ``~/.local/state/asyncsched``); apps without a ``log_dir`` keep
+            their logs and records in its ``logs`` folder until pruned.
+        retention: Which finished apps of the state dir are kept (default:
+            the newest 100, at most 14 days old); applied once, off the event
+            loop, before the scheduler starts its first app. ``None``: never
+            prune automatically (``asyncsched prune`` still can).
         pdeathsig: How replicas get the Linux parent-death signal: ``"off"``
             (default: the guardian process alone protects, see
             ``docs/backends/local.md``), ``"auto"`` (``setpriv`` if present,
             else a ``preexec_fn``), ``"setpriv"`` or ``"preexec"``.
 
     Raises:
-        ValueError: ``cache_size`` is not positive.
+        InvalidArgumentError: ``cache_size`` is not positive.
 
     Example:
         >>> async def main() -> None:
@@ -181,6 +191,7 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
         close_grace: float = 1.0,
         state_dir: str | None = None,
         pdeathsig: PdeathsigMode = "off",
+        retention: Retention | None = DEFAULT_RETENTION,
     ) -> None:
         super().__init__("local", session_name)
         if cache_size <= 0:
@@ -197,9 +208,7 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
         self._apps: dict[str, LocalApp] = {}
         self._app_defs: dict[str, AppDef | None] = {}
         self._evicted: set[str] = set()
-        # the temporary base log dir is named at dry-run, made at first launch
-        self._tmp_log_dirs: list[str] = []
-        self._tmp_made: set[str] = set()
+        self._retention = retention
         self._host = TaskHost(f"LocalScheduler({session_name!r})")
         self._tg: TaskGroup | None = None
         self._spawn_cfg: SpawnConfig | None = None
@@ -219,11 +228,6 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
         self._draining: builtins.list[LocalApp] = []
         self._executables: dict[tuple[str, str, str | None], str] = {}
         self._gpu_count: int | None = None
-
-    @property
-    def _created_tmp_log_dir(self) -> bool:
-        """True when this scheduler created a temporary base log dir."""
-        return bool(self._tmp_made)
 
     def _run_opts(self) -> runopts:
         opts = runopts()
@@ -284,7 +288,23 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
                 self._spawn_cfg = SpawnConfig(
                     setpriv, use_preexec, devnull, guardian, self._spawner
                 )
+                if self._retention is not None:
+                    await self._prune(self._retention)
         return self._tg, self._spawn_cfg
+
+    async def _prune(self, retention: Retention) -> None:
+        """Apply the retention policy once; a failure is logged, never raised."""
+        try:
+            report = await anyio.to_thread.run_sync(
+                prune_apps, self.state_dir, retention
+            )
+        except OSError as exc:
+            logger.warning("could not prune %s: %s", self.state_dir, exc)
+            return
+        if report.removed:
+            logger.info("pruned %d finished apps", len(report.removed))
+        for path in report.unreadable:
+            logger.warning("skipped an unreadable app record: %s", path)
 
     async def _aclose(self) -> None:
         # ``closed`` is set: no new submit passes its open check. Let those in
@@ -318,42 +338,6 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
         if self._spawn_cfg is not None:
             await self._spawn_cfg.guardian.aclose()
             os.close(self._spawn_cfg.devnull)
-        if self._tmp_log_dirs:
-            in_tmp = [
-                a.app_id
-                for a in apps
-                if any(a.app_dir.startswith(d + os.sep) for d in self._tmp_log_dirs)
-            ]
-            await anyio.to_thread.run_sync(self._remove_tmp, in_tmp)
-
-    def _remove_tmp(self, app_ids: builtins.list[str]) -> None:
-        for app_id in app_ids:
-            records.remove_pointer(self.state_dir, self.session_name, app_id)
-        for d in self._tmp_log_dirs:
-            if d in self._tmp_made:  # never someone else's dir of that name
-                shutil.rmtree(d, ignore_errors=True)
-
-    def _make_tmp_base(self, app_dir: str) -> None:
-        """Create the temporary base log dir of ``app_dir`` if not done yet.
-
-        Raises:
-            SubmitError: the dir cannot be created (or exists, not made here).
-        """
-        for d in self._tmp_log_dirs:
-            if d in self._tmp_made or not app_dir.startswith(d + os.sep):
-                continue
-            try:
-                os.mkdir(d, 0o700)
-            except OSError as exc:
-                raise SubmitError(
-                    f"cannot create the temporary log dir {d!r}: {exc}"
-                ) from exc
-            self._tmp_made.add(d)
-            logger.info(
-                "logging to the temporary dir %s (removed when the scheduler closes;"
-                " set log_dir to keep the logs)",
-                d,
-            )
 
     # -- dry-run ---------------------------------------------------------------------------
 
@@ -372,11 +356,7 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
                     dict(cfg),
                 )
             return path
-        if not self._tmp_log_dirs:
-            # only named here: a submit rejected before launch leaves nothing
-            name = f"asyncsched_{secrets.token_hex(6)}"
-            self._tmp_log_dirs.append(os.path.join(tempfile.gettempdir(), name))
-        return self._tmp_log_dirs[0]
+        return managed_logs_dir(self.state_dir)
 
     async def _host_gpus(self) -> int:
         """This host's GPU count: probed once per scheduler, then cached."""
@@ -527,7 +507,6 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
     ) -> LocalApp:
         tg, spawn_cfg = await self._ensure_runtime()
         self._check_open()
-        self._make_tmp_base(request.log_dir)
         # dirs, log files and processes are made in the spawner thread
         try:
             fds, started = await self._spawner.run(
@@ -886,6 +865,8 @@ def _load_listed(
         record = remote.load_record(str(pointer["app_dir"]))
         if record is not None:
             found.append((app_id, record))
+        else:  # being written for the first time, or damaged: never fatal
+            logger.warning("skipping app %s: its record cannot be read", app_id)
     return found
 
 

@@ -1,0 +1,168 @@
+"""Retention of finished local apps: records and logs stay until pruned.
+
+Without a ``log_dir`` run option, local apps write their logs and records under
+``<state_dir>/logs`` (see :func:`managed_logs_dir`), so a finished app stays
+inspectable (``status``, ``describe``, ``log``, ``list``) from any process
+after the one that ran it exits. :func:`prune` forgets finished apps beyond a
+:class:`Retention` policy (count and age). It is safe beside concurrent
+writers and other prunes: it only touches apps whose record says they are
+finished, removes the pointer before the files, and treats a file that is
+already gone as removed. A record that cannot be read is reported, never
+removed and never fatal.
+
+Example:
+    >>> Retention().max_apps, Retention().max_age_days
+    (100, 14.0)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from asyncsched.errors import InvalidArgumentError
+from asyncsched.schedulers.local._records import RECORD_NAME, read_json
+
+__all__ = [
+    "PruneReport",
+    "Retention",
+    "managed_logs_dir",
+    "prune",
+]
+
+_DAY = 86400.0
+
+
+@dataclass(frozen=True)
+class Retention:
+    """Which finished local apps are kept: the newest ``max_apps`` that are at
+    most ``max_age_days`` old. ``None`` disables a bound.
+
+    Raises:
+        InvalidArgumentError: a negative bound.
+    """
+
+    max_apps: int | None = 100
+    max_age_days: float | None = 14.0
+
+    def __post_init__(self) -> None:
+        if self.max_apps is not None and self.max_apps < 0:
+            raise InvalidArgumentError(f"max_apps must be >= 0, got {self.max_apps}")
+        if self.max_age_days is not None and self.max_age_days < 0:
+            raise InvalidArgumentError(
+                f"max_age_days must be >= 0, got {self.max_age_days}"
+            )
+
+
+@dataclass
+class PruneReport:
+    """What :func:`prune` did (or, with ``dry_run``, would do)."""
+
+    removed: list[str] = field(default_factory=list)
+    kept: int = 0
+    running: int = 0
+    unreadable: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data (the CLI's ``--json``)."""
+        return {
+            "removed": self.removed,
+            "kept": self.kept,
+            "running": self.running,
+            "unreadable": self.unreadable,
+        }
+
+
+def managed_logs_dir(state_dir: str) -> str:
+    """Where local apps without a ``log_dir`` keep their logs and records."""
+    return os.path.join(os.path.abspath(state_dir), "logs")
+
+
+@dataclass
+class _Entry:
+    pointer: str
+    app_id: str
+    app_dir: str
+    finished_at: float
+
+
+def prune(
+    state_dir: str,
+    retention: Retention,
+    *,
+    now: float | None = None,
+    dry_run: bool = False,
+) -> PruneReport:
+    """Forget the finished apps of every session beyond ``retention`` (blocking).
+
+    A pruned app loses its pointer (no process finds it any more); its app
+    dir (logs and record) is deleted too when it lies in
+    :func:`managed_logs_dir` -- a ``log_dir`` the user chose is never deleted.
+    A pointer whose app dir is gone is removed as dangling.
+    """
+    now = time.time() if now is None else now
+    report = PruneReport()
+    finished: list[_Entry] = []
+    root = os.path.join(state_dir, "local")
+    for session in _listdir(root):
+        for name in _listdir(os.path.join(root, session)):
+            if not name.endswith(".json") or name.startswith("."):
+                continue
+            path = os.path.join(root, session, name)
+            entry = _entry(path, report)
+            if entry is not None:
+                finished.append(entry)
+    finished.sort(key=lambda e: e.finished_at, reverse=True)
+    managed = managed_logs_dir(state_dir) + os.sep
+    for rank, entry in enumerate(finished):
+        too_many = retention.max_apps is not None and rank >= retention.max_apps
+        too_old = (
+            retention.max_age_days is not None
+            and now - entry.finished_at > retention.max_age_days * _DAY
+        )
+        if not (too_many or too_old):
+            report.kept += 1
+            continue
+        report.removed.append(entry.app_id)
+        if dry_run:
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(entry.pointer)
+        if os.path.abspath(entry.app_dir).startswith(managed):
+            shutil.rmtree(entry.app_dir, ignore_errors=True)
+    return report
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def _entry(path: str, report: PruneReport) -> _Entry | None:
+    """The pointer at ``path`` as a finished app; None (and noted) otherwise."""
+    pointer = read_json(path)
+    if pointer is None or not isinstance(pointer.get("app_dir"), str):
+        if os.path.exists(path):  # not removed by a concurrent prune meanwhile
+            report.unreadable.append(path)
+        return None
+    app_dir: str = pointer["app_dir"]
+    app_id = str(pointer.get("app_id") or os.path.basename(path)[: -len(".json")])
+    record_file = os.path.join(app_dir, RECORD_NAME)
+    record = read_json(record_file)
+    if record is None:
+        if not os.path.exists(app_dir):  # the logs were deleted: dangling
+            return _Entry(path, app_id, app_dir, finished_at=0.0)
+        report.unreadable.append(record_file)
+        return None
+    if not record.get("finished"):
+        report.running += 1
+        return None
+    last = record.get("last_updated")
+    finished_at = float(last) if isinstance(last, int | float) else 0.0
+    return _Entry(path, app_id, app_dir, finished_at)

@@ -1,0 +1,130 @@
+"""Finished local apps stay on record until pruned by count or age; prune is safe."""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from asyncsched.errors import InvalidArgumentError
+from asyncsched.schedulers.local._retention import Retention, prune
+from asyncsched.schedulers.local_scheduler import LocalScheduler
+
+from .conftest import app_of, sh_role
+
+DAY = 86400.0
+
+
+async def _finished_apps(
+    state: Path, n: int, cfg: dict[str, str] | None = None
+) -> list[str]:
+    ids = []
+    async with LocalScheduler("s", state_dir=str(state), retention=None) as s:
+        for _ in range(n):
+            app_id = await s.submit(app_of(sh_role("echo hi")), cfg or {})
+            await s.wait(app_id, timeout=30)
+            ids.append(app_id)
+    return ids
+
+
+def _pointers(state: Path) -> set[str]:
+    return {p.stem for p in (state / "local" / "s").glob("*.json")}
+
+
+async def test_prune_keeps_the_newest_finished_apps(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    ids = await _finished_apps(state, 4)
+    report = prune(str(state), Retention(max_apps=2, max_age_days=None))
+    assert sorted(report.removed) == sorted(ids[:2])
+    assert report.kept == 2
+    assert _pointers(state) == set(ids[2:])
+    assert sorted(os.listdir(state / "logs" / "s")) == sorted(ids[2:])
+
+
+async def test_prune_by_age_and_dry_run_changes_nothing(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    ids = await _finished_apps(state, 2)
+    later = time.time() + 3 * DAY
+    dry = prune(
+        str(state), Retention(max_apps=None, max_age_days=2), now=later, dry_run=True
+    )
+    assert sorted(dry.removed) == sorted(ids)
+    assert _pointers(state) == set(ids)
+    kept = prune(str(state), Retention(max_apps=None, max_age_days=4), now=later)
+    assert (kept.removed, kept.kept) == ([], 2)
+    gone = prune(str(state), Retention(max_apps=None, max_age_days=2), now=later)
+    assert sorted(gone.removed) == sorted(ids)
+    assert _pointers(state) == set()
+
+
+async def test_prune_never_deletes_a_log_dir_the_user_chose(tmp_path: Path) -> None:
+    state, user_logs = tmp_path / "state", tmp_path / "mine"
+    [app_id] = await _finished_apps(state, 1, {"log_dir": str(user_logs)})
+    report = prune(str(state), Retention(max_apps=0))
+    assert report.removed == [app_id]
+    assert _pointers(state) == set()
+    assert (user_logs / "s" / app_id / "worker" / "0" / "stdout.log").exists()
+
+
+async def test_running_apps_and_unreadable_records_are_left_alone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    state = tmp_path / "state"
+    [done] = await _finished_apps(state, 1)
+    corrupt = state / "logs" / "s" / done / "app.json"
+    corrupt.write_text("{not json")
+    async with LocalScheduler("s", state_dir=str(state), retention=None) as s:
+        running = await s.submit(app_of(sh_role("sleep 30")), {})
+        report = prune(str(state), Retention(max_apps=0))
+        assert report.removed == []
+        assert report.running == 1
+        assert report.unreadable == [str(corrupt)]
+        assert _pointers(state) == {done, running}
+        listed = {row.app_id for row in await s.list()}  # the bad record is skipped
+        assert running in listed
+        assert done not in listed
+        assert f"skipping app {done}: its record cannot be read" in caplog.text
+        await s.cancel(running)
+
+
+async def test_dangling_pointer_is_removed(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    [app_id] = await _finished_apps(state, 1)
+    os.rename(state / "logs", tmp_path / "moved")
+    report = prune(str(state), Retention(max_apps=10))
+    assert report.removed == [app_id]
+    assert _pointers(state) == set()
+
+
+async def test_concurrent_prunes_never_fail(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    ids = await _finished_apps(state, 6)
+    with ThreadPoolExecutor(4) as pool:
+        reports = list(
+            pool.map(lambda _: prune(str(state), Retention(max_apps=1)), range(4))
+        )
+    assert all(r.unreadable == [] for r in reports)
+    assert _pointers(state) == {ids[-1]}
+    assert os.listdir(state / "logs" / "s") == [ids[-1]]
+
+
+async def test_scheduler_prunes_when_it_starts_its_first_app(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    old = await _finished_apps(state, 3)
+    async with LocalScheduler(
+        "s", state_dir=str(state), retention=Retention(max_apps=1)
+    ) as s:
+        new = await s.submit(app_of(sh_role("echo new")), {})
+        await s.wait(new, timeout=30)
+    # the prune ran once, before `new` started: only the newest old app is left
+    assert _pointers(state) == {old[-1], new}
+
+
+def test_negative_bounds_are_rejected() -> None:
+    with pytest.raises(InvalidArgumentError, match="max_apps"):
+        Retention(max_apps=-1)
+    with pytest.raises(InvalidArgumentError, match="max_age_days"):
+        Retention(max_age_days=-1)
