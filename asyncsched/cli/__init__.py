@@ -28,7 +28,12 @@ from typing import TextIO
 import anyio
 
 from asyncsched._version import __version__
-from asyncsched.cli import _log as cmd_log, _query as cmd_query, _run as cmd_run
+from asyncsched.cli import (
+    _log as cmd_log,
+    _prune as cmd_prune,
+    _query as cmd_query,
+    _run as cmd_run,
+)
 from asyncsched.cli._common import EXIT_FAILED, EXIT_USAGE, ArgumentParser, UsageError
 from asyncsched.errors import (
     AppFileError,
@@ -80,6 +85,7 @@ def _parser() -> ArgumentParser:
     cmd_run.add_parser(sub)
     cmd_query.add_parsers(sub)
     cmd_log.add_parser(sub)
+    cmd_prune.add_parser(sub)
     return parser
 
 

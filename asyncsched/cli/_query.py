@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from asyncsched.cli._common import EXIT_FAILED, EXIT_OK, err, make_runner
+from asyncsched.cli._json import list_json, status_json
 from asyncsched.errors import AsyncschedError, UnknownAppException
 from asyncsched.runner import DEFAULT_SESSION_NAME
 from asyncsched.schedulers import get_default_scheduler_name, get_scheduler_factories
@@ -73,7 +74,7 @@ async def status(args: argparse.Namespace) -> int:
         raise UnknownAppException(args.handle)
     roles = [r for r in args.roles.split(",") if r] if args.roles else None
     if args.json:
-        print(json.dumps(result.to_json(roles), indent=2, default=str))
+        print(json.dumps(status_json(args.handle, result, roles), indent=2))
     else:
         print(result.format(roles), end="")
     return EXIT_OK
@@ -112,16 +113,7 @@ async def list_apps(args: argparse.Namespace) -> int:
     async with make_runner(args.session) as runner:
         apps = await runner.list(args.scheduler)
     if args.json:
-        rows = [
-            {
-                "app_handle": a.app_handle,
-                "app_id": a.app_id,
-                "name": a.name,
-                "state": str(a.state),
-            }
-            for a in apps
-        ]
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(list_json(apps), indent=2))
         return EXIT_OK
     table = [("APP HANDLE", "APP NAME", "APP STATUS")]
     table += [(a.app_handle, a.name, str(a.state)) for a in apps]

@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 import anyio
+import yaml
 
 from asyncsched.cli._common import (
     EXIT_OK,
@@ -27,6 +28,7 @@ from asyncsched.schedulers import get_default_scheduler_name
 from asyncsched.specs import (
     NULL_RESOURCE,
     AppDef,
+    AppDryRunInfo,
     AppStatus,
     CfgVal,
     Resource,
@@ -36,7 +38,7 @@ from asyncsched.specs import (
     parse_mounts,
     to_dict,
 )
-from asyncsched.specs.serialize import load_app_file
+from asyncsched.specs.serialize import app_to_dict, load_app_file
 
 __all__ = ["add_parser", "run"]
 
@@ -84,8 +86,10 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--log",
-        action="store_true",
-        help="stream the app's logs to stderr (implies --wait)",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="stream the app's output to stderr, each line prefixed with"
+        " role/replica (implies --wait; default: on for local schedulers)",
     )
     p.add_argument(
         "--detach",
@@ -241,18 +245,25 @@ async def run(args: argparse.Namespace) -> int:
             info = await runner.dryrun(
                 app, args.scheduler, cfg, args.workspace, args.parent_run_id
             )
-            print(
-                f"=== APPLICATION ===\n{app.name}\n=== SCHEDULER REQUEST ===\n{info!r}"
-            )
+            print(format_dryrun(app, info))
             return EXIT_OK
         handle = await runner.run(
             app, args.scheduler, cfg, args.workspace, args.parent_run_id
         )
         print(handle, flush=True)
         local = args.scheduler.startswith("local")
+        if args.log is None:
+            args.log = local
         if not (args.wait or args.log or local):
             return EXIT_OK
         return await _supervise(runner, handle, args)
+
+
+def format_dryrun(app: AppDef, info: AppDryRunInfo[Any]) -> str:
+    """What ``--dryrun`` prints: the app as YAML (the AppDef file format), then
+    the backend's request."""
+    text = yaml.safe_dump(app_to_dict(app), sort_keys=False).rstrip()
+    return f"=== APPLICATION ===\n{text}\n=== SCHEDULER REQUEST ===\n{info!r}"
 
 
 async def _supervise(runner: Runner, handle: str, args: argparse.Namespace) -> int:

@@ -73,7 +73,8 @@ class runopt:
     def cast_to_type(self, value: str) -> CfgVal:
         """Convert a string (e.g. from the command line) to this option's type.
 
-        bool: ``"true"`` in any case is True, everything else False. ``list[str]``:
+        bool: ``true`` or ``false`` in any case; anything else is an error
+        (TorchX reads anything but "true" as False). ``list[str]``:
         items split on ``,`` or ``;``, empty items dropped. ``dict[str, str]``:
         ``k:v`` items split on ``,`` or ``;``, each at its first ``:``. Anything
         else is passed to the type's constructor.
@@ -85,7 +86,12 @@ class runopt:
         if self.opt_type is None:
             raise InvalidArgumentError("run option has no type to cast to")
         if self.opt_type is bool:
-            return value.lower() == "true"
+            word = value.strip().lower()
+            if word not in _BOOL_WORDS:
+                raise InvalidArgumentError(
+                    f"{value!r} is not a boolean; use one of {sorted(_BOOL_WORDS)}"
+                )
+            return _BOOL_WORDS[word]
         if self.is_type_list_of_str:
             return _split_items(value)
         if self.is_type_dict_of_str:
@@ -105,6 +111,9 @@ class runopt:
                 f"cannot convert {value!r} to {name}: {exc}"
             ) from None
         return cast
+
+
+_BOOL_WORDS = {"true": True, "false": False}
 
 
 class runopts:

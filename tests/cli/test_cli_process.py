@@ -274,3 +274,86 @@ def test_log_errors_are_one_line_and_debug_shows_the_traceback(
     assert debug.returncode == 2
     assert "Traceback (most recent call last)" in debug.stderr
     assert debug.stderr.rstrip().endswith("roles: ['sleeper']")
+
+
+# -- what a user sees: output by default, apps inspectable after `run` exits -----------
+
+
+def test_run_streams_replica_output_by_default_and_no_log_silences_it(
+    cli: Cli,
+) -> None:
+    shown = cli(
+        "run", "--replicas", "2", "--", "sh", "-c", "echo hello-$ASYNCSCHED_REPLICA_ID"
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "sh/0 hello-0" in shown.stderr
+    assert "sh/1 hello-1" in shown.stderr
+    assert shown.stdout.startswith("local_cwd://asyncsched/sh-")
+
+    quiet = cli("run", "--no-log", "--", "sh", "-c", "echo hello")
+    assert quiet.returncode == 0, quiet.stderr
+    assert "hello" not in quiet.stderr
+    assert "SUCCEEDED" in quiet.stderr
+
+
+def test_finished_app_stays_inspectable_after_run_exits(cli: Cli) -> None:
+    ran = cli("run", "--no-log", "--", "sh", "-c", "echo out; echo oops >&2; exit 3")
+    assert ran.returncode == 1
+    handle = ran.stdout.strip()
+
+    status = cli("status", "--json", handle)
+    assert status.returncode == 0, status.stderr
+    data = json.loads(status.stdout)
+    assert data["handle"] == handle
+    assert data["state"] == "FAILED"
+    [replica] = data["roles"][0]["replicas"]
+    assert (replica["state"], replica["exit_code"]) == ("FAILED", 3)
+
+    described = json.loads(cli("describe", "--json", handle).stdout)
+    assert described["roles"][0]["args"] == ["-c", "echo out; echo oops >&2; exit 3"]
+    assert cli("log", f"{handle}/sh/0").stdout == "sh/0 out\nsh/0 oops\n"
+    assert cli("log", "--streams", "stderr", f"{handle}/sh/0").stdout == "sh/0 oops\n"
+    listed = json.loads(cli("list", "--json").stdout)
+    assert {"app_handle": handle, "state": "FAILED"}.items() <= listed[0].items()
+
+
+def test_prune_forgets_finished_apps(cli: Cli) -> None:
+    handles = [cli("run", "--no-log", "--", "true").stdout.strip() for _ in range(2)]
+    dry = cli("prune", "--keep", "1", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert f"would remove {handles[0].rsplit('/', 1)[1]}" in dry.stdout
+    assert cli("status", handles[0]).returncode == 0
+
+    done = json.loads(cli("prune", "--keep", "1", "--json").stdout)
+    assert done["removed"] == [handles[0].rsplit("/", 1)[1]]
+    assert done["kept"] == 1
+    assert cli("status", handles[0]).returncode == 1
+    assert cli("status", handles[1]).returncode == 0
+
+
+def test_bool_run_option_must_be_true_or_false(cli: Cli) -> None:
+    result = cli("run", "-cfg", "prepend_cwd=maybe", "--", "true")
+    assert result.returncode == 2
+    assert "'maybe' is not a boolean; use one of ['false', 'true']" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_dryrun_prints_the_app_then_the_request(cli: Cli) -> None:
+    result = cli("run", "--dryrun", "--env", "SEED=7", "--cpu", "2", "--", "echo", "hi")
+    assert result.returncode == 0, result.stderr
+    app_part, request_part = result.stdout.split("=== SCHEDULER REQUEST ===")
+    assert app_part.startswith("=== APPLICATION ===\nname: echo\n")
+    for text in ("entrypoint: echo", "- hi", "SEED: '7'", "num_replicas: 1", "cpu: 2"):
+        assert text in app_part
+    assert "'args': ['echo', 'hi']" in request_part
+
+
+def test_mounts_on_local_cwd_are_warned_about(cli: Cli) -> None:
+    result = cli(
+        "run", "--no-log", "--mounts", "type=bind,src=/tmp,dst=/data", "--", "true"
+    )
+    assert result.returncode == 0, result.stderr
+    assert (
+        "asyncsched: warning: roles[0].mounts: the local scheduler runs replicas"
+        " on this host and ignores 1 mount(s): bind /tmp:/data"
+    ) in result.stderr

@@ -57,10 +57,25 @@ def test_cast_to_type_dict_splits_on_first_colon(dict_type: Any) -> None:
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("true", True), ("True", True), ("TRUE", True), ("1", False), ("x", False)],
+    [
+        ("true", True),
+        ("True", True),
+        ("TRUE", True),
+        ("false", False),
+        ("False", False),
+    ],
 )
-def test_cast_to_type_bool_is_true_only_for_true(text: str, expected: bool) -> None:
+def test_cast_to_type_bool_reads_true_and_false(text: str, expected: bool) -> None:
     assert runopt(None, bool, False, "").cast_to_type(text) is expected
+
+
+@pytest.mark.parametrize("text", ["1", "x", "maybe", ""])
+def test_cast_to_type_bool_rejects_other_words_naming_the_accepted_ones(
+    text: str,
+) -> None:
+    # TorchX reads these as False; a typo must not silently flip an option
+    with pytest.raises(InvalidArgumentError, match=r"use one of \['false', 'true'\]"):
+        runopt(None, bool, False, "").cast_to_type(text)
 
 
 def test_cast_to_type_scalars_use_constructor() -> None:

@@ -19,6 +19,7 @@ import logging
 import os
 import shutil
 import signal
+import warnings
 from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
 from typing import Any, final
@@ -28,6 +29,7 @@ from anyio.abc import TaskGroup
 
 from asyncsched.errors import (
     AppCacheFullError,
+    AsyncschedWarning,
     InvalidArgumentError,
     InvalidRunConfigException,
     SchedulerError,
@@ -97,10 +99,13 @@ from asyncsched.specs import (
     AppDef,
     AppDryRunInfo,
     AppState,
+    BindMount,
     CfgVal,
+    DeviceMount,
     ReplicaStatus,
     RetryPolicy,
     RoleStatus,
+    VolumeMount,
     runopts,
 )
 
@@ -262,7 +267,21 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
         return opts
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
-        """Local replicas need no resource: nothing to check (TorchX's rule)."""
+        """Local replicas need no resource (TorchX's rule); mounts are ignored.
+
+        Replicas run on this host's file system, so bind, volume and device
+        mounts cannot be honoured: each role with mounts gets an
+        :class:`~asyncsched.errors.AsyncschedWarning` naming them.
+        """
+        for index, role in enumerate(app.roles):
+            if role.mounts:
+                warnings.warn(
+                    f"roles[{index}].mounts: the {scheduler} scheduler runs replicas"
+                    f" on this host and ignores {len(role.mounts)} mount(s):"
+                    f" {', '.join(_describe_mount(m) for m in role.mounts)}",
+                    AsyncschedWarning,
+                    stacklevel=2,
+                )
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -851,6 +870,14 @@ def _undo_spawn(
     for replica_fds in fds:
         close_log_fds(replica_fds)
     shutil.rmtree(app_dir, ignore_errors=True)
+
+
+def _describe_mount(mount: BindMount | VolumeMount | DeviceMount) -> str:
+    if isinstance(mount, BindMount):
+        return f"bind {mount.src_path}:{mount.dst_path}"
+    if isinstance(mount, VolumeMount):
+        return f"volume {mount.src}:{mount.dst_path}"
+    return f"device {mount.src_path}"
 
 
 def _load_listed(

@@ -1,0 +1,74 @@
+"""The CLI's JSON shapes: one format everywhere, states always as names.
+
+``status --json``::
+
+    {"handle": "...", "state": "RUNNING", "num_restarts": 0, "msg": "",
+     "structured_error_msg": "<NONE>", "url": null,
+     "roles": [{"role": "trainer", "replicas": [
+         {"id": 0, "role": "trainer", "state": "RUNNING", "hostname": "localhost",
+          "exit_code": null, "pid": 1234, "num_restarts": 0,
+          "structured_error_msg": "<NONE>"}]}]}
+
+``list --json``: ``[{"app_handle": ..., "app_id": ..., "name": ..., "state": "SUCCEEDED"}]``.
+
+Example:
+    >>> from asyncsched.specs import AppState, AppStatus
+    >>> status_json("local_cwd://s/a", AppStatus(AppState.RUNNING))["state"]
+    'RUNNING'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from asyncsched.schedulers.api import ListAppResponse
+from asyncsched.specs import AppStatus, ReplicaStatus
+
+__all__ = ["list_json", "replica_json", "status_json"]
+
+
+def replica_json(replica: ReplicaStatus) -> dict[str, Any]:
+    """One replica, its state by name."""
+    return {
+        "id": replica.id,
+        "role": replica.role,
+        "state": replica.state.name,
+        "hostname": replica.hostname,
+        "exit_code": replica.exit_code,
+        "pid": replica.pid,
+        "num_restarts": replica.num_restarts,
+        "structured_error_msg": replica.structured_error_msg,
+    }
+
+
+def status_json(
+    handle: str, status: AppStatus, roles: list[str] | None = None
+) -> dict[str, Any]:
+    """An app's status; ``roles`` keeps only the named roles."""
+    kept = [r for r in status.roles if roles is None or r.role in roles]
+    return {
+        "handle": handle,
+        "state": status.state.name,
+        "num_restarts": status.num_restarts,
+        "msg": status.msg,
+        "structured_error_msg": status.structured_error_msg,
+        "url": status.ui_url,
+        "roles": [
+            {"role": r.role, "replicas": [replica_json(x) for x in r.replicas]}
+            for r in kept
+        ],
+    }
+
+
+def list_json(apps: Iterable[ListAppResponse]) -> list[dict[str, Any]]:
+    """Rows of ``list``."""
+    return [
+        {
+            "app_handle": a.app_handle,
+            "app_id": a.app_id,
+            "name": a.name,
+            "state": a.state.name,
+        }
+        for a in apps
+    ]

@@ -1,0 +1,70 @@
+"""``asyncsched prune``: forget finished local apps beyond a retention policy."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import anyio
+
+from asyncsched.cli._common import EXIT_OK, err
+from asyncsched.schedulers.local._records import default_state_dir
+from asyncsched.schedulers.local._retention import Retention, prune
+
+__all__ = ["add_parser"]
+
+_DEFAULT = Retention()
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "prune",
+        help="forget finished local apps (records and logs) beyond a retention policy",
+        description=(
+            "Remove the records of finished local apps, and their logs when they"
+            " live in the state dir, keeping the newest --keep apps that are at"
+            " most --max-age-days old. Running apps, unreadable records and"
+            " log dirs given with -cfg log_dir=... are never deleted."
+        ),
+    )
+    p.add_argument(
+        "--keep",
+        type=int,
+        default=_DEFAULT.max_apps,
+        metavar="N",
+        help="finished apps to keep (default: %(default)s)",
+    )
+    p.add_argument(
+        "--max-age-days",
+        type=float,
+        default=_DEFAULT.max_age_days,
+        metavar="DAYS",
+        help="remove finished apps older than this (default: %(default)s)",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="say what would go, remove nothing"
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=prune_apps)
+
+
+async def prune_apps(args: argparse.Namespace) -> int:
+    retention = Retention(max_apps=args.keep, max_age_days=args.max_age_days)
+    state_dir = default_state_dir()
+    report = await anyio.to_thread.run_sync(
+        lambda: prune(state_dir, retention, dry_run=args.dry_run)
+    )
+    for path in report.unreadable:
+        err(f"skipped an unreadable record: {path}")
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2))
+        return EXIT_OK
+    verb = "would remove" if args.dry_run else "removed"
+    for app_id in report.removed:
+        print(f"{verb} {app_id}")
+    print(
+        f"{verb} {len(report.removed)} finished app(s); kept {report.kept},"
+        f" {report.running} running"
+    )
+    return EXIT_OK
