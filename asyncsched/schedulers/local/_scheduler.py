@@ -788,11 +788,15 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
     async def describe(self, app_id: str) -> DescribeAppResponse | None:
         """Describe ``app_id``: state, restarts, per-replica statuses and roles.
 
-        Apps supervised by another process are read from their records.
+        Apps supervised by another process are read from their records. A
+        terminal state is reported only once the record (and, for a finished
+        app, TorchX's SUCCESS file) is on disk.
         """
         self._check_open()
         app = self._apps.get(app_id)
         if app is not None:
+            if app.done.is_set() and app.record_stale:
+                await app.settled()
             return self._describe_local(app)
         record = await self._record_of(app_id)
         return remote.describe_record(record) if record is not None else None
