@@ -18,7 +18,8 @@ async def test_listed_app_is_found_by_id_and_state_alone(
         app_of(sh_role("true"), name="listed"), {"log_dir": str(log_dir)}
     )
     desc = await sched.wait(app_id, timeout=30)
-    assert desc is not None and desc.state == AppState.SUCCEEDED
+    assert desc is not None
+    assert desc.state == AppState.SUCCEEDED
     listed = await sched.list()
     assert ListAppResponse(app_id=app_id, state=AppState.SUCCEEDED) in listed
     assert ListAppResponse(app_id=app_id, state=AppState.FAILED) not in listed

@@ -35,7 +35,8 @@ async def test_success_file_exists_when_wait_returns_succeeded(
 
     async def check(app_id: str) -> None:
         desc = await sched.wait(app_id, timeout=30)
-        assert desc is not None and desc.state == AppState.SUCCEEDED
+        assert desc is not None
+        assert desc.state == AppState.SUCCEEDED
         if not os.path.exists(success_path(log_dir, "test", app_id)):
             missing.append(app_id)
 
