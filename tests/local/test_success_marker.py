@@ -88,3 +88,45 @@ async def test_success_file_records_final_state_and_replicas(
     assert data["app_id"] == app_id
     assert data["final_state"] == "SUCCEEDED"
     assert [r["exitcode"] for r in data["roles"]["worker"]] == [0, 0]
+
+
+async def test_success_file_exists_when_another_scheduler_sees_succeeded(
+    sched: LocalScheduler, log_dir: Path
+) -> None:
+    cfg = {"log_dir": str(log_dir)}
+    app_ids = [
+        await sched.submit(app_of(sh_role("true"), name=f"remote{i}"), cfg)
+        for i in range(20)
+    ]
+    missing: list[str] = []
+    async with LocalScheduler("test") as observer:  # reads the records on disk
+
+        async def poll(app_id: str) -> None:
+            with anyio.fail_after(30):
+                while True:
+                    desc = await observer.describe(app_id)
+                    if desc is not None and desc.state == AppState.SUCCEEDED:
+                        break
+                    await anyio.sleep(0.001)
+            if not os.path.exists(success_path(log_dir, "test", app_id)):
+                missing.append(app_id)
+
+        async with anyio.create_task_group() as tg:
+            for app_id in app_ids:
+                tg.start_soon(poll, app_id)
+    assert missing == []
+
+
+async def test_list_reports_succeeded_only_with_the_success_file(
+    sched: LocalScheduler, log_dir: Path
+) -> None:
+    app_id = await sched.submit(
+        app_of(sh_role("true"), name="listed"), {"log_dir": str(log_dir)}
+    )
+    with anyio.fail_after(30):
+        while True:
+            rows = [r for r in await sched.list() if r.app_id == app_id]
+            if rows and rows[0].state == AppState.SUCCEEDED:
+                break
+            await anyio.sleep(0)
+    assert success_path(log_dir, "test", app_id).exists()

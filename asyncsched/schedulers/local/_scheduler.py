@@ -831,6 +831,9 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
     async def list(self) -> builtins.list[ListAppResponse]:
         """The apps of this session: those supervised here and those on record."""
         self._check_open()
+        for app in builtins.list(self._apps.values()):
+            if app.done.is_set() and app.record_stale:  # as in describe
+                await app.settled()
         result = [
             ListAppResponse(app_id=a.app_id, state=a.state, name=a.name)
             for a in self._apps.values()
