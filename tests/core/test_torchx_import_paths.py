@@ -310,3 +310,31 @@ def test_has_docker_and_module_import_work_without_aiodocker(
         "ImportError aiodocker",
         "unavailable pip install 'asyncsched[docker]'",
     ]
+
+
+def test_has_docker_probes_the_socket_the_backend_uses_by_default() -> None:
+    from asyncsched.schedulers.docker import _client, _probe
+
+    assert _probe.DEFAULT_HOST == _client.DEFAULT_HOST
+
+
+def test_torchx_path_modules_and_has_docker_import_no_docker_client() -> None:
+    script = textwrap.dedent(
+        """
+        import sys
+        import asyncsched.schedulers.devices
+        import asyncsched.specs.named_resources_aws
+        import asyncsched.workspace
+        from asyncsched.schedulers.docker_scheduler import has_docker
+        has_docker({"DOCKER_HOST": "unix:///nonexistent.sock"})
+        print(",".join(m for m in ("aiohttp", "aiodocker") if m in sys.modules))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
+    assert out == ""
