@@ -5,15 +5,22 @@ that describes it best, so ``except ValueError`` and friends keep working::
 
     AsyncschedError(Exception)                        root of everything we raise
     ├── SpecError(ValueError)                         invalid AppDef/Role/Resource; .field
-    │   └── AppFileError                              invalid AppDef file/dict; .path, .field
+    │   ├── AppFileError                              invalid AppDef file/dict; .path, .field
+    │   └── InvalidMountError(KeyError)               a mount string parse_mounts cannot read
     ├── InvalidRunConfigException(ValueError)         bad scheduler run config; .cfg_key
+    ├── InvalidArgumentError(ValueError)              a call got an argument it cannot use
+    │   ├── ArgumentTypeError(TypeError)              an argument of the wrong type
+    │   └── UnknownReplicaError(LookupError)          log_iter etc. on a role/replica the app lacks
     ├── MalformedAppHandleException(ValueError)       not "scheduler://session/app_id"
     ├── UnknownSchedulerException(KeyError)           no scheduler registered by that name
     ├── UnknownAppException(LookupError)              the scheduler does not know the app
+    ├── UnknownNamedResourceError(KeyError)           no named resource by that name
     ├── AppStatusError(RuntimeError)                  raise_for_status() on a non-SUCCEEDED app
     ├── SchedulerUnavailableError(RuntimeError)       missing extra, daemon unreachable; .hint
+    ├── UnsupportedOperationError(NotImplementedError)  the backend cannot do that (logs, workspaces)
     ├── SchedulerError(RuntimeError)                  the backend failed to do what was asked
     │   └── SubmitError                               an app could not be (fully) submitted
+    │       └── AppCacheFullError(IndexError)         local cache full of unfinished apps
     ├── SchedulerClosedError(RuntimeError)            scheduler used after aclose()
     └── WaitTimeoutError(TimeoutError)                wait(timeout=...) ran out; .app_id, .timeout
 
@@ -40,11 +47,15 @@ if TYPE_CHECKING:
     from asyncsched.specs import AppStatus
 
 __all__ = [
+    "AppCacheFullError",
     "AppFileError",
     "AppStatusError",
+    "ArgumentTypeError",
     "AsyncschedError",
     "AsyncschedWarning",
     "BlockingCallWarning",
+    "InvalidArgumentError",
+    "InvalidMountError",
     "InvalidRunConfigException",
     "MalformedAppHandleException",
     "SchedulerClosedError",
@@ -53,7 +64,10 @@ __all__ = [
     "SpecError",
     "SubmitError",
     "UnknownAppException",
+    "UnknownNamedResourceError",
+    "UnknownReplicaError",
     "UnknownSchedulerException",
+    "UnsupportedOperationError",
     "WaitTimeoutError",
 ]
 
@@ -94,6 +108,26 @@ class AppFileError(SpecError):
         return (type(self), (self.path, self.field, self.message))
 
 
+class InvalidMountError(SpecError, KeyError):
+    """``parse_mounts`` cannot read a mount option (field ``mounts``).
+
+    Also a ``KeyError``, which TorchX raises for these inputs; when a
+    required key is missing, ``args`` is ``(key,)`` as TorchX's KeyError.
+    """
+
+    def __init__(self, message: str, missing_key: str | None = None) -> None:
+        super().__init__("mounts", message)
+        self.missing_key = missing_key
+        if missing_key is not None:
+            self.args = (missing_key,)
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return f"{self.field}: {self.message}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.message, self.missing_key))
+
+
 class InvalidRunConfigException(AsyncschedError, ValueError):
     """A scheduler run config is missing a required option or has a wrong type."""
 
@@ -106,6 +140,32 @@ class InvalidRunConfigException(AsyncschedError, ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self._reason, self.cfg_key, self._cfg))
+
+
+class InvalidArgumentError(AsyncschedError, ValueError):
+    """A call got an argument it cannot use: an invalid ``regex``, an unknown
+    log stream, a non-positive limit, a dry-run info without a scheduler..."""
+
+
+class ArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument has the wrong type (also a ``TypeError``)."""
+
+
+class UnknownReplicaError(InvalidArgumentError, LookupError):
+    """The app exists but has no such role, or no replica with that index."""
+
+    def __init__(self, app_id: str, role_name: str, k: int, roles: list[str]) -> None:
+        super().__init__(
+            f"app {app_id} has no replica {k} of role {role_name!r}"
+            f" (roles: {sorted(roles)})"
+        )
+        self.app_id = app_id
+        self.role_name = role_name
+        self.k = k
+        self.roles = sorted(roles)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.app_id, self.role_name, self.k, self.roles))
 
 
 class MalformedAppHandleException(AsyncschedError, ValueError):
@@ -152,6 +212,17 @@ class UnknownAppException(AsyncschedError, LookupError):
         return (type(self), (self.app_handle,))
 
 
+class UnknownNamedResourceError(AsyncschedError, KeyError):
+    """No named resource (``named_resources[name]``, ``resource(h=name)``) by that name."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class UnsupportedOperationError(AsyncschedError, NotImplementedError):
+    """The backend cannot do that at all (logs, tailing, workspaces...)."""
+
+
 class AppStatusError(AsyncschedError, RuntimeError):
     """Raised by :meth:`AppStatus.raise_for_status` for an app that did not succeed."""
 
@@ -188,6 +259,13 @@ class SchedulerError(AsyncschedError, RuntimeError):
 
 class SubmitError(SchedulerError):
     """An app could not be submitted; nothing of it was left running."""
+
+
+class AppCacheFullError(SubmitError, IndexError):
+    """The local scheduler's app cache is full of apps that have not finished.
+
+    Also an ``IndexError``, which TorchX raises in that case.
+    """
 
 
 class SchedulerClosedError(AsyncschedError, RuntimeError):

@@ -360,10 +360,13 @@ class SyncScheduler(_Facade):
         return self._call(partial(self._sched.submit, app, cfg, workspace))
 
     def submit_dryrun(
-        self, app: AppDef, cfg: Mapping[str, CfgVal] | None = None
+        self,
+        app: AppDef,
+        cfg: Mapping[str, CfgVal] | None = None,
+        workspace: str | Workspace | None = None,
     ) -> AppDryRunInfo[Any]:
         """Return the request ``schedule`` would launch."""
-        return self._call(partial(self._sched.submit_dryrun, app, cfg))
+        return self._call(partial(self._sched.submit_dryrun, app, cfg, workspace))
 
     def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
         """Launch what ``dryrun_info`` describes; return the app id."""

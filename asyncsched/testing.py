@@ -28,7 +28,7 @@ from typing import Any, final
 
 import anyio
 
-from asyncsched.errors import SpecError, UnknownAppException
+from asyncsched.errors import SpecError, UnknownAppException, UnknownReplicaError
 from asyncsched.schedulers.api import (
     Capabilities,
     DescribeAppResponse,
@@ -293,7 +293,8 @@ class InMemoryScheduler(Scheduler[dict[str, CfgVal]]):
             raise UnknownAppException(app_id)
         matches = [r for r in app.replicas if r.role == role_name and r.replica_id == k]
         if not matches:
-            raise ValueError(f"app {app_id} has no replica {role_name}/{k}")
+            roles = sorted({r.role for r in app.replicas})
+            raise UnknownReplicaError(app_id, role_name, k, roles)
         replica = matches[0]
         wanted = (
             {Stream.STDOUT, Stream.STDERR}

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import traceback
 import warnings
 from collections.abc import Sequence
 from typing import TextIO
@@ -32,10 +33,10 @@ from asyncsched.cli._common import EXIT_FAILED, EXIT_USAGE, ArgumentParser, Usag
 from asyncsched.errors import (
     AppFileError,
     AsyncschedError,
+    InvalidArgumentError,
     InvalidRunConfigException,
     MalformedAppHandleException,
     SpecError,
-    UnknownAppException,
     UnknownSchedulerException,
 )
 
@@ -43,6 +44,7 @@ __all__ = ["main"]
 
 _USAGE_ERRORS = (
     UsageError,
+    InvalidArgumentError,
     AppFileError,
     SpecError,
     InvalidRunConfigException,
@@ -58,6 +60,13 @@ def _parser() -> ArgumentParser:
     )
     parser.add_argument(
         "--version", action="version", version=f"asyncsched {__version__}"
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=bool(os.environ.get("ASYNCSCHED_DEBUG")),
+        help="print the full traceback of an error (default: one line;"
+        " also $ASYNCSCHED_DEBUG)",
     )
     parser.add_argument(
         "--log_level",
@@ -90,6 +99,33 @@ def _describe_error(exc: BaseException) -> str:
     return " ".join(text.split()) or type(exc).__name__
 
 
+def _unwrap(exc: Exception) -> Exception:
+    """The one error inside (nested) single-error groups from task groups."""
+    while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _report(verb: str, exc: Exception, *, debug: bool) -> int:
+    """Print ``exc`` as one line (and its traceback with ``--debug``); exit status."""
+    if debug:
+        traceback.print_exception(exc, file=sys.stderr)
+    if isinstance(exc, _USAGE_ERRORS):
+        code = EXIT_USAGE
+    elif isinstance(exc, AsyncschedError):
+        code = EXIT_FAILED
+    else:  # a bug: still one line, with the way to see more
+        print(
+            f"asyncsched {verb}: internal error: {type(exc).__name__}:"
+            f" {_describe_error(exc)}"
+            + ("" if debug else " (run with --debug for the traceback)"),
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    print(f"asyncsched {verb}: error: {_describe_error(exc)}", file=sys.stderr)
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     parser = _parser()
@@ -110,15 +146,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return anyio.run(dispatch)
-    except _USAGE_ERRORS as exc:
-        print(f"asyncsched {args.verb}: error: {_describe_error(exc)}", file=sys.stderr)
-        return EXIT_USAGE
-    except UnknownAppException as exc:
-        print(f"asyncsched {args.verb}: error: {_describe_error(exc)}", file=sys.stderr)
-        return EXIT_FAILED
-    except AsyncschedError as exc:
-        print(f"asyncsched {args.verb}: error: {_describe_error(exc)}", file=sys.stderr)
-        return EXIT_FAILED
     except KeyboardInterrupt:
         print(f"asyncsched {args.verb}: interrupted", file=sys.stderr)
         return 130
@@ -127,3 +154,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except Exception as exc:  # noqa: BLE001 -- one line per error; --debug for more
+        return _report(args.verb, _unwrap(exc), debug=args.debug)
+    except BaseExceptionGroup as group:  # KeyboardInterrupt inside a task group
+        if group.subgroup(KeyboardInterrupt) is not None:
+            print(f"asyncsched {args.verb}: interrupted", file=sys.stderr)
+            return 130
+        raise

@@ -31,6 +31,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from asyncsched.errors import (
+    InvalidArgumentError,
     SchedulerClosedError,
     SpecError,
     UnknownAppException,
@@ -57,7 +58,6 @@ from asyncsched.specs import (
     make_app_handle,
     parse_app_handle,
     runopts,
-    validate_app,
 )
 
 __all__ = ["DEFAULT_SESSION_NAME", "Runner", "get_runner"]
@@ -140,7 +140,7 @@ class Runner:
         event_hook: EventHook | None = None,
     ) -> None:
         if max_concurrent_submits < 1 or max_concurrent_queries < 1:
-            raise ValueError("max_concurrent_submits/queries must be >= 1")
+            raise InvalidArgumentError("max_concurrent_submits/queries must be >= 1")
         self._name = name
         self._factories: dict[str, SchedulerFactory] = dict(
             get_scheduler_factories()
@@ -296,10 +296,15 @@ class Runner:
         ``${app_id}`` macro), ``TORCHX_INTERNAL_SESSION_ID`` and, if given,
         ``TORCHX_PARENT_RUN_ID``.
 
+        The rest is :meth:`Scheduler.submit_dryrun`, the one pipeline every
+        submission goes through (cfg resolved and app validated once each).
+
         Raises:
             SpecError: the app is invalid (no roles, bad replica count...).
             UnknownSchedulerException: ``scheduler`` is not registered.
             InvalidRunConfigException: ``cfg`` does not fit the scheduler.
+            UnsupportedOperationError: a workspace on a scheduler that cannot
+                build one.
         """
         with record_event(
             self._event_hook, "dryrun", scheduler, runcfg=cfg, workspace=workspace
@@ -313,7 +318,6 @@ class Runner:
             self._check_scheduler_name(scheduler)
             await app.resolve_overrides()
             app = copy.deepcopy(app)
-            validate_app(app)
             ev.app_image = app.roles[0].image
             ev.app_metadata = dict(app.metadata)
             for role in app.roles:
@@ -323,24 +327,9 @@ class Runner:
                 role.env[SESSION_ID_ENV] = get_session_id()
                 if parent_run_id:
                     role.env[PARENT_RUN_ID_ENV] = parent_run_id
-
             sched = await self._scheduler(scheduler)
-            resolved: Mapping[str, CfgVal] = sched.resolve_cfg(cfg)
-            sched._pre_build_validate(app, scheduler, resolved)
-            if workspace:
-                if sched.capabilities.workspaces:
-                    await sched.build_workspace_and_update_role(
-                        app.roles[0], workspace, resolved
-                    )
-                else:
-                    logger.debug(
-                        "%s does not build workspaces; ignoring %r",
-                        scheduler,
-                        workspace,
-                    )
-            sched._validate(app, scheduler, resolved)
-            info = await sched.submit_dryrun(app, resolved)
-            info._scheduler = scheduler
+            info = await sched.submit_dryrun(app, cfg, workspace)
+            info.scheduler = scheduler
             return info
 
     async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:
@@ -348,21 +337,21 @@ class Runner:
 
         Waits for a free slot when ``max_concurrent_submits`` calls are in flight.
         """
-        scheduler = dryrun_info._scheduler
+        scheduler = dryrun_info.scheduler
         if scheduler is None:
-            raise ValueError(
+            raise InvalidArgumentError(
                 "dryrun_info has no scheduler; create it with Runner.dryrun()"
             )
         with record_event(
-            self._event_hook, "schedule", scheduler, runcfg=dryrun_info._cfg
+            self._event_hook, "schedule", scheduler, runcfg=dryrun_info.cfg
         ) as ev:
             sched = await self._scheduler(scheduler)
             async with self._limiter():
                 app_id = await sched.schedule(dryrun_info)
             handle = make_app_handle(scheduler, self._name, app_id)
             ev.app_id = app_id
-            if dryrun_info._app is not None:
-                self._apps[handle] = dryrun_info._app
+            if dryrun_info.app is not None:
+                self._apps[handle] = dryrun_info.app
             return handle
 
     async def run(
@@ -387,13 +376,13 @@ class Runner:
             info = await self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
             sched = await self._scheduler(scheduler)
             with record_event(
-                self._event_hook, "schedule", scheduler, runcfg=info._cfg
+                self._event_hook, "schedule", scheduler, runcfg=info.cfg
             ) as ev:
                 app_id = await sched.schedule(info)
                 ev.app_id = app_id
         handle = make_app_handle(scheduler, self._name, app_id)
-        if info._app is not None:
-            self._apps[handle] = info._app
+        if info.app is not None:
+            self._apps[handle] = info.app
         return handle
 
     async def run_many(

@@ -33,7 +33,10 @@ import anyio
 
 from asyncsched.errors import (
     AsyncschedWarning,
+    InvalidArgumentError,
     SchedulerClosedError,
+    SpecError,
+    UnsupportedOperationError,
     WaitTimeoutError,
 )
 from asyncsched.schedulers.shared.lines import (
@@ -248,37 +251,56 @@ class Scheduler(abc.ABC, Generic[T]):
     ) -> str:
         """Validate, dry-run and schedule ``app``; return its app id.
 
-        The caller's AppDef is never mutated. Nothing is launched when the app
-        or the config is invalid.
+        The one submit pipeline (``Runner.run`` uses it too):
+        :meth:`submit_dryrun`, then :meth:`schedule`. The caller's AppDef is
+        never mutated. Nothing is launched when the app, the config or the
+        workspace is invalid.
+        """
+        return await self.schedule(await self.submit_dryrun(app, cfg, workspace))
+
+    async def submit_dryrun(
+        self,
+        app: AppDef,
+        cfg: Mapping[str, CfgVal] | None = None,
+        workspace: str | Workspace | None = None,
+    ) -> AppDryRunInfo[Any]:
+        """Return the request that ``schedule`` would launch, without launching it.
+
+        Steps, each once: resolve ``cfg`` (defaults, types, unknown keys);
+        validate ``app`` (generic rules, then the backend's ``_validate``);
+        with a ``workspace``, build it into the first role (schedulers that
+        cannot are an error, never silently ignored); render the backend
+        request; apply each role's ``pre_proc``. ``info.app`` is the
+        scheduler's copy of ``app``, ``info.cfg`` the resolved config.
+
+        Raises:
+            SpecError: the app is invalid.
+            InvalidRunConfigException: ``cfg`` does not fit the scheduler.
+            UnsupportedOperationError: a workspace on a scheduler without
+                workspace support.
         """
         self._check_open()
         resolved = self.resolve_cfg(cfg)
         validate_app(app)
-        if workspace is not None:
-            app = copy.deepcopy(app)
+        app = copy.deepcopy(app)
+        plain_cfg = cast(Mapping[str, CfgVal], resolved)
+        if workspace:
             if not self.capabilities.workspaces:
-                raise ValueError(f"{type(self).__name__} does not support workspaces")
+                raise UnsupportedOperationError(
+                    f"{type(self).__name__} does not support workspaces; submit"
+                    " without one, or use a scheduler that builds images"
+                    " (e.g. local_docker)"
+                )
+            self._pre_build_validate(app, self.backend, plain_cfg)
             await self.build_workspace_and_update_role(
                 app.roles[0], workspace, resolved
             )
-        return await self.schedule(await self._dryrun(app, resolved))
-
-    async def submit_dryrun(
-        self, app: AppDef, cfg: Mapping[str, CfgVal] | None = None
-    ) -> AppDryRunInfo[Any]:
-        """Return the request that ``schedule`` would launch, without launching it."""
-        self._check_open()
-        resolved = self.resolve_cfg(cfg)
-        validate_app(app)
-        return await self._dryrun(app, resolved)
-
-    async def _dryrun(self, app: AppDef, resolved: T) -> AppDryRunInfo[Any]:
-        # ``app`` is validated and ``resolved`` resolved by the caller
+        self._validate(app, self.backend, plain_cfg)
         info: AppDryRunInfo[Any] = await self._submit_dryrun(app, resolved)
         for role in app.roles:
             info = role.pre_proc(self.backend, info)
-        info._app = app
-        info._cfg = cast(Mapping[str, CfgVal], resolved)
+        info.app = app
+        info.cfg = plain_cfg
         return info
 
     @abc.abstractmethod
@@ -293,15 +315,18 @@ class Scheduler(abc.ABC, Generic[T]):
         self, role: Role, workspace: str | Workspace, cfg: T
     ) -> None:
         """Hook of workspace-capable schedulers: build and point ``role`` at it."""
-        raise NotImplementedError(f"{type(self).__name__} does not support workspaces")
+        raise UnsupportedOperationError(
+            f"{type(self).__name__} does not support workspaces"
+        )
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         """Backend-specific checks run by the runner before dry-run (TorchX's)."""
-        for role in app.roles:
+        for index, role in enumerate(app.roles):
             if role.resource == NULL_RESOURCE:
-                raise ValueError(
+                raise SpecError(
+                    f"roles[{index}].resource",
                     f"No resource for role: {role.image}. Did you forget to attach "
-                    "resource to the role"
+                    "resource to the role",
                 )
 
     def _pre_build_validate(
@@ -393,14 +418,16 @@ class Scheduler(abc.ABC, Generic[T]):
         returns a fresh iterator.
 
         Raises:
-            NotImplementedError: the backend has no logs.
-            ValueError: an unsupported stream or an invalid ``regex``.
+            UnsupportedOperationError: the backend has no logs.
+            InvalidArgumentError: an unsupported stream, an invalid ``regex``,
+                or ``should_tail`` on a backend that cannot tail.
             UnknownAppException: (when iterated) the app is unknown.
+            UnknownReplicaError: (when iterated) no such role or replica.
         """
         self._check_open()
         caps = self.capabilities
         if not caps.logs:
-            raise NotImplementedError(
+            raise UnsupportedOperationError(
                 f"{type(self).__name__} does not support application log iteration"
             )
         stream = _parse_stream(streams, caps)
@@ -413,7 +440,7 @@ class Scheduler(abc.ABC, Generic[T]):
             )
             since = until = None
         if should_tail and not caps.log_tail:
-            raise ValueError(f"{type(self).__name__} cannot tail logs")
+            raise InvalidArgumentError(f"{type(self).__name__} cannot tail logs")
         since, until = _as_utc(since), _as_utc(until)
         lines = self._log_iter(app_id, role_name, k, since, until, should_tail, stream)
         return afilter_regex(pattern, lines) if pattern is not None else lines
@@ -432,7 +459,7 @@ class Scheduler(abc.ABC, Generic[T]):
 
         ``since``/``until`` arrive timezone-aware (naive ones made UTC).
         """
-        raise NotImplementedError(
+        raise UnsupportedOperationError(
             f"{type(self).__name__} does not support application log iteration"
         )
 
@@ -446,11 +473,11 @@ def _parse_stream(streams: Stream | str | None, caps: Capabilities) -> Stream | 
     try:
         stream = Stream(streams)
     except ValueError:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"unknown stream {streams!r}; use one of {sorted(s.value for s in Stream)}"
         ) from None
     if stream not in caps.log_streams:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"stream {stream.value!r} is not supported here; supported: "
             f"{sorted(s.value for s in caps.log_streams)}"
         )
@@ -470,4 +497,4 @@ def _compile_regex(regex: str | None) -> re.Pattern[str] | None:
     try:
         return re.compile(regex)
     except re.error as exc:
-        raise ValueError(f"invalid regex {regex!r}: {exc}") from None
+        raise InvalidArgumentError(f"invalid regex {regex!r}: {exc}") from None

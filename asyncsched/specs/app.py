@@ -90,8 +90,9 @@ class Workspace:
             )
         if isinstance(loaded, (str, int, float)):
             return Workspace(projects={workspace.strip(): ""})
-        raise ValueError(
-            f"workspace must be a path or a mapping of paths, got: {workspace!r}"
+        raise SpecError(
+            "workspace",
+            f"workspace must be a path or a mapping of paths, got: {workspace!r}",
         )
 
 

@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass
 from enum import StrEnum
 
+from asyncsched.errors import InvalidMountError
+
 __all__ = ["BindMount", "DeviceMount", "MountType", "VolumeMount", "parse_mounts"]
 
 
@@ -96,26 +98,33 @@ def parse_mounts(opts: list[str]) -> list[Mount]:
     has the empty value; ``readonly`` makes the mount read-only whatever its value.
 
     Raises:
-        KeyError: An unknown key, a key before the first ``type=``, or a required
-            key (``src``, ``dst``) missing.
-        ValueError: An unknown mount type or invalid device permissions.
+        InvalidMountError: (a SpecError and a KeyError, field ``mounts``) an
+            unknown key, a key before the first ``type=``, a required key
+            (``src``, ``dst``) missing, an unknown mount type or invalid
+            device permissions.
     """
     groups: list[dict[str, str]] = []
     for opt in opts:
         key, _, value = opt.partition("=")
         canonical = _KEYS.get(key)
         if canonical is None:
-            raise KeyError(f"unknown mount option {key}, must be one of {list(_KEYS)}")
+            raise InvalidMountError(
+                f"unknown mount option {key}, must be one of {list(_KEYS)}"
+            )
         if canonical == "type":
             groups.append({})
         elif not groups:
-            raise KeyError("type must be specified first")
+            raise InvalidMountError("type must be specified first")
         groups[-1][canonical] = value
     return [_build_mount(group) for group in groups]
 
 
 def _build_mount(group: dict[str, str]) -> Mount:
     mount_type = group["type"]
+    required = ("src",) if mount_type == MountType.DEVICE else ("src", "dst")
+    missing = [key for key in required if key not in group]
+    if mount_type in _MOUNT_TYPES and missing:
+        raise InvalidMountError(f"{mount_type} mount needs {missing[0]}=", missing[0])
     read_only = "readonly" in group
     if mount_type == MountType.BIND:
         return BindMount(
@@ -130,12 +139,12 @@ def _build_mount(group: dict[str, str]) -> Mount:
         perm = group.get("perm", "rwm")
         invalid = set(perm) - _DEVICE_PERMISSIONS
         if invalid:
-            raise ValueError(
-                f"invalid device permissions {perm!r}: {sorted(invalid)} not in 'rwm'"
+            raise InvalidMountError(
+                f"invalid device permissions {perm!r}: {sorted(invalid)} not in 'rwm'",
             )
         return DeviceMount(
             src_path=src, dst_path=group.get("dst", src), permissions=perm
         )
-    raise ValueError(
+    raise InvalidMountError(
         f"invalid mount type {mount_type!r}, must be one of {_MOUNT_TYPES}"
     )

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
+from asyncsched.errors import UnknownNamedResourceError, UnsupportedOperationError
+
 __all__ = [
     "EFA_DEVICE",
     "GiB",
@@ -168,7 +170,7 @@ class _NamedResourceLibrary:
             return NULL_RESOURCE
         factory = self._factory(key)
         if factory is None:
-            raise KeyError(self._unknown_message(key))
+            raise UnknownNamedResourceError(self._unknown_message(key))
         return factory()
 
     def __contains__(self, key: object) -> bool:
@@ -177,7 +179,7 @@ class _NamedResourceLibrary:
         return key in _NULL_NAMES or self._factory(key) is not None
 
     def __iter__(self) -> Iterator[str]:
-        raise NotImplementedError(
+        raise UnsupportedOperationError(
             "named resources are loaded lazily and cannot be iterated;"
             " look names up directly"
         )

@@ -10,7 +10,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias, get_args, get_origin
 
-from asyncsched.errors import AsyncschedWarning, InvalidRunConfigException
+from asyncsched.errors import (
+    ArgumentTypeError,
+    AsyncschedWarning,
+    InvalidArgumentError,
+    InvalidRunConfigException,
+)
 
 __all__ = ["CfgVal", "get_type_name", "runopt", "runopts", "to_dict"]
 
@@ -74,11 +79,11 @@ class runopt:
         else is passed to the type's constructor.
 
         Raises:
-            ValueError: The option has no type, or the constructor rejects the value.
-            IndexError: A dict item has no ``:``.
+            InvalidArgumentError: (a ValueError) the option has no type, the
+                constructor rejects the value, or a dict item has no ``:``.
         """
         if self.opt_type is None:
-            raise ValueError("run option has no type to cast to")
+            raise InvalidArgumentError("run option has no type to cast to")
         if self.opt_type is bool:
             return value.lower() == "true"
         if self.is_type_list_of_str:
@@ -86,11 +91,19 @@ class runopt:
         if self.is_type_dict_of_str:
             result: dict[str, str] = {}
             for item in _split_items(value):
-                parts = item.split(":", 1)
-                result[parts[0]] = parts[1]
+                key, sep, val = item.partition(":")
+                if not sep:
+                    raise InvalidArgumentError(f"{item!r} is not a `key:value` item")
+                result[key] = val
             return result
         constructor: Any = self.opt_type
-        cast: CfgVal = constructor(value)
+        try:
+            cast: CfgVal = constructor(value)
+        except (TypeError, ValueError) as exc:
+            name = getattr(self.opt_type, "__name__", self.opt_type)
+            raise InvalidArgumentError(
+                f"cannot convert {value!r} to {name}: {exc}"
+            ) from None
         return cast
 
 
@@ -131,16 +144,17 @@ class runopts:
         """Declare (or replace) an option.
 
         Raises:
-            ValueError: ``required`` is set together with a non-None ``default``.
-            TypeError: ``default`` is not of type ``type_``.
+            InvalidArgumentError: ``required`` is set together with a non-None
+                ``default``.
+            ArgumentTypeError: ``default`` is not of type ``type_``.
         """
         if required and default is not None:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"Required option: {cfg_key} must not specify default value."
                 f" Given: {default}"
             )
         if default is not None and not runopts.is_type(default, type_):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"Option: {cfg_key}, must be of type: {type_}."
                 f" Given: {default} ({type(default).__name__})"
             )
@@ -218,6 +232,10 @@ class runopts:
 
         Unknown keys are dropped with a warning. Defaults and required options are
         not applied: use ``opts.resolve(opts.cfg_from_str(s))`` for that.
+
+        Raises:
+            InvalidRunConfigException: the literal cannot be parsed, or a value
+                cannot be converted to its option's type.
         """
         cfg: dict[str, CfgVal] = {}
         for key, value in to_dict(cfg_str).items():
@@ -230,7 +248,12 @@ class runopts:
                     stacklevel=2,
                 )
                 continue
-            cfg[key] = opt.cast_to_type(value)
+            try:
+                cfg[key] = opt.cast_to_type(value)
+            except InvalidArgumentError as exc:
+                raise InvalidRunConfigException(
+                    f"Run option: {key}, {exc}", key, cfg_str
+                ) from None
         return cfg
 
     def cfg_from_json_repr(self, json_repr: str) -> dict[str, CfgVal]:
@@ -292,8 +315,8 @@ def to_dict(arg: str) -> dict[str, str]:
     value is not supported.
 
     Raises:
-        ValueError: ``arg`` is not empty but has no ``key=value`` pair, or a pair
-            cannot be split (e.g. ``FOO=;BAR=v1``).
+        InvalidRunConfigException: (a ValueError) ``arg`` is not empty but has
+            no ``key=value`` pair, or a pair cannot be split (e.g. ``FOO=;BAR=v1``).
     """
     if not arg:
         return {}
@@ -308,7 +331,9 @@ def to_dict(arg: str) -> dict[str, str]:
 
     chunks = [c.strip() for c in _QUOTED.sub(hide, arg).split("=") if c.strip()]
     if len(chunks) < 2:
-        raise ValueError(f"`{arg}` does not have at least one `key=value` pair")
+        raise InvalidRunConfigException(
+            f"`{arg}` does not have at least one `key=value` pair", "", arg
+        )
 
     result: dict[str, str] = {}
     key = chunks[0]
@@ -316,9 +341,11 @@ def to_dict(arg: str) -> dict[str, str]:
     for chunk in chunks[1:-1]:
         cut = max(chunk.rfind(d) for d in _DELIMITERS)
         if cut <= 0 or cut == len(chunk) - 1:
-            raise ValueError(
+            raise InvalidRunConfigException(
                 f"`{restore(chunk)}` cannot be split into `value<delim>key`"
-                f" with delimiters {list(_DELIMITERS)}"
+                f" with delimiters {list(_DELIMITERS)}",
+                "",
+                arg,
             )
         result[restore(key)] = restore(chunk[:cut].strip())
         key = chunk[cut + 1 :].strip()

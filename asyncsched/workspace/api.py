@@ -34,6 +34,7 @@ from typing import Any, Generic, TypeVar
 
 import anyio.to_thread
 
+from asyncsched.errors import UnsupportedOperationError
 from asyncsched.specs import AppDef, CfgVal, Role, Workspace, runopts
 
 __all__ = ["WorkspaceMixin"]
@@ -107,9 +108,14 @@ class WorkspaceMixin(abc.ABC, Generic[T]):
 
     def dryrun_push_images(self, app: AppDef, cfg: Mapping[str, CfgVal]) -> T:
         """Point ``app``'s roles at where their images will be pushed; return
-        what :meth:`push_images` needs. Not implemented by default."""
-        raise NotImplementedError("dryrun_push_images is not implemented")
+        what :meth:`push_images` needs.
+
+        Raises:
+            UnsupportedOperationError: not implemented (the default; it is a
+                ``NotImplementedError``, as TorchX raises).
+        """
+        raise UnsupportedOperationError("dryrun_push_images is not implemented")
 
     async def push_images(self, images_to_push: T) -> None:
         """Push what :meth:`dryrun_push_images` returned. Not implemented by default."""
-        raise NotImplementedError("push_images is not implemented")
+        raise UnsupportedOperationError("push_images is not implemented")

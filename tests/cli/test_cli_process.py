@@ -253,3 +253,24 @@ def test_schedulers_and_runopts(cli: Cli) -> None:
     assert "log_dir" in opts.stdout
     version = cli("--version")
     assert version.stdout.startswith("asyncsched ")
+
+
+def test_log_errors_are_one_line_and_debug_shows_the_traceback(
+    cli: Cli, supervisor: tuple[subprocess.Popen[str], str]
+) -> None:
+    _, handle = supervisor
+    unknown_role = cli("log", f"{handle}/nope/0")
+    assert unknown_role.returncode == 2, unknown_role.stderr
+    assert unknown_role.stderr.strip().splitlines() == [
+        f"asyncsched log: error: app {handle} has no role 'nope'; roles: ['sleeper']"
+    ]
+
+    bad_regex = cli("log", "--regex", "(unclosed", handle)
+    assert bad_regex.returncode == 2, bad_regex.stderr
+    assert len(bad_regex.stderr.strip().splitlines()) == 1, bad_regex.stderr
+    assert "invalid regex '(unclosed'" in bad_regex.stderr
+
+    debug = cli("--debug", "log", f"{handle}/nope/0")
+    assert debug.returncode == 2
+    assert "Traceback (most recent call last)" in debug.stderr
+    assert debug.stderr.rstrip().endswith("roles: ['sleeper']")

@@ -103,7 +103,11 @@ class RecordingScheduler(Scheduler[dict[str, CfgVal]]):
         self.closes += 1
 
 
+SMALL = Resource(cpu=1, gpu=0, memMB=64)
+
+
 def _app(**role_kwargs: Any) -> AppDef:
+    role_kwargs.setdefault("resource", SMALL)
     role = Role("trainer", image="img", entrypoint="run.sh", **role_kwargs)
     return AppDef("test", roles=[role])
 
@@ -143,12 +147,12 @@ async def test_workspace_changes_only_role0_of_a_copy() -> None:
     app = AppDef(
         "test",
         roles=[
-            Role("a", image="img", entrypoint="x"),
-            Role("b", image="img", entrypoint="y"),
+            Role("a", image="img", entrypoint="x", resource=SMALL),
+            Role("b", image="img", entrypoint="y", resource=SMALL),
         ],
     )
     await sched.submit(app, {"foo": "x"}, workspace="some_workspace")
-    submitted = sched.scheduled[0]._app
+    submitted = sched.scheduled[0].app
     assert submitted is not None
     assert [r.image for r in submitted.roles] == ["some_workspace", "img"]
     assert [r.image for r in app.roles] == ["img", "img"]
@@ -167,13 +171,15 @@ async def test_pre_proc_called_once_per_role_in_order() -> None:
     app = AppDef(
         "test",
         roles=[
-            TracingRole("r1", image="i", entrypoint="e"),
-            TracingRole("r2", image="i", entrypoint="e"),
+            TracingRole("r1", image="i", entrypoint="e", resource=SMALL),
+            TracingRole("r2", image="i", entrypoint="e", resource=SMALL),
         ],
     )
     info = await RecordingScheduler().submit_dryrun(app, {"foo": "x"})
     assert calls == ["r1@recording", "r2@recording"]
-    assert info._app is app
+    # the scheduler works on its own copy: pre_proc may change it, the caller's stays
+    assert info.app is not app
+    assert info.app == app
 
 
 def test_validate_rejects_null_resource() -> None:

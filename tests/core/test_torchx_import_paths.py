@@ -21,7 +21,7 @@ import pytest
 
 import asyncsched.workspace
 import asyncsched.workspace.api
-from asyncsched.errors import AsyncschedWarning
+from asyncsched.errors import AsyncschedWarning, UnsupportedOperationError
 from asyncsched.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler
 from asyncsched.schedulers.devices import DEVICES, get_device_mounts
 from asyncsched.schedulers.docker._render import render_job
@@ -145,7 +145,13 @@ async def test_torchx_style_subclass_builds_its_workspace_off_the_loop() -> None
         assert isinstance(sched, WorkspaceMixin)
         assert sched.capabilities.workspaces
         assert "image_repo" in {name for name, _ in sched.run_opts()}
-        role = Role("r", image="base", entrypoint="sh", args=["-c", "true"])
+        role = Role(
+            "r",
+            image="base",
+            entrypoint="sh",
+            args=["-c", "true"],
+            resource=Resource(cpu=1, gpu=0, memMB=64),
+        )
         app = AppDef("ws", roles=[role])
         app_id = await sched.submit(app, {"image_repo": "repo"}, workspace="/src")
         desc = await sched.wait(app_id, timeout=10)
@@ -169,9 +175,9 @@ async def test_mixin_defaults_match_torchx() -> None:
 
     sched = BuildOnly("s")
     assert list(sched.workspace_opts()) == []
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(UnsupportedOperationError):
         sched.dryrun_push_images(AppDef("a"), {})
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(UnsupportedOperationError):
         await sched.push_images(None)
 
 

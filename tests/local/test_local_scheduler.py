@@ -14,13 +14,15 @@ import anyio
 import pytest
 
 from asyncsched.errors import InvalidRunConfigException, SpecError, SubmitError
+from asyncsched.schedulers.local._render import HostFacts, render_request
 from asyncsched.schedulers.local_scheduler import (
+    CWDImageProvider,
     LocalDirectoryImageProvider,
     LocalScheduler,
     PopenRequest,
 )
 from asyncsched.schedulers.shared.ids import make_unique
-from asyncsched.specs import AppDef, AppState, Resource, RetryPolicy, Role
+from asyncsched.specs import AppDef, AppState, CfgVal, Resource, RetryPolicy, Role
 
 from .conftest import PY, app_of, py_role, sh_role
 
@@ -604,13 +606,7 @@ async def test_spawn_failure_part_way_kills_started(
         assert os.listdir(log_dir / "s") == []
 
 
-async def test_cuda_visible_devices(
-    sched: LocalScheduler, log_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async def eight() -> int:
-        return 8
-
-    monkeypatch.setattr(sched, "_count_gpus", eight)
+def test_cuda_visible_devices_split_between_replicas(log_dir: Path) -> None:
     role = Role(
         "g",
         "/",
@@ -618,17 +614,51 @@ async def test_cuda_visible_devices(
         num_replicas=2,
         resource=Resource(cpu=1, gpu=3, memMB=1),
     )
-    info = await sched.submit_dryrun(
-        app_of(role), {"log_dir": str(log_dir), "auto_set_cuda_visible_devices": True}
-    )
-    assert [p.env["CUDA_VISIBLE_DEVICES"] for p in info.request.role_params["g"]] == [
+
+    def render(cfg: dict[str, CfgVal]) -> PopenRequest:
+        return render_request(
+            app_of(role),
+            "app-1",
+            cfg,
+            session_name="s",
+            base_log_dir=str(log_dir),
+            provider=CWDImageProvider(),
+            host=HostFacts(gpu_count=8),
+        )
+
+    request = render({"auto_set_cuda_visible_devices": True})
+    assert [p.env["CUDA_VISIBLE_DEVICES"] for p in request.role_params["g"]] == [
         "0,1,2",
         "3,4,5",
     ]
-    info = await sched.submit_dryrun(app_of(role), {"log_dir": str(log_dir)})
-    assert all(
-        "CUDA_VISIBLE_DEVICES" not in p.env for p in info.request.role_params["g"]
+    request = render({})
+    assert all("CUDA_VISIBLE_DEVICES" not in p.env for p in request.role_params["g"])
+
+
+async def test_gpu_count_is_probed_once_per_scheduler(
+    sched: LocalScheduler,
+    log_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls = tmp_path / "calls"
+    fake = tmp_path / "bin" / "nvidia-smi"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\necho x >> {calls}\necho GPU 0\necho GPU 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    gpu_role = Role(
+        "g", "/", entrypoint="true", resource=Resource(cpu=1, gpu=1, memMB=1)
     )
+    cfg: dict[str, CfgVal] = {
+        "log_dir": str(log_dir),
+        "auto_set_cuda_visible_devices": True,
+    }
+    for _ in range(3):
+        info = await sched.submit_dryrun(app_of(gpu_role), cfg)
+        assert info.request.role_params["g"][0].env["CUDA_VISIBLE_DEVICES"] == "0"
+    await sched.submit_dryrun(app_of(sh_role("true")), cfg)
+    assert calls.read_text().splitlines() == ["x"]
 
 
 async def test_no_nvidia_smi_means_zero_gpus(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,6 +16,7 @@ from asyncsched.errors import (
     SpecError,
     UnknownAppException,
     UnknownSchedulerException,
+    UnsupportedOperationError,
     WaitTimeoutError,
 )
 from asyncsched.runner import Runner, RunnerEvent, get_runner, get_session_id
@@ -92,29 +93,34 @@ async def test_empty_session_gives_triple_slash_handles() -> None:
 
 
 class _Spy:
-    """Wraps a scheduler instance's methods to count calls and record arguments."""
+    """Wraps a scheduler instance's pipeline steps to count how often each runs."""
 
     def __init__(self) -> None:
-        self.dryruns: list[Mapping[str, CfgVal]] = []
+        self.resolves: list[Mapping[str, CfgVal]] = []
         self.validates = 0
+        self.renders = 0
 
     def factory(self, session_name: str, **kwargs: Any) -> Scheduler[Any]:
         sched = InMemoryScheduler(session_name)
-        real_dryrun = sched.submit_dryrun
+        real_resolve = sched.resolve_cfg
         real_validate = sched._validate
+        real_render = sched._submit_dryrun
 
-        async def submit_dryrun(
-            app: AppDef, cfg: Mapping[str, CfgVal] | None = None
-        ) -> AppDryRunInfo[Any]:
-            self.dryruns.append(dict(cfg or {}))
-            return await real_dryrun(app, cfg)
+        def resolve_cfg(cfg: Mapping[str, CfgVal] | None) -> Any:
+            self.resolves.append(dict(cfg or {}))
+            return real_resolve(cfg)
 
         def validate(app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
             self.validates += 1
             real_validate(app, scheduler, cfg)
 
-        sched.submit_dryrun = submit_dryrun  # type: ignore[method-assign]
+        async def render(app: AppDef, cfg: Any) -> AppDryRunInfo[Any]:
+            self.renders += 1
+            return await real_render(app, cfg)
+
+        sched.resolve_cfg = resolve_cfg  # type: ignore[method-assign]
         sched._validate = validate  # type: ignore[method-assign]
+        sched._submit_dryrun = render  # type: ignore[method-assign]
         return sched
 
 
@@ -122,10 +128,26 @@ async def test_dryrun_resolves_cfg_once_and_validates_once() -> None:
     spy = _Spy()
     async with Runner("s", {"spy": spy.factory}) as runner:
         info = await runner.dryrun(sh_app("exit 0"), "spy", {"fail_fast": False})
-    assert spy.dryruns == [{"fail_fast": False}]
+    assert spy.resolves == [{"fail_fast": False}]
     assert spy.validates == 1
-    assert info._scheduler == "spy"
-    assert info._cfg == {"fail_fast": False}
+    assert spy.renders == 1
+    assert info.scheduler == "spy"
+    assert info.cfg == {"fail_fast": False}
+
+
+async def test_run_goes_through_the_scheduler_pipeline_once() -> None:
+    spy = _Spy()
+    async with Runner("s", {"spy": spy.factory}) as runner:
+        await runner.run(sh_app("exit 0"), "spy", {"fail_fast": False})
+    assert (len(spy.resolves), spy.validates, spy.renders) == (1, 1, 1)
+
+
+async def test_workspace_on_a_scheduler_without_workspaces_is_rejected(
+    runner: Runner,
+) -> None:
+    with pytest.raises(UnsupportedOperationError, match="does not support workspaces"):
+        await runner.run(sh_app("exit 0"), "inmemory", workspace="/tmp")
+    assert await runner.list("inmemory") == []
 
 
 async def test_dryrun_fills_defaults_and_rejects_bad_cfg(runner: Runner) -> None:

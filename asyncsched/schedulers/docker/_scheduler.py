@@ -29,10 +29,12 @@ from aiodocker.exceptions import DockerError
 from asyncsched._version import __version__
 from asyncsched.errors import (
     AsyncschedError,
+    InvalidArgumentError,
     SchedulerError,
     SchedulerUnavailableError,
     SubmitError,
     UnknownAppException,
+    UnknownReplicaError,
 )
 from asyncsched.schedulers.api import (
     Capabilities,
@@ -175,7 +177,9 @@ class DockerScheduler(Scheduler[DockerOpts]):
     ) -> None:
         super().__init__("docker", session_name)
         if max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+            raise InvalidArgumentError(
+                f"max_concurrency must be >= 1, got {max_concurrency}"
+            )
         self._host = resolve_host(docker_host)
         self._client = client
         self._owns_client = client is None
@@ -629,7 +633,8 @@ class DockerScheduler(Scheduler[DockerOpts]):
             raise UnknownAppException(f"{self.backend}://{self.session_name}/{app_id}")
         matches = [r for r in view.records if r.role == role_name and r.replica_id == k]
         if not matches:
-            raise ValueError(f"app {app_id} has no replica {k} of role {role_name!r}")
+            roles = [r.role for r in view.records]
+            raise UnknownReplicaError(app_id, role_name, k, sorted(set(roles)))
         async for line in iter_container_log(
             self._docker(),
             self._host,

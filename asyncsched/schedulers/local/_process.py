@@ -37,6 +37,8 @@ from typing import Any, Literal
 
 import anyio
 
+from asyncsched.errors import SchedulerClosedError, SchedulerUnavailableError
+
 __all__ = [
     "Child",
     "Guardian",
@@ -87,7 +89,11 @@ async def resolve_pdeathsig(mode: PdeathsigMode) -> tuple[str | None, bool]:
         _setpriv_cache = await anyio.to_thread.run_sync(_probe_setpriv)
     setpriv = _setpriv_cache if isinstance(_setpriv_cache, str) else None
     if setpriv is None and mode == "setpriv":
-        raise RuntimeError("setpriv with --pdeathsig support is not available")
+        raise SchedulerUnavailableError(
+            "local",
+            "pdeathsig='setpriv' but setpriv with --pdeathsig support is not available",
+            "install util-linux >= 2.33 or use pdeathsig='auto'",
+        )
     return setpriv, setpriv is None
 
 
@@ -497,7 +503,7 @@ class Spawner:
         Not cancellable once queued: what the job starts must not be lost.
         """
         if not self._threads or self._closed:
-            raise RuntimeError("the spawner is not running")
+            raise SchedulerClosedError("the spawner is not running")
         job = _Job(func, args)
         self._jobs.put(job)
         with anyio.CancelScope(shield=True):

@@ -13,7 +13,6 @@ Supports asyncio (anyio-only code; trio is untested). POSIX only.
 
 from __future__ import annotations
 
-import abc
 import builtins
 import contextlib
 import logging
@@ -23,19 +22,21 @@ import shutil
 import signal
 import tempfile
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from pprint import pformat
 from typing import Any, final
 
 import anyio
 from anyio.abc import TaskGroup
 
 from asyncsched.errors import (
+    AppCacheFullError,
+    InvalidArgumentError,
     InvalidRunConfigException,
+    SchedulerError,
     SpecError,
     SubmitError,
     UnknownAppException,
+    UnknownReplicaError,
 )
 from asyncsched.schedulers.api import (
     Capabilities,
@@ -46,19 +47,15 @@ from asyncsched.schedulers.api import (
 )
 from asyncsched.schedulers.local import _records as records, _remote as remote
 from asyncsched.schedulers.local._env import (
-    RANK0_ENV,
     child_env,
     join_PATH,
-    replica_env,
-    role_PATH,
 )
-from asyncsched.schedulers.local._gpus import assign_cuda_devices, count_gpus
+from asyncsched.schedulers.local._gpus import count_gpus
 from asyncsched.schedulers.local._logs import (
     Follow,
     ReplicaLog,
     close_log_fds,
     index_path,
-    log_paths,
     open_log_fds,
     read_lines,
 )
@@ -68,6 +65,17 @@ from asyncsched.schedulers.local._process import (
     Spawner,
     find_executable,
     resolve_pdeathsig,
+)
+from asyncsched.schedulers.local._render import (
+    CWDImageProvider,
+    HostFacts,
+    ImageProvider,
+    LocalDirectoryImageProvider,
+    PopenRequest,
+    ReplicaParam,
+    format_request,
+    gpus_requested,
+    render_request,
 )
 from asyncsched.schedulers.local._supervisor import (
     LocalApp,
@@ -89,10 +97,7 @@ from asyncsched.specs import (
     CfgVal,
     ReplicaStatus,
     RetryPolicy,
-    Role,
     RoleStatus,
-    macros,
-    role_to_dict,
     runopts,
 )
 
@@ -113,116 +118,6 @@ logger = logging.getLogger(__name__)
 
 #: submits that may run their synchronous part (checks, spawning) at once
 _SUBMIT_CONCURRENCY = 8
-
-
-# -- image providers -------------------------------------------------------------
-
-
-@dataclass
-class ReplicaParam:
-    """How one replica process is started (the dry-run shows these)."""
-
-    args: list[str]
-    env: dict[str, str]
-    stdout: str | None = None
-    stderr: str | None = None
-    combined: str | None = None
-    cwd: str | None = None
-
-
-class ImageProvider(abc.ABC):
-    """Turns a role's ``image`` into a local directory the replicas run from."""
-
-    def __init__(self, cfg: Mapping[str, CfgVal] | None = None) -> None:
-        self.cfg = dict(cfg or {})
-
-    @abc.abstractmethod
-    def fetch(self, image: str) -> str:
-        """Make ``image`` available locally; return its root (``${img_root}``)."""
-
-    def fetch_role(self, role: Role) -> str:
-        """Fetch the image of ``role`` (may prepare more for the role)."""
-        return self.fetch(role.image)
-
-    def get_cwd(self, image: str) -> str | None:
-        """The working directory of replicas; None keeps the scheduler's."""
-        return None
-
-    def get_entrypoint(self, img_root: str, role: Role) -> str:
-        """The command to execute (not joined to ``img_root``)."""
-        return role.entrypoint
-
-    def get_replica_param(
-        self,
-        img_root: str,
-        role: Role,
-        stdout: str | None = None,
-        stderr: str | None = None,
-        combined: str | None = None,
-    ) -> ReplicaParam:
-        """The replica parameters of ``role`` (``args = [entrypoint, *role.args]``)."""
-        return ReplicaParam(
-            args=[self.get_entrypoint(img_root, role), *role.args],
-            env=dict(role.env),
-            stdout=stdout,
-            stderr=stderr,
-            combined=combined,
-            cwd=self.get_cwd(role.image),
-        )
-
-
-class CWDImageProvider(ImageProvider):
-    """``local_cwd``: the image is ignored; replicas run in the current directory."""
-
-    def fetch(self, image: str) -> str:
-        return os.getcwd()
-
-    def get_cwd(self, image: str) -> str | None:
-        return os.getcwd()
-
-
-class LocalDirectoryImageProvider(ImageProvider):
-    """``local_dir``: the image is an existing directory, used as root and cwd."""
-
-    def fetch(self, image: str) -> str:
-        """Return ``image`` if it is an existing directory.
-
-        Raises:
-            ValueError: ``image`` is relative or not an existing directory.
-        """
-        if not os.path.isabs(image):
-            raise ValueError(
-                f"local_dir image {image!r} must be an absolute path to a directory"
-            )
-        if not os.path.isdir(image):
-            raise ValueError(f"local_dir image {image!r} is not an existing directory")
-        return image
-
-    def get_cwd(self, image: str) -> str | None:
-        return image
-
-
-# -- the request -------------------------------------------------------------------
-
-
-@dataclass
-class PopenRequest:
-    """What ``schedule`` launches: per role, one :class:`ReplicaParam` per replica.
-
-    ``log_dir`` is the app's log dir ``<base>/<session>/<app_id>``.
-    """
-
-    app_id: str
-    log_dir: str
-    role_params: dict[str, list[ReplicaParam]]
-    role_log_dirs: dict[str, list[str]]
-    app_name: str = ""
-    fail_fast: bool = True
-    roles: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-
-def _format_request(request: PopenRequest) -> str:
-    return pformat(asdict(request), indent=2, width=100)
 
 
 # -- the scheduler -------------------------------------------------------------------
@@ -289,7 +184,9 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
     ) -> None:
         super().__init__("local", session_name)
         if cache_size <= 0:
-            raise ValueError(f"cache_size must be greater than zero, got {cache_size}")
+            raise InvalidArgumentError(
+                f"cache_size must be greater than zero, got {cache_size}"
+            )
         self._image_provider_class = image_provider_class
         self._cache_size = cache_size
         self._extra_paths = list(extra_paths or [])
@@ -321,6 +218,7 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
         # evicted apps whose replicas are still in their SIGTERM grace
         self._draining: builtins.list[LocalApp] = []
         self._executables: dict[tuple[str, str, str | None], str] = {}
+        self._gpu_count: int | None = None
 
     @property
     def _created_tmp_log_dir(self) -> bool:
@@ -480,96 +378,29 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
             self._tmp_log_dirs.append(os.path.join(tempfile.gettempdir(), name))
         return self._tmp_log_dirs[0]
 
-    async def _count_gpus(self) -> int:
-        return await count_gpus()
+    async def _host_gpus(self) -> int:
+        """This host's GPU count: probed once per scheduler, then cached."""
+        if self._gpu_count is None:
+            self._gpu_count = await count_gpus()
+        return self._gpu_count
 
     async def _submit_dryrun(
         self, app: AppDef, cfg: dict[str, CfgVal]
     ) -> AppDryRunInfo[PopenRequest]:
-        app_id = make_unique(app.name)
-        base = self._base_log_dir(cfg)
-        app_log_dir = os.path.join(base, self.session_name, app_id)
-        provider = self._image_provider_class(cfg)
-        role_params: dict[str, list[ReplicaParam]] = {}
-        role_log_dirs: dict[str, list[str]] = {}
-        cuda = await self._cuda_split(
-            app, bool(cfg.get("auto_set_cuda_visible_devices"))
+        gpus = 0
+        if cfg.get("auto_set_cuda_visible_devices") and gpus_requested(app):
+            gpus = await self._host_gpus()
+        host = HostFacts(gpu_count=gpus, extra_paths=tuple(self._extra_paths))
+        request = render_request(
+            app,
+            make_unique(app.name),
+            cfg,
+            session_name=self.session_name,
+            base_log_dir=self._base_log_dir(cfg),
+            provider=self._image_provider_class(cfg),
+            host=host,
         )
-        for idx, role in enumerate(app.roles):
-            try:
-                img_root = provider.fetch_role(role)
-            except ValueError as exc:
-                raise SpecError(f"roles[{idx}].image", str(exc)) from None
-            path = role_PATH(
-                role.env.get("PATH"),
-                self._extra_paths,
-                provider.get_cwd(role.image),
-                bool(cfg.get("prepend_cwd")),
-            )
-            params: list[ReplicaParam] = []
-            dirs: list[str] = []
-            for i in range(role.num_replicas):
-                values = macros.Values(
-                    img_root=img_root,
-                    app_id=app_id,
-                    replica_id=str(i),
-                    rank0_env=RANK0_ENV,
-                )
-                replica_role = values.apply(role)
-                replica_dir = os.path.join(app_log_dir, role.name, str(i))
-                env = dict(replica_role.env)
-                if path:
-                    env["PATH"] = values.substitute(path)
-                replica_role.env = replica_env(
-                    env,
-                    app_id=app_id,
-                    role_name=role.name,
-                    replica_id=i,
-                    num_replicas=role.num_replicas,
-                    replica_log_dir=replica_dir,
-                    app_log_dir=app_log_dir,
-                )
-                if (role.name, i) in cuda:
-                    replica_role.env["CUDA_VISIBLE_DEVICES"] = cuda[(role.name, i)]
-                paths = log_paths(replica_dir)
-                params.append(
-                    provider.get_replica_param(
-                        img_root,
-                        replica_role,
-                        stdout=paths["stdout"],
-                        stderr=paths["stderr"],
-                        combined=paths["combined"],
-                    )
-                )
-                dirs.append(replica_dir)
-            role_params[role.name] = params
-            role_log_dirs[role.name] = dirs
-        request = PopenRequest(
-            app_id=app_id,
-            log_dir=app_log_dir,
-            role_params=role_params,
-            role_log_dirs=role_log_dirs,
-            app_name=app.name,
-            fail_fast=bool(cfg.get("fail_fast", True)),
-            roles={role.name: role_to_dict(role) for role in app.roles},
-        )
-        return AppDryRunInfo(request, _format_request)
-
-    async def _cuda_split(
-        self, app: AppDef, enabled: bool
-    ) -> dict[tuple[str, int], str]:
-        wanted = [(r.name, r.num_replicas, max(r.resource.gpu, 0)) for r in app.roles]
-        total = sum(n * g for _, n, g in wanted)
-        if total <= 0:
-            return {}
-        if not enabled:
-            logger.warning(
-                "%d GPUs requested but auto_set_cuda_visible_devices is off: every"
-                " replica sees every GPU",
-                total,
-            )
-            return {}
-        return assign_cuda_devices(wanted, await self._count_gpus())
+        return AppDryRunInfo(request, format_request)
 
     # -- schedule ------------------------------------------------------------------------------
 
@@ -579,7 +410,7 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
             # a terminal app may go (``wait()`` returns on it), finished ones first
             done = [a for a in self._apps.values() if a.done.is_set()]
             if not done:
-                raise IndexError(
+                raise AppCacheFullError(
                     f"App cache size ({self._cache_size}) exceeded and no app has"
                     " finished. Increase cache_size or wait for an app to finish."
                 )
@@ -762,7 +593,7 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
         )
         app.start(started)
         self._apps[app.app_id] = app
-        self._app_defs[app.app_id] = dryrun_info._app
+        self._app_defs[app.app_id] = dryrun_info.app
         guardian = self._spawn_cfg.guardian
         if guardian.has_pending:
             tg.start_soon(guardian.flush)
@@ -953,7 +784,7 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
             async for line in lines:
                 yield line
         except FileNotFoundError:
-            raise RuntimeError(
+            raise SchedulerError(
                 f"log file {path!r} of {app_id} does not exist (was it deleted?)"
             ) from None
         finally:
@@ -1070,18 +901,15 @@ def _find_replica(app: LocalApp, role_name: str, k: int) -> Replica:
         if r.launch.role == role_name and r.launch.replica_id == k:
             return r
     roles = sorted({r.launch.role for r in app.replicas})
-    raise ValueError(
-        f"app {app.app_id} has no replica {k} of role {role_name!r} (roles: {roles})"
-    )
+    raise UnknownReplicaError(app.app_id, role_name, k, roles)
 
 
 def _record_replica_dir(record: dict[str, Any], role_name: str, k: int) -> str:
     for r in (record.get("roles") or {}).get(role_name, []):
         if int(r.get("replica_id", -1)) == k:
             return str(r["log_dir"])
-    raise ValueError(
-        f"app {record.get('app_id')} has no replica {k} of role {role_name!r}"
-    )
+    roles = list(record.get("roles") or {})
+    raise UnknownReplicaError(str(record.get("app_id")), role_name, k, roles)
 
 
 def _local_follow(log: ReplicaLog, stream: str) -> Follow:

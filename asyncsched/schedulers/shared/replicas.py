@@ -33,6 +33,8 @@ class ReplicaSpec:
         role: The role with macros substituted for this replica (a copy).
         template: The role as the user gave it (not a copy: do not mutate).
         identity: The identity variables (``ASYNCSCHED_APP_ID``, ...).
+        values: The macro values of this replica, for backend strings that
+            macros also apply to (e.g. the local PATH).
     """
 
     role_index: int
@@ -40,6 +42,7 @@ class ReplicaSpec:
     role: Role
     template: Role
     identity: dict[str, str]
+    values: macros.Values
 
     @property
     def env(self) -> dict[str, str]:
@@ -71,6 +74,7 @@ def expand_role(
                 role=values.apply(role),
                 template=role,
                 identity=identity_env(app_id, role.name, replica_id, role.num_replicas),
+                values=values,
             )
         )
     return specs
