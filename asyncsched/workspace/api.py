@@ -35,6 +35,7 @@ from typing import Any, Generic, TypeVar
 import anyio.to_thread
 
 from asyncsched.errors import UnsupportedOperationError
+from asyncsched.schedulers.api import Capabilities, Scheduler
 from asyncsched.specs import AppDef, CfgVal, Role, Workspace, runopts
 
 __all__ = ["WorkspaceMixin"]
@@ -66,8 +67,6 @@ class WorkspaceMixin(abc.ABC, Generic[T]):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        from asyncsched.schedulers.api import Capabilities
-
         caps = getattr(cls, "capabilities", None)
         if isinstance(caps, Capabilities) and not caps.workspaces:
             cls.capabilities = dataclasses.replace(caps, workspaces=True)  # type: ignore[attr-defined]
@@ -80,8 +79,6 @@ class WorkspaceMixin(abc.ABC, Generic[T]):
     def __subclasshook__(cls, subclass: type) -> bool | Any:
         if cls is not WorkspaceMixin:
             return NotImplemented
-        from asyncsched.schedulers.api import Capabilities, Scheduler
-
         caps = getattr(subclass, "capabilities", None)
         if (
             issubclass(subclass, Scheduler)
