@@ -23,7 +23,7 @@ import signal
 import tempfile
 from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
-from typing import Any, final
+from typing import Any, cast, final
 
 import anyio
 from anyio.abc import TaskGroup
@@ -59,6 +59,7 @@ from asyncsched.schedulers.local._logs import (
     open_log_fds,
     read_lines,
 )
+from asyncsched.schedulers.local._opts import LocalOpts
 from asyncsched.schedulers.local._process import (
     Guardian,
     PdeathsigMode,
@@ -124,7 +125,7 @@ _SUBMIT_CONCURRENCY = 8
 
 
 @final
-class LocalScheduler(Scheduler[dict[str, CfgVal]]):
+class LocalScheduler(Scheduler[LocalOpts]):
     """Run apps as process groups on this host, orphan-proof and event-driven.
 
     Args:
@@ -385,19 +386,20 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
         return self._gpu_count
 
     async def _submit_dryrun(
-        self, app: AppDef, cfg: dict[str, CfgVal]
+        self, app: AppDef, cfg: LocalOpts
     ) -> AppDryRunInfo[PopenRequest]:
+        values = cast(Mapping[str, CfgVal], cfg)  # the TypedDict, as a mapping
         gpus = 0
-        if cfg.get("auto_set_cuda_visible_devices") and gpus_requested(app):
+        if values.get("auto_set_cuda_visible_devices") and gpus_requested(app):
             gpus = await self._host_gpus()
         host = HostFacts(gpu_count=gpus, extra_paths=tuple(self._extra_paths))
         request = render_request(
             app,
             make_unique(app.name),
-            cfg,
+            values,
             session_name=self.session_name,
-            base_log_dir=self._base_log_dir(cfg),
-            provider=self._image_provider_class(cfg),
+            base_log_dir=self._base_log_dir(values),
+            provider=self._image_provider_class(values),
             host=host,
         )
         return AppDryRunInfo(request, format_request)
