@@ -344,4 +344,3 @@ def test_torchx_path_modules_and_has_docker_import_no_docker_client() -> None:
         timeout=60,
     ).stdout.strip()
     assert out == ""
-
