@@ -63,6 +63,8 @@ class _BuiltinFactory:
         module_name, func_name = self.target.split(":")
         try:
             module = importlib.import_module(module_name)
+            # a TorchX-path module may import its backend on attribute access
+            factory: SchedulerFactory = getattr(module, func_name)
         except ImportError as exc:
             if self.extra is None or module_name.startswith(exc.name or "\0"):
                 raise
@@ -71,7 +73,6 @@ class _BuiltinFactory:
                 f"{exc.name} is not installed",
                 f"pip install 'asyncsched[{self.extra}]'",
             ) from exc
-        factory: SchedulerFactory = getattr(module, func_name)
         return factory(session_name, **kwargs)
 
     def __repr__(self) -> str:

@@ -140,12 +140,21 @@ class DescribeAppResponse:
 
 @dataclass
 class ListAppResponse:
-    """One row of ``list()``; ``app_handle`` is filled in by the runner."""
+    """One row of ``list()``; ``app_handle`` is filled in by the runner.
+
+    Equality and hashing use ``app_id``, ``state`` and ``app_handle`` only, as in
+    TorchX; ``name`` (an asyncsched addition) is informational.
+
+    Example:
+        >>> row = ListAppResponse(app_id="a-1", state=AppState.RUNNING, name="a")
+        >>> row == ListAppResponse(app_id="a-1", state=AppState.RUNNING)
+        True
+    """
 
     app_id: str
     state: AppState
     app_handle: str = "<NOT_SET>"
-    name: str = ""
+    name: str = field(default="", compare=False)
 
     def __hash__(self) -> int:
         return hash((self.app_id, self.app_handle, self.state))

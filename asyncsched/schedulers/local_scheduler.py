@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+from asyncsched.schedulers.local._opts import LocalOpts
 from asyncsched.schedulers.local._scheduler import (
     CWDImageProvider,
     ImageProvider,
@@ -27,6 +28,7 @@ __all__ = [
     "CWDImageProvider",
     "ImageProvider",
     "LocalDirectoryImageProvider",
+    "LocalOpts",
     "LocalScheduler",
     "PopenRequest",
     "ReplicaParam",

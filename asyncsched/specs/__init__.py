@@ -50,6 +50,7 @@ from .resources import (
     NULL_RESOURCE as NULL_RESOURCE,
     GiB as GiB,
     Resource as Resource,
+    get_named_resources as get_named_resources,
     named_resources as named_resources,
     resource as resource,
 )
@@ -110,6 +111,7 @@ __all__ = [
     "Workspace",
     "app_from_dict",
     "app_to_dict",
+    "get_named_resources",
     "get_type_name",
     "is_started",
     "is_terminal",

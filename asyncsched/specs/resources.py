@@ -11,14 +11,24 @@ Example:
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
 from asyncsched.errors import UnknownNamedResourceError, UnsupportedOperationError
 
-__all__ = ["GiB", "NULL_RESOURCE", "Resource", "named_resources", "resource"]
+__all__ = [
+    "EFA_DEVICE",
+    "GiB",
+    "K8S_ITYPE",
+    "NEURON_DEVICE",
+    "NULL_RESOURCE",
+    "Resource",
+    "get_named_resources",
+    "named_resources",
+    "resource",
+]
 
 GiB: int = 1024
 """One gibibyte expressed in ``memMB`` units."""
@@ -85,71 +95,23 @@ def resource(
     return Resource(cpu=cpu or 2, gpu=gpu or 0, memMB=memMB or 1024)
 
 
-# -- built-in named resources -------------------------------------------------
-
-_GENERIC: dict[str, tuple[int, int, int]] = {
-    "gpu.small": (8, 1, 32 * GiB),
-    "gpu.medium": (16, 2, 64 * GiB),
-    "gpu.large": (32, 4, 128 * GiB),
-    "gpu.xlarge": (64, 8, 256 * GiB),
-    "cpu.nano": (1, 0, 512),
-    "cpu.micro": (1, 0, 1 * GiB),
-    "cpu.small": (1, 0, 2 * GiB),
-    "cpu.medium": (2, 0, 4 * GiB),
-    "cpu.large": (2, 0, 8 * GiB),
-    "cpu.xlarge": (8, 0, 32 * GiB),
-}
+# -- capability and device keys ------------------------------------------------
 
 K8S_ITYPE = "node.kubernetes.io/instance-type"
+"""Capability key naming the instance type (Kubernetes' well-known node label)."""
 EFA_DEVICE = "vpc.amazonaws.com/efa"
+"""Device name of AWS Elastic Fabric Adapter interfaces (``Resource.devices``)."""
 NEURON_DEVICE = "aws.amazon.com/neurondevice"
-# The OS and daemons keep part of an instance's memory; ask for 96% of it.
-_AWS_GiB = int(GiB * 0.96)
-
-# instance type -> (vCPUs, GPUs, memory GiB, devices)
-_AWS: dict[str, tuple[int, int, int, dict[str, int]]] = {
-    "t3.medium": (2, 0, 4, {}),
-    "m5.2xlarge": (8, 0, 32, {}),
-    "c5.18xlarge": (72, 0, 144, {}),
-    "p3.2xlarge": (8, 1, 61, {}),
-    "p3.8xlarge": (32, 4, 244, {}),
-    "p3.16xlarge": (64, 8, 488, {}),
-    "p3dn.24xlarge": (96, 8, 768, {EFA_DEVICE: 1}),
-    "p4d.24xlarge": (96, 8, 1152, {EFA_DEVICE: 4}),
-    "p5.48xlarge": (192, 8, 2048, {EFA_DEVICE: 32}),
-    "g4dn.xlarge": (4, 1, 16, {}),
-    "g4dn.12xlarge": (48, 4, 192, {EFA_DEVICE: 1}),
-    "g5.xlarge": (4, 1, 16, {}),
-    "g5.2xlarge": (8, 1, 32, {}),
-    "g5.4xlarge": (16, 1, 64, {}),
-    "g5.12xlarge": (48, 4, 192, {EFA_DEVICE: 1}),
-    "g5.48xlarge": (192, 8, 768, {EFA_DEVICE: 1}),
-    "trn1.2xlarge": (8, 0, 32, {NEURON_DEVICE: 1}),
-    "trn1.32xlarge": (128, 0, 512, {EFA_DEVICE: 8, NEURON_DEVICE: 16}),
-}
-
-
-def _generic_factory(cpu: int, gpu: int, mem: int) -> ResourceFactory:
-    return lambda: Resource(cpu=cpu, gpu=gpu, memMB=mem)
-
-
-def _aws_factory(
-    itype: str, cpu: int, gpu: int, mem_gib: int, devices: dict[str, int]
-) -> ResourceFactory:
-    return lambda: Resource(
-        cpu=cpu,
-        gpu=gpu,
-        memMB=mem_gib * _AWS_GiB,
-        capabilities={K8S_ITYPE: itype},
-        devices=dict(devices),
-    )
+"""Device name of AWS Neuron (Trainium/Inferentia) devices (``Resource.devices``)."""
 
 
 def _builtin_factories() -> dict[str, ResourceFactory]:
-    factories = {name: _generic_factory(*spec) for name, spec in _GENERIC.items()}
-    for itype, (cpu, gpu, mem, devices) in _AWS.items():
-        factories[f"aws_{itype}"] = _aws_factory(itype, cpu, gpu, mem, devices)
-    return factories
+    """Generic, then AWS named resources (later sources win by name, as in TorchX)."""
+    # imported here: both modules import Resource from this one
+    from asyncsched.specs.named_resources_aws import NAMED_RESOURCES as AWS
+    from asyncsched.specs.named_resources_generic import NAMED_RESOURCES as GENERIC
+
+    return {**GENERIC, **AWS}
 
 
 _NULL_NAMES = frozenset({"NULL", "MISSING"})
@@ -166,13 +128,22 @@ class _NamedResourceLibrary:
 
     def __init__(
         self,
-        builtins: dict[str, ResourceFactory],
+        builtins: Mapping[str, ResourceFactory]
+        | Callable[[], Mapping[str, ResourceFactory]],
         group: str = ENTRY_POINT_GROUP,
     ) -> None:
-        self._builtins = builtins
+        self._builtins_source = builtins
+        self._builtins_loaded: Mapping[str, ResourceFactory] | None = None
         self._group = group
         self._plugins: dict[str, metadata.EntryPoint] | None = None
         self._loaded: dict[str, ResourceFactory] = {}
+
+    @property
+    def _builtins(self) -> Mapping[str, ResourceFactory]:
+        if self._builtins_loaded is None:
+            source = self._builtins_source
+            self._builtins_loaded = source if isinstance(source, Mapping) else source()
+        return self._builtins_loaded
 
     def _plugin_entry_points(self) -> dict[str, metadata.EntryPoint]:
         if self._plugins is None:
@@ -222,5 +193,15 @@ class _NamedResourceLibrary:
         return f"{msg} Registered named resources: {names}"
 
 
-named_resources = _NamedResourceLibrary(_builtin_factories())
+named_resources = _NamedResourceLibrary(_builtin_factories)
 """Named resources: ``named_resources["gpu.small"]`` returns a fresh Resource."""
+
+
+def get_named_resources(res: str) -> Resource:
+    """TorchX's function form of ``named_resources[res]``.
+
+    Example:
+        >>> get_named_resources("cpu.small").memMB
+        2048
+    """
+    return named_resources[res]

@@ -30,7 +30,14 @@ BUILTIN_EXCEPTIONS = {
     if isinstance(value, type) and issubclass(value, BaseException)
 }
 # raised on purpose and never seen by a caller: control flow and protocol rules
-ALLOWED = {"StopAsyncIteration", "StopIteration", "KeyboardInterrupt", "SystemExit"}
+# (AttributeError: a module-level __getattr__ must raise it for unknown names)
+ALLOWED = {
+    "AttributeError",
+    "KeyboardInterrupt",
+    "StopAsyncIteration",
+    "StopIteration",
+    "SystemExit",
+}
 
 
 def _builtin_raises() -> list[str]:

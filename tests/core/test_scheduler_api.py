@@ -265,7 +265,7 @@ def test_list_response_hash_and_capabilities_dict() -> None:
     a = ListAppResponse(app_id="x", state=AppState.RUNNING, app_handle="h", name="n1")
     b = ListAppResponse(app_id="x", state=AppState.RUNNING, app_handle="h", name="n2")
     assert hash(a) == hash(b)
-    assert a != b
+    assert a == b  # name is informational, as TorchX 0.7 has no such field
     caps = RecordingScheduler.capabilities.as_dict()
     assert caps["log_streams"] == ["stdout"]
     assert caps["workspaces"] is True

@@ -30,6 +30,7 @@ from asyncsched._version import __version__
 from asyncsched.errors import (
     AsyncschedError,
     InvalidArgumentError,
+    InvalidRunConfigException,
     SchedulerError,
     SchedulerUnavailableError,
     SubmitError,
@@ -91,6 +92,7 @@ from asyncsched.specs import (
     is_terminal,
     runopts,
 )
+from asyncsched.workspace.api import WorkspaceMixin
 
 __all__ = [
     "DockerContainer",
@@ -119,7 +121,9 @@ class DockerOpts(TypedDict, total=False):
 
 
 @final
-class DockerScheduler(Scheduler[DockerOpts]):
+class DockerScheduler(
+    WorkspaceMixin[dict[str, tuple[str, str]]], Scheduler[DockerOpts]
+):
     """Run each replica of an app as a Docker container.
 
     Containers are named ``{app_id[-30:]}-{role[:30]}-{replica}`` (also their
@@ -490,6 +494,50 @@ class DockerScheduler(Scheduler[DockerOpts]):
             role.image = await push_image(docker, self._host, image_id, repo, auth)
         else:
             role.image = image_id
+
+    def dryrun_push_images(
+        self, app: AppDef, cfg: Mapping[str, CfgVal]
+    ) -> dict[str, tuple[str, str]]:
+        """Point roles that run a local image id at ``<image_repo>:<hash>``.
+
+        TorchX's separate push step. Every role whose image is ``sha256:<hash>``
+        is rewritten in place; the returned ``{image id: (image_repo, hash)}`` is
+        what :meth:`push_images` pushes. (Workspace builds here push by
+        themselves when ``image_repo`` is set, leaving nothing to push.)
+
+        Raises:
+            InvalidRunConfigException: a role runs a local image id and
+                ``image_repo`` is not set.
+        """
+        repo = cfg.get("image_repo")
+        to_push: dict[str, tuple[str, str]] = {}
+        for i, role in enumerate(app.roles):
+            if not role.image.startswith("sha256:"):
+                continue
+            if not repo:
+                raise InvalidRunConfigException(
+                    f"roles[{i}] runs the local image {role.image}; set image_repo"
+                    " to push it somewhere other hosts can pull from",
+                    "image_repo",
+                    cfg,
+                )
+            tag = role.image.removeprefix("sha256:")
+            to_push[role.image] = (str(repo), tag)
+            role.image = f"{repo}:{tag}"
+        return to_push
+
+    async def push_images(self, images_to_push: dict[str, tuple[str, str]]) -> None:
+        """Tag and push what :meth:`dryrun_push_images` returned (nothing: no I/O).
+
+        Raises:
+            SchedulerError: tagging or pushing failed.
+        """
+        if not images_to_push:
+            return
+        docker = self._docker()
+        for image_id, (repo, _tag) in images_to_push.items():
+            auth = await registry_auth(repo)
+            await push_image(docker, self._host, image_id, repo, auth)
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Any) -> None:
         """Docker accepts roles without resources (no limits), as TorchX does."""

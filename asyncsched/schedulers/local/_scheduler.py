@@ -22,7 +22,7 @@ import signal
 import warnings
 from collections.abc import AsyncIterator, Mapping
 from datetime import datetime
-from typing import Any, final
+from typing import Any, cast, final
 
 import anyio
 from anyio.abc import TaskGroup
@@ -59,6 +59,7 @@ from asyncsched.schedulers.local._logs import (
     open_log_fds,
     read_lines,
 )
+from asyncsched.schedulers.local._opts import LocalOpts
 from asyncsched.schedulers.local._process import (
     Guardian,
     PdeathsigMode,
@@ -134,7 +135,7 @@ DEFAULT_RETENTION = Retention()
 
 
 @final
-class LocalScheduler(Scheduler[dict[str, CfgVal]]):
+class LocalScheduler(Scheduler[LocalOpts]):
     """Run apps as process groups on this host, orphan-proof and event-driven.
 
     Args:
@@ -384,19 +385,20 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
         return self._gpu_count
 
     async def _submit_dryrun(
-        self, app: AppDef, cfg: dict[str, CfgVal]
+        self, app: AppDef, cfg: LocalOpts
     ) -> AppDryRunInfo[PopenRequest]:
+        values = cast(Mapping[str, CfgVal], cfg)  # the TypedDict, as a mapping
         gpus = 0
-        if cfg.get("auto_set_cuda_visible_devices") and gpus_requested(app):
+        if values.get("auto_set_cuda_visible_devices") and gpus_requested(app):
             gpus = await self._host_gpus()
         host = HostFacts(gpu_count=gpus, extra_paths=tuple(self._extra_paths))
         request = render_request(
             app,
             make_unique(app.name),
-            cfg,
+            values,
             session_name=self.session_name,
-            base_log_dir=self._base_log_dir(cfg),
-            provider=self._image_provider_class(cfg),
+            base_log_dir=self._base_log_dir(values),
+            provider=self._image_provider_class(values),
             host=host,
         )
         return AppDryRunInfo(request, format_request)
@@ -617,11 +619,15 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
     async def describe(self, app_id: str) -> DescribeAppResponse | None:
         """Describe ``app_id``: state, restarts, per-replica statuses and roles.
 
-        Apps supervised by another process are read from their records.
+        Apps supervised by another process are read from their records. A
+        terminal state is reported only once the record (and, for a finished
+        app, TorchX's SUCCESS file) is on disk.
         """
         self._check_open()
         app = self._apps.get(app_id)
         if app is not None:
+            if app.done.is_set() and app.record_stale:
+                await app.settled()
             return self._describe_local(app)
         record = await self._record_of(app_id)
         return remote.describe_record(record) if record is not None else None
@@ -656,6 +662,9 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
     async def list(self) -> builtins.list[ListAppResponse]:
         """The apps of this session: those supervised here and those on record."""
         self._check_open()
+        for app in builtins.list(self._apps.values()):
+            if app.done.is_set() and app.record_stale:  # as in describe
+                await app.settled()
         result = [
             ListAppResponse(app_id=a.app_id, state=a.state, name=a.name)
             for a in self._apps.values()

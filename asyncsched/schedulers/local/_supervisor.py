@@ -720,10 +720,11 @@ def _write_record(
     pointer: tuple[str, str, str] | None,
 ) -> None:
     try:
+        if success is not None:  # before the record: readers of a finished
+            # record (other processes) always find SUCCESS next to it
+            write_json_atomic(os.path.join(app_dir, "SUCCESS"), success)
         write_json_atomic(path, data)
         if pointer is not None:  # after the record: a pointer never dangles
             write_pointer(*pointer, app_dir)
-        if success is not None:
-            write_json_atomic(os.path.join(app_dir, "SUCCESS"), success)
     except OSError as exc:  # the temp log dir may be gone at close
         logger.debug("cannot write the record %s: %s", path, exc)
