@@ -357,3 +357,22 @@ def test_mounts_on_local_cwd_are_warned_about(cli: Cli) -> None:
         "asyncsched: warning: roles[0].mounts: the local scheduler runs replicas"
         " on this host and ignores 1 mount(s): bind /tmp:/data"
     ) in result.stderr
+
+
+def test_concurrent_runs_and_a_prune_leave_a_readable_state_dir(
+    cli: Cli, tmp_path: Path
+) -> None:
+    runs = [cli.start("run", "--no-log", "--", "sh", "-c", "echo x") for _ in range(4)]
+    pruner = cli.start("prune", "--keep", "2")
+    for proc in [*runs, pruner]:
+        proc.communicate(timeout=60)
+        assert proc.returncode == 0
+    assert "unreadable" not in cli("prune", "--keep", "100").stderr
+    state = tmp_path / "state"
+    for pointer in (state / "local" / "asyncsched").glob("*.json"):
+        app_dir = Path(json.loads(pointer.read_text())["app_dir"])
+        assert json.loads((app_dir / "app.json").read_text())["finished"] is True
+    listed = cli("list", "--json")
+    assert listed.returncode == 0
+    assert listed.stderr == ""
+    assert 2 <= len(json.loads(listed.stdout)) <= 4
