@@ -10,9 +10,9 @@ Routes (JSON unless noted; every state is a name such as ``"RUNNING"``):
 - ``GET /apps/{app_id}``: the status, ``{"app_id", "handle", "state", "msg",
   "num_restarts", "replicas": [{"role", "id", "state", "exit_code", "pid"}]}``.
 - ``POST /apps/{app_id}/cancel`` or ``DELETE /apps/{app_id}``: cancel; answers the
-  final status (an app already over is left as it is).
+  status once every replica has stopped (an app already over is left as it is).
 - ``GET /apps/{app_id}/events``: SSE, an ``event: status`` on every change, then
-  ``event: end`` with the final status.
+  ``event: end`` with the final status (app and replicas final).
 - ``GET /apps/{app_id}/logs``: SSE, one message ``{"role", "replica", "line"}``
   per line of every replica while the app runs, then ``event: end``.
 
@@ -63,12 +63,12 @@ from asyncsched.errors import (
     WaitTimeoutError,
 )
 from asyncsched.runner import Runner
-from asyncsched.specs import AppDef, AppStatus, make_app_handle
+from asyncsched.specs import AppDef, AppStatus, is_terminal, make_app_handle
 from asyncsched.specs.serialize import app_from_dict
 
 SCHEDULER = "local_cwd"
 SESSION = "web"
-STATUS_POLL_S = 0.25  # replica states can change between app state changes
+STATUS_POLL_S = 0.2  # replica states can change between app state changes
 CANCEL_TIMEOUT_S = 30.0
 SSE_BUFFER = 256  # frames queued per client before its producer waits
 PAGE = Path(__file__).with_name("asgi_app.html")
@@ -189,6 +189,21 @@ async def _status(runner: Runner, handle: str) -> AppStatus:
     return status
 
 
+def _settled(status: AppStatus) -> bool:
+    """The app and every replica are in a final state (the processes exited)."""
+    replicas = (r for role in status.roles for r in role.replicas)
+    return status.is_terminal() and all(is_terminal(r.state) for r in replicas)
+
+
+async def _until_change(runner: Runner, handle: str, status: AppStatus) -> None:
+    """Wait until ``status`` may be stale: the app ended, or a poll interval."""
+    if status.is_terminal():
+        await anyio.sleep(STATUS_POLL_S)
+        return
+    with anyio.move_on_after(STATUS_POLL_S):
+        await runner.wait(handle)
+
+
 async def page(request: Request) -> Response:
     return HTMLResponse(await anyio.Path(PAGE).read_text())
 
@@ -203,7 +218,12 @@ async def submit(request: Request) -> Response:
 async def list_apps(request: Request) -> Response:
     apps = await _runner(request).list(SCHEDULER)
     rows = [
-        {"app_id": a.app_id, "handle": a.app_handle, "name": a.name, "state": a.state.name}
+        {
+            "app_id": a.app_id,
+            "handle": a.app_handle,
+            "name": a.name,
+            "state": a.state.name,
+        }
         for a in apps
     ]
     return JSONResponse({"apps": rows})
@@ -218,10 +238,11 @@ async def cancel(request: Request) -> Response:
     runner, handle = _runner(request), _handle(request)
     await _status(runner, handle)  # 404 for an unknown app
     await runner.cancel(handle)
-    final = await runner.wait(handle, timeout=CANCEL_TIMEOUT_S)
-    if final is None:
-        raise UnknownAppException(handle)
-    return JSONResponse(status_json(handle, final))
+    # The app is CANCELLED at once; its replicas when their processes have exited.
+    with anyio.move_on_after(CANCEL_TIMEOUT_S):
+        while not _settled(current := await _status(runner, handle)):
+            await _until_change(runner, handle, current)
+    return JSONResponse(status_json(handle, current))
 
 
 Produce = Callable[[ObjectSendStream[str]], Awaitable[None]]
@@ -242,7 +263,7 @@ def _sse(request: Request, produce: Produce) -> Response:
         with send, scope:
             try:
                 await produce(send)
-            except Exception as exc:  # the app was purged, the backend failed...
+            except Exception as exc:  # noqa: BLE001 -- sent to the client as an event
                 while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
                     exc = exc.exceptions[0]
                 if not scope.cancel_called:  # not merely a client that left
@@ -275,11 +296,10 @@ async def status_events(request: Request) -> Response:
             if doc != last:
                 await send.send(_frame("status", doc))
                 last = doc
-            if current.is_terminal():
+            if _settled(current):
                 await send.send(_frame("end", doc))
                 return
-            with anyio.move_on_after(STATUS_POLL_S):
-                await runner.wait(handle)
+            await _until_change(runner, handle, current)
 
     return _sse(request, produce)
 
@@ -294,7 +314,9 @@ async def logs(request: Request) -> Response:
         async with aclosing(lines):  # type: ignore[type-var]
             async for line in lines:
                 line = line.rstrip("\r\n")
-                await send.send(_frame(None, {"role": role, "replica": k, "line": line}))
+                await send.send(
+                    _frame(None, {"role": role, "replica": k, "line": line})
+                )
 
     async def produce(send: ObjectSendStream[str]) -> None:
         async with anyio.create_task_group() as tg:
