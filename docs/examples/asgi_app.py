@@ -70,6 +70,7 @@ SCHEDULER = "local_cwd"
 SESSION = "web"
 STATUS_POLL_S = 0.2  # replica states can change between app state changes
 CANCEL_TIMEOUT_S = 30.0
+CACHE_SIZE = 500  # apps the local scheduler keeps; more unfinished ones answer 429
 SSE_BUFFER = 256  # frames queued per client before its producer waits
 PAGE = Path(__file__).with_name("asgi_app.html")
 
@@ -331,7 +332,11 @@ async def logs(request: Request) -> Response:
 
 @asynccontextmanager
 async def lifespan(app: Starlette) -> AsyncIterator[None]:
-    async with Runner(SESSION) as runner, anyio.create_task_group() as tasks:
+    params = {"cache_size": CACHE_SIZE}
+    async with (
+        Runner(SESSION, scheduler_params=params) as runner,
+        anyio.create_task_group() as tasks,
+    ):
         app.state.runner = runner
         app.state.tasks = tasks
         yield
