@@ -28,9 +28,6 @@ import httpx2
 import psutil
 import pytest
 
-pytest.importorskip("uvicorn", reason="the web example is served by uvicorn")
-pytest.importorskip("starlette", reason="the web example is a Starlette app")
-
 ROOT = Path(__file__).parents[2]
 SERVE = """
 import socket, sys, uvicorn
@@ -52,6 +49,8 @@ class Service:
 @contextmanager
 def serving(tmp: Path) -> Iterator[Service]:
     """Run uvicorn on the example until the block ends, then SIGTERM it."""
+    for module in ("uvicorn", "starlette"):  # the `web` extra
+        pytest.importorskip(module, reason="pip install 'asyncsched[web]'")
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)  # requests queue here until uvicorn has started
