@@ -15,6 +15,7 @@ delete any app. Status comes from one Docker events stream per scheduler
 from __future__ import annotations
 
 import builtins
+import contextlib
 import copy
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -78,6 +79,10 @@ from asyncsched.schedulers.docker._workspace import (
     push_image,
 )
 from asyncsched.schedulers.shared.ids import make_unique
+from asyncsched.schedulers.shared.lines import (
+    DEFAULT_MAX_LINE_BYTES,
+    check_max_line_bytes,
+)
 from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.specs import (
     AppDef,
@@ -137,6 +142,8 @@ class DockerScheduler(Scheduler[DockerOpts]):
             submitting or cancelling (the daemon serialises most of them).
         stop_timeout: Seconds ``cancel`` lets a container handle SIGTERM
             before Docker kills it.
+        max_line_bytes: Cap of one ``log_iter`` line in bytes (default 1 MiB);
+            a longer line comes in pieces of at most this size.
 
     Example:
         >>> async def main() -> None:
@@ -172,8 +179,10 @@ class DockerScheduler(Scheduler[DockerOpts]):
         network: str = DEFAULT_NETWORK,
         max_concurrency: int = 8,
         stop_timeout: int = 10,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     ) -> None:
         super().__init__("docker", session_name)
+        self.max_line_bytes = check_max_line_bytes(max_line_bytes)
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
         self._host = resolve_host(docker_host)
@@ -630,7 +639,7 @@ class DockerScheduler(Scheduler[DockerOpts]):
         matches = [r for r in view.records if r.role == role_name and r.replica_id == k]
         if not matches:
             raise ValueError(f"app {app_id} has no replica {k} of role {role_name!r}")
-        async for line in iter_container_log(
+        batches = iter_container_log(
             self._docker(),
             self._host,
             matches[0].id,
@@ -638,8 +647,13 @@ class DockerScheduler(Scheduler[DockerOpts]):
             until=until,
             should_tail=should_tail,
             streams=streams,
-        ):
-            yield line
+            max_line_bytes=self.max_line_bytes,
+        )
+        # closing this generator closes the HTTP response at once
+        async with contextlib.aclosing(batches):
+            async for batch in batches:
+                for line in batch:
+                    yield line
 
 
 def _bind(func: Callable[..., Awaitable[T]], *args: Any) -> Callable[[], Awaitable[T]]:
@@ -693,9 +707,16 @@ def create_scheduler(session_name: str, **kwargs: Any) -> DockerScheduler:
     """Registry factory; unknown keyword arguments are ignored.
 
     Known ones: ``docker_host``, ``client``, ``network``, ``max_concurrency``,
-    ``stop_timeout``.
+    ``stop_timeout``, ``max_line_bytes``.
     """
-    known = {"docker_host", "client", "network", "max_concurrency", "stop_timeout"}
+    known = {
+        "docker_host",
+        "client",
+        "network",
+        "max_concurrency",
+        "stop_timeout",
+        "max_line_bytes",
+    }
     return DockerScheduler(
         session_name, **{k: v for k, v in kwargs.items() if k in known}
     )
