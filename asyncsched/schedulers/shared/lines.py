@@ -120,6 +120,25 @@ def _cut(buf: bytes, start: int, cap: int) -> int:
     return end
 
 
+#: what str.splitlines breaks on besides \n (as UTF-8); \r\n is fine (kept whole)
+_OTHER_BREAKS = (b"\r", b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e")
+_OTHER_BREAKS_UTF8 = (b"\xc2\x85", b"\xe2\x80\xa8", b"\xe2\x80\xa9")
+
+
+def _split_region(region: bytes, errors: str) -> list[str]:
+    """The lines of ``region`` (ending with ``\\n``), decoded, each keeping its ``\\n``."""
+    text = region.decode("utf-8", errors)
+    # str.splitlines is the fastest split but also breaks on \r, \x0c,
+    # \u2028...: use it only when none of those is there (memchr scans)
+    if not any(b in region for b in _OTHER_BREAKS) and (
+        region.isascii() or not any(b in region for b in _OTHER_BREAKS_UTF8)
+    ):
+        return text.splitlines(keepends=True)
+    parts = text.split("\n")
+    parts.pop()  # text ends with \n: the last part is ""
+    return [part + "\n" for part in parts]
+
+
 class LineAssembler:
     """Bytes in, whole lines out: the linear, capped core every backend uses.
 
@@ -162,10 +181,7 @@ class LineAssembler:
         head, region, pieces = self._take(data)
         out = [item.decode("utf-8", errors) for item in head]
         if region:
-            text = region.decode("utf-8", errors)
-            lines = text.split("\n")
-            lines.pop()  # region ends with \n: the last item is ""
-            out.extend([line + "\n" for line in lines])
+            out.extend(_split_region(region, errors))
         out.extend(item.decode("utf-8", errors) for item in pieces)
         return out
 
