@@ -56,13 +56,19 @@ def bench(session: nox.Session) -> None:
     """Run the benchmarks beside the raw floor and TorchX 0.7.0.
 
     ``nox -s bench`` runs every benchmark with its defaults;
-    ``nox -s bench -- local -n 500`` runs ``benchmarks/local_fanout.py -n 500``.
+    ``nox -s bench -- local -n 500`` runs ``benchmarks/local_fanout.py -n 500``
+    and ``nox -s bench -- log --mib 128`` runs
+    ``benchmarks/log_throughput.py --mib 128``.
     """
     session.install("-e", ".[all]", "psutil", "torchx==0.7.0")
-    scripts = {
-        p.stem.removesuffix("_fanout"): p
-        for p in (ROOT / "benchmarks").glob("*_fanout.py")
-    }
+    bench_dir = ROOT / "benchmarks"
+    scripts = {p.stem.removesuffix("_fanout"): p for p in bench_dir.glob("*_fanout.py")}
+    scripts.update(
+        {
+            p.stem.removesuffix("_throughput"): p
+            for p in bench_dir.glob("*_throughput.py")
+        }
+    )
     if session.posargs and session.posargs[0] in scripts:
         session.run("python", str(scripts[session.posargs[0]]), *session.posargs[1:])
         return

@@ -93,6 +93,19 @@ def test_pieces_never_split_a_utf8_character() -> None:
     assert _assemble(one_by_one, 4) == pieces
 
 
+def test_only_newline_ends_a_line_whatever_other_breaks_the_text_holds() -> None:
+    text = "a\rb\nc\x0bd\n\x0c\n\x1c\x1d\x1e\n\x85\u2028\u2029\nwin\r\nplain\n"
+    assert _assemble([text.encode()], MiB) == [
+        "a\rb\n",
+        "c\x0bd\n",
+        "\x0c\n",
+        "\x1c\x1d\x1e\n",
+        "\x85\u2028\u2029\n",
+        "win\r\n",
+        "plain\n",
+    ]
+
+
 def test_invalid_utf8_is_replaced_not_dropped() -> None:
     assert _assemble([b"ok\xff\n", b"\xe2\x82\n"], 1024) == ["ok\ufffd\n", "\ufffd\n"]
 
