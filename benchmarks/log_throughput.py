@@ -312,7 +312,11 @@ def table(rows: list[Row]) -> str:
 def targets(rows: list[Row]) -> list[Target]:
     by = {r.variant: r for r in rows}
     plain = by["plain read"].lines_per_s
-    lags = [r.lag_max_ms for r in rows if r.variant.startswith("log_iter")]
+    lags = [
+        r.lag_max_ms
+        for r in rows
+        if r.variant.startswith("log_iter") and r.lag_max_ms is not None
+    ]
     return [
         Target(
             "log_iter (finished) lines/s vs plain read",
