@@ -236,17 +236,9 @@ def _as_epoch(when: datetime | None) -> float | None:
     return when.timestamp()
 
 
-def _read_at(path: str, pos: int, size: int) -> bytes:
-    """Up to ``size`` bytes of ``path`` from ``pos`` (blocking: a worker thread).
-
-    The file is opened and closed around the read, so a reader suspended
-    between two reads holds no file descriptor.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        return os.pread(fd, size, pos)
-    finally:
-        os.close(fd)
+def _open_read(path: str) -> int:
+    """Open ``path`` for reading (blocking: a worker thread)."""
+    return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
 
 
 class _Index:
@@ -306,15 +298,18 @@ async def read_line_batches(
 ) -> AsyncGenerator[list[str], None]:
     """Yield the lines of ``path`` in batches (one per read of the file).
 
-    Lines keep ``\n`` and ``\r``; bad UTF-8 is replaced; a line longer than
+    Lines keep ``\\n`` and ``\\r``; bad UTF-8 is replaced; a line longer than
     ``max_line_bytes`` comes in pieces (see :mod:`~asyncsched.schedulers.shared.lines`).
     Without ``follow`` it reads what exists now and stops (a trailing partial
     line is yielded as is). With ``follow`` it reads again each time
     ``follow`` says more may come, and stops after draining once it says the
     log is final. ``since``/``until`` keep lines whose arrival time lies
-    within them. Every read (and index load) runs in a worker thread that
-    opens and closes the file: the loop never blocks on the disk and a
-    suspended reader holds no file descriptor.
+    within them.
+
+    The open, every read and every index load run in a worker thread: the
+    loop never waits for the disk. The file stays open while the generator
+    lives (so a log deleted by its owner is still drained) and is closed when
+    it ends or is closed: ``aclose()`` releases it at once.
     """
     t_since, t_until = _as_epoch(since), _as_epoch(until)
     timed = t_since is not None or t_until is not None
@@ -323,35 +318,40 @@ async def read_line_batches(
     pos = 0  # bytes of the file read
     line_end = 0  # file offset where the next item starts
     final = follow is None
-    while True:
-        data = await anyio.to_thread.run_sync(_read_at, path, pos, _READ_SIZE)
-        pos += len(data)
-        if data:
-            if idx is None:
-                batch = []
-                for cut in range(0, len(data), _FEED_SIZE):
-                    batch += assembler.feed(data[cut : cut + _FEED_SIZE])
-            else:
-                if not idx.covers(pos):
-                    await anyio.to_thread.run_sync(idx.load)
-                batch = []
-                for raw in assembler.feed_raw(data):
-                    line_end += len(raw)
-                    when = idx.time_of(line_end)
-                    if t_until is not None and when > t_until:
-                        if batch:
-                            yield batch
-                        return
-                    if t_since is None or when >= t_since:
-                        batch.append(raw.decode("utf-8", "replace"))
-            if batch:
-                yield batch
-        if len(data) == _READ_SIZE:
-            continue  # more is there already
-        if final:
-            break
-        assert follow is not None
-        final = not await follow(pos)
+    with anyio.CancelScope(shield=True):  # a cancelled open must not leak its fd
+        fd = await anyio.to_thread.run_sync(_open_read, path)
+    try:
+        while True:
+            data = await anyio.to_thread.run_sync(os.pread, fd, _READ_SIZE, pos)
+            pos += len(data)
+            if data:
+                if idx is None:
+                    batch = []
+                    for cut in range(0, len(data), _FEED_SIZE):
+                        batch += assembler.feed(data[cut : cut + _FEED_SIZE])
+                else:
+                    if not idx.covers(pos):
+                        await anyio.to_thread.run_sync(idx.load)
+                    batch = []
+                    for raw in assembler.feed_raw(data):
+                        line_end += len(raw)
+                        when = idx.time_of(line_end)
+                        if t_until is not None and when > t_until:
+                            if batch:
+                                yield batch
+                            return
+                        if t_since is None or when >= t_since:
+                            batch.append(raw.decode("utf-8", "replace"))
+                if batch:
+                    yield batch
+            if len(data) == _READ_SIZE:
+                continue  # more is there already
+            if final:
+                break
+            assert follow is not None
+            final = not await follow(pos)
+    finally:
+        os.close(fd)  # closing a regular file does not wait for the disk
     tail = assembler.flush_raw()
     if not tail:
         return
