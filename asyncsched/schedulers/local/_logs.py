@@ -13,6 +13,11 @@ page-cache copy of at most one pipe buffer (64 KiB), microseconds, far cheaper
 than a thread hop per chunk; the per-line cost is zero (lines are only found
 with ``bytes.rfind``).
 
+Reading (:func:`read_line_batches`) is the other way round: the open, every
+read and every index load run in a worker thread, never on the loop, and the
+lines are cut by the shared, capped
+:class:`~asyncsched.schedulers.shared.lines.LineAssembler`.
+
 Example:
     >>> paths = log_paths("/logs/sess/app-x/trainer/0")
     >>> paths["combined"]
@@ -47,7 +52,6 @@ __all__ = [
     "open_log_fds",
     "pump",
     "read_line_batches",
-    "read_lines",
 ]
 
 logger = logging.getLogger(__name__)
@@ -362,27 +366,3 @@ async def read_line_batches(
         ):
             return
     yield [tail.decode("utf-8", "replace")]
-
-
-async def read_lines(
-    path: str,
-    *,
-    index: str | None,
-    since: datetime | None,
-    until: datetime | None,
-    follow: Follow | None,
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-) -> AsyncGenerator[str, None]:
-    """:func:`read_line_batches`, one line at a time."""
-    batches = read_line_batches(
-        path,
-        index=index,
-        since=since,
-        until=until,
-        follow=follow,
-        max_line_bytes=max_line_bytes,
-    )
-    async with contextlib.aclosing(batches):
-        async for batch in batches:
-            for line in batch:
-                yield line
