@@ -148,9 +148,9 @@ class LineAssembler:
     same items undecoded (to count bytes, e.g. for file offsets).
 
     Example:
-        >>> a = LineAssembler(max_line_bytes=4)
-        >>> a.feed(b"ab"), a.feed(b"c\\nd\\xc3"), a.feed(b"\\xa9xyz"), a.flush()
-        ([], ['abc\\n'], ['dé'], 'xyz')
+        >>> a = LineAssembler(max_line_bytes=4)  # "€" is 3 bytes: e2 82 ac
+        >>> a.feed(b"ab"), a.feed(b"c\\ndd\\xe2\\x82"), a.feed(b"\\xacxyz"), a.flush()
+        ([], ['abc\\n', 'dd'], ['€x'], 'yz')
     """
 
     __slots__ = ("_cap", "_errors", "_parts", "_size")
