@@ -11,6 +11,7 @@ import anyio
 import psutil
 import pytest
 
+from asyncsched.errors import InvalidRunConfigException
 from asyncsched.schedulers import get_scheduler
 from asyncsched.schedulers.docker._logs import _frames
 from asyncsched.schedulers.docker_scheduler import DockerScheduler
@@ -90,6 +91,11 @@ def test_frames_keep_stdout_and_stderr_partials_apart() -> None:
     used = _frames(buf, assemblers, out)
     assert out == ["err line\n", "out-line\n"]
     assert used == len(data)  # the incomplete frame waits for more bytes
+
+
+def test_an_invalid_max_line_bytes_is_rejected_before_any_daemon_call() -> None:
+    with pytest.raises(InvalidRunConfigException, match="max_line_bytes"):
+        DockerScheduler("test", docker_host="unix:///nonexistent", max_line_bytes=2)
 
 
 @pytest.mark.docker
