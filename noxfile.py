@@ -22,6 +22,7 @@ BENCHMARKS = {
     "local": "local_fanout.py",
     "docker": "docker_fanout.py",
     "web": "web_sse_load.py",
+    "log": "log_throughput.py",
 }
 
 
@@ -67,7 +68,8 @@ def bench(session: nox.Session) -> None:
 
     ``nox -s bench`` runs every benchmark with its defaults;
     ``nox -s bench -- local -n 500`` runs ``benchmarks/local_fanout.py -n 500``;
-    ``nox -s bench -- web`` the SSE load test of the web example.
+    ``nox -s bench -- web`` the SSE load test of the web example and
+    ``nox -s bench -- log --mib 128`` ``benchmarks/log_throughput.py --mib 128``.
     """
     session.install("-e", ".[all]", "psutil", "httpx2", "torchx==0.7.0")
     scripts = {

@@ -20,9 +20,10 @@ from __future__ import annotations
 import abc
 import builtins
 import copy
+import inspect
 import re
 import warnings
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -409,13 +410,17 @@ class Scheduler(abc.ABC, Generic[T]):
         until: datetime | None = None,
         should_tail: bool = False,
         streams: Stream | str | None = None,
-    ) -> AsyncIterator[str]:
+    ) -> AsyncGenerator[str, None]:
         """Iterate over the log lines of replica ``k`` of ``role_name``.
 
         Lines keep their ``\\n`` (and ``\\r``); print them with ``end=""``.
-        ``should_tail=False`` yields what exists now and stops; ``True``
-        follows until the app is terminal and the log is drained. Each call
-        returns a fresh iterator.
+        A line longer than the scheduler's ``max_line_bytes`` (1 MiB by
+        default) comes in pieces of at most that many bytes; joined, they give
+        the line back. ``should_tail=False`` yields what exists now and
+        stops; ``True`` follows until the app is terminal and the log is
+        drained. Each call returns a fresh async generator: ``aclose()`` it
+        (or use ``contextlib.aclosing``) to release its file or connection at
+        once when you stop early.
 
         Raises:
             UnsupportedOperationError: the backend has no logs.
@@ -443,7 +448,11 @@ class Scheduler(abc.ABC, Generic[T]):
             raise InvalidArgumentError(f"{type(self).__name__} cannot tail logs")
         since, until = _as_utc(since), _as_utc(until)
         lines = self._log_iter(app_id, role_name, k, since, until, should_tail, stream)
-        return afilter_regex(pattern, lines) if pattern is not None else lines
+        if pattern is not None:
+            return afilter_regex(pattern, lines)  # closing it closes ``lines``
+        if inspect.isasyncgen(lines):
+            return cast(AsyncGenerator[str, None], lines)
+        return _closing_generator(lines)
 
     def _log_iter(
         self,
@@ -457,7 +466,11 @@ class Scheduler(abc.ABC, Generic[T]):
     ) -> AsyncIterator[str]:
         """Hook: yield whole lines (an async generator in practice).
 
-        ``since``/``until`` arrive timezone-aware (naive ones made UTC).
+        ``since``/``until`` arrive timezone-aware (naive ones made UTC). Cut
+        lines with :class:`~asyncsched.schedulers.shared.lines.LineAssembler`
+        (linear, capped) and hold no file or connection longer than needed:
+        closing the generator must release it at once (``aclosing`` the
+        generators you iterate).
         """
         raise UnsupportedOperationError(
             f"{type(self).__name__} does not support application log iteration"
@@ -465,6 +478,17 @@ class Scheduler(abc.ABC, Generic[T]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(session_name={self.session_name!r})"
+
+
+async def _closing_generator(lines: AsyncIterator[str]) -> AsyncGenerator[str, None]:
+    """An async generator over ``lines`` that closes them when it is closed."""
+    try:
+        async for line in lines:
+            yield line
+    finally:
+        aclose = getattr(lines, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 def _parse_stream(streams: Stream | str | None, caps: Capabilities) -> Stream | None:

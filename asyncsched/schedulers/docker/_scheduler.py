@@ -15,6 +15,7 @@ delete any app. Status comes from one Docker events stream per scheduler
 from __future__ import annotations
 
 import builtins
+import contextlib
 import copy
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -81,6 +82,10 @@ from asyncsched.schedulers.docker._workspace import (
     push_image,
 )
 from asyncsched.schedulers.shared.ids import make_unique
+from asyncsched.schedulers.shared.lines import (
+    DEFAULT_MAX_LINE_BYTES,
+    check_max_line_bytes,
+)
 from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.specs import (
     AppDef,
@@ -143,6 +148,8 @@ class DockerScheduler(
             submitting or cancelling (the daemon serialises most of them).
         stop_timeout: Seconds ``cancel`` lets a container handle SIGTERM
             before Docker kills it.
+        max_line_bytes: Cap of one ``log_iter`` line in bytes (default 1 MiB);
+            a longer line comes in pieces of at most this size.
 
     Example:
         >>> async def main() -> None:
@@ -178,8 +185,10 @@ class DockerScheduler(
         network: str = DEFAULT_NETWORK,
         max_concurrency: int = 8,
         stop_timeout: int = 10,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     ) -> None:
         super().__init__("docker", session_name)
+        self.max_line_bytes = check_max_line_bytes(max_line_bytes)
         if max_concurrency < 1:
             raise InvalidArgumentError(
                 f"max_concurrency must be >= 1, got {max_concurrency}"
@@ -683,7 +692,7 @@ class DockerScheduler(
         if not matches:
             roles = [r.role for r in view.records]
             raise UnknownReplicaError(app_id, role_name, k, sorted(set(roles)))
-        async for line in iter_container_log(
+        batches = iter_container_log(
             self._docker(),
             self._host,
             matches[0].id,
@@ -691,8 +700,13 @@ class DockerScheduler(
             until=until,
             should_tail=should_tail,
             streams=streams,
-        ):
-            yield line
+            max_line_bytes=self.max_line_bytes,
+        )
+        # closing this generator closes the HTTP response at once
+        async with contextlib.aclosing(batches):
+            async for batch in batches:
+                for line in batch:
+                    yield line
 
 
 def _bind(func: Callable[..., Awaitable[T]], *args: Any) -> Callable[[], Awaitable[T]]:
@@ -746,9 +760,16 @@ def create_scheduler(session_name: str, **kwargs: Any) -> DockerScheduler:
     """Registry factory; unknown keyword arguments are ignored.
 
     Known ones: ``docker_host``, ``client``, ``network``, ``max_concurrency``,
-    ``stop_timeout``.
+    ``stop_timeout``, ``max_line_bytes``.
     """
-    known = {"docker_host", "client", "network", "max_concurrency", "stop_timeout"}
+    known = {
+        "docker_host",
+        "client",
+        "network",
+        "max_concurrency",
+        "stop_timeout",
+        "max_line_bytes",
+    }
     return DockerScheduler(
         session_name, **{k: v for k, v in kwargs.items() if k in known}
     )

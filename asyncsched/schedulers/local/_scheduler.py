@@ -57,7 +57,7 @@ from asyncsched.schedulers.local._logs import (
     close_log_fds,
     index_path,
     open_log_fds,
-    read_lines,
+    read_line_batches,
 )
 from asyncsched.schedulers.local._opts import LocalOpts
 from asyncsched.schedulers.local._process import (
@@ -95,6 +95,10 @@ from asyncsched.schedulers.local._supervisor import (
     supervisor_info,
 )
 from asyncsched.schedulers.shared.ids import make_unique
+from asyncsched.schedulers.shared.lines import (
+    DEFAULT_MAX_LINE_BYTES,
+    check_max_line_bytes,
+)
 from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.specs import (
     AppDef,
@@ -160,6 +164,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
             (default: the guardian process alone protects, see
             ``docs/backends/local.md``), ``"auto"`` (``setpriv`` if present,
             else a ``preexec_fn``), ``"setpriv"`` or ``"preexec"``.
+        max_line_bytes: Cap of one ``log_iter`` line in bytes (default 1 MiB);
+            a longer line comes in pieces of at most this size.
 
     Raises:
         InvalidArgumentError: ``cache_size`` is not positive.
@@ -198,8 +204,10 @@ class LocalScheduler(Scheduler[LocalOpts]):
         state_dir: str | None = None,
         pdeathsig: PdeathsigMode = "off",
         retention: Retention | None = DEFAULT_RETENTION,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     ) -> None:
         super().__init__("local", session_name)
+        self.max_line_bytes = check_max_line_bytes(max_line_bytes)
         if cache_size <= 0:
             raise InvalidArgumentError(
                 f"cache_size must be greater than zero, got {cache_size}"
@@ -773,22 +781,24 @@ class LocalScheduler(Scheduler[LocalOpts]):
                     str(record["app_dir"]), os.path.join(replica_dir, f"{stream}.log")
                 )
         path = os.path.join(replica_dir, f"{stream}.log")
-        lines = read_lines(
+        batches = read_line_batches(
             path,
             index=index_path(replica_dir, stream),
             since=since,
             until=until,
             follow=follow,
+            max_line_bytes=self.max_line_bytes,
         )
-        try:
-            async for line in lines:
-                yield line
-        except FileNotFoundError:
-            raise SchedulerError(
-                f"log file {path!r} of {app_id} does not exist (was it deleted?)"
-            ) from None
-        finally:
-            await lines.aclose()
+        # one generator layer per line; closing this one closes the reader
+        async with contextlib.aclosing(batches):
+            try:
+                async for batch in batches:
+                    for line in batch:
+                        yield line
+            except FileNotFoundError:
+                raise SchedulerError(
+                    f"log file {path!r} of {app_id} does not exist (was it deleted?)"
+                ) from None
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -935,14 +945,18 @@ def _local_follow(log: ReplicaLog, stream: str) -> Follow:
 
 
 def _remote_follow(app_dir: str, path: str) -> Follow:
+    def grown_or_done(pos: int) -> bool | None:
+        # blocking: a stat and a record read, in a worker thread
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_size > pos:
+                return True
+        return False if remote.record_done(remote.load_record(app_dir)) else None
+
     async def follow(pos: int) -> bool:
         while True:
-            with contextlib.suppress(OSError):
-                if os.stat(path).st_size > pos:
-                    return True
-            record = await anyio.to_thread.run_sync(remote.load_record, app_dir)
-            if remote.record_done(record):
-                return False
+            more = await anyio.to_thread.run_sync(grown_or_done, pos)
+            if more is not None:
+                return more
             await anyio.sleep(0.05)
 
     return follow
@@ -950,7 +964,13 @@ def _remote_follow(app_dir: str, path: str) -> Follow:
 
 # -- factories ------------------------------------------------------------------------------
 
-_SCHEDULER_PARAMS = ("cancel_grace", "close_grace", "state_dir", "pdeathsig")
+_SCHEDULER_PARAMS = (
+    "cancel_grace",
+    "close_grace",
+    "state_dir",
+    "pdeathsig",
+    "max_line_bytes",
+)
 
 
 def create_scheduler(
