@@ -30,10 +30,12 @@ from types import TracebackType
 from typing import Any, ClassVar, Generic, Self, TypeVar, cast
 
 import anyio
+import sniffio
 
 from asyncsched.errors import (
     AsyncschedWarning,
     SchedulerClosedError,
+    SchedulerUnavailableError,
     WaitTimeoutError,
 )
 from asyncsched.schedulers.shared.lines import (
@@ -168,6 +170,7 @@ class Scheduler(abc.ABC, Generic[T]):
 
     async def __aenter__(self) -> Self:
         self._check_open()
+        self._check_event_loop()
         await self._aenter()
         return self
 
@@ -202,6 +205,24 @@ class Scheduler(abc.ABC, Generic[T]):
         if self._closed:
             raise SchedulerClosedError(
                 f"{type(self).__name__}({self.session_name!r}) is closed"
+            )
+
+    def _check_event_loop(self) -> None:
+        """Refuse to run on an event loop not in ``capabilities.event_loops``.
+
+        Raises:
+            SchedulerUnavailableError: e.g. the Docker backend under trio.
+        """
+        try:
+            library = sniffio.current_async_library()
+        except sniffio.AsyncLibraryNotFoundError:
+            return
+        loops = self.capabilities.event_loops
+        if library not in loops:
+            raise SchedulerUnavailableError(
+                self.backend,
+                f"{type(self).__name__} runs on {' or '.join(loops)}, not {library}",
+                f"run it under {loops[0]}",
             )
 
     # -- run options -----------------------------------------------------------
@@ -243,6 +264,7 @@ class Scheduler(abc.ABC, Generic[T]):
         or the config is invalid.
         """
         self._check_open()
+        self._check_event_loop()
         resolved = self.resolve_cfg(cfg)
         validate_app(app)
         if workspace is not None:

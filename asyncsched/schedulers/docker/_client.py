@@ -30,7 +30,10 @@ from ._errors import docker_errors, is_conflict, is_not_found
 from ._render import LABEL_PREFIX
 
 __all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_HOST",
+    "DEFAULT_READ_TIMEOUT",
+    "client_timeout",
     "ensure_image",
     "ensure_network",
     "open_events",
@@ -43,7 +46,23 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
+#: seconds to establish a connection to the daemon
+DEFAULT_CONNECT_TIMEOUT = 10.0
+#: seconds the daemon may stay silent in a reply (streams excepted: events and
+#: followed logs may idle; only their response headers are bounded by it)
+DEFAULT_READ_TIMEOUT = 120.0
 _HUB_KEYS = ("https://index.docker.io/v1/", "index.docker.io", "docker.io")
+
+
+def client_timeout(connect: float, read: float) -> aiohttp.ClientTimeout:
+    """The timeouts of a scheduler's aiodocker client (no total: pulls may be long)."""
+    return aiohttp.ClientTimeout(total=None, sock_connect=connect, sock_read=read)
+
+
+def _stream_timeout(docker: aiodocker.Docker) -> aiohttp.ClientTimeout:
+    """The client's connect timeout, no read timeout: for streams that may idle."""
+    base = docker.session.timeout
+    return aiohttp.ClientTimeout(connect=base.connect, sock_connect=base.sock_connect)
 
 
 def resolve_host(explicit: str | None, environ: Mapping[str, str] | None = None) -> str:
@@ -215,8 +234,12 @@ async def _from_helper(helper: str, server: str) -> dict[str, str] | None:
     return {"username": user, "password": secret, "serveraddress": server}
 
 
-# aiodocker has no public call for these two endpoints; keep the private
-# access in one place.
+# aiodocker has no public call for these endpoints (its events API runs a task
+# of its own and cannot be filtered per request; its log API cannot demultiplex
+# with timestamps per stream). The private ``_query``/``_query_json`` are kept in
+# this one place, aiodocker is pinned exactly in pyproject.toml, and
+# tests/docker/test_aiodocker_private_calls.py runs each of them against a real
+# engine.
 
 
 async def update_restart_policy(
@@ -233,9 +256,11 @@ async def update_restart_policy(
 def open_events(
     docker: aiodocker.Docker, filters: dict[str, list[str]]
 ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
-    """``GET /events`` as a streaming response (no timeout)."""
+    """``GET /events`` as a streaming response (connect timeout, no read timeout)."""
     return docker._query(
-        "events", params={"filters": json.dumps(filters)}, timeout=None
+        "events",
+        params={"filters": json.dumps(filters)},
+        timeout=_stream_timeout(docker),
     )
 
 
@@ -243,4 +268,8 @@ def open_logs(
     docker: aiodocker.Docker, container_id: str, params: dict[str, Any]
 ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
     """``GET /containers/{id}/logs`` as a streaming (multiplexed) response."""
-    return docker._query(f"containers/{container_id}/logs", params=params, timeout=None)
+    return docker._query(
+        f"containers/{container_id}/logs",
+        params=params,
+        timeout=_stream_timeout(docker),
+    )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+from contextlib import AsyncExitStack
 from typing import Any
 
 import aiodocker
@@ -84,8 +85,10 @@ class EventWatcher:
         index: ContainerIndex,
         *,
         max_backoff: float = 5.0,
+        open_timeout: float = 120.0,
     ) -> None:
         self._docker = docker
+        self._open_timeout = open_timeout
         self._host = host
         self._index = index
         self._max_backoff = max_backoff
@@ -101,7 +104,12 @@ class EventWatcher:
     async def run(
         self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """Watch forever; the first connection's failure is raised to the starter."""
+        """Watch forever; the first connection's failure is raised to the starter.
+
+        Once started, any failure (stream lost, a bad event) is logged and the
+        index is resynced on a new connection. Should this task die anyway, its
+        owner calls :meth:`mark_unsynced` and starts another watcher.
+        """
         backoff = 0.05
         while True:
             try:
@@ -115,6 +123,13 @@ class EventWatcher:
             await anyio.sleep(backoff)
             backoff = min(backoff * 2, self._max_backoff)
 
+    def mark_unsynced(self) -> None:
+        """The index may be stale: wake every waiter (they fall back to queries)."""
+        self.synced = False
+        self._synced_event.set()  # wake wait_synced() callers: they re-check
+        self._synced_event = anyio.Event()
+        self._index.notify_all()
+
     def _mark_unsynced(self) -> None:
         self.synced = False
         self._synced_event = anyio.Event()
@@ -127,7 +142,12 @@ class EventWatcher:
             "event": list(_ACTIONS),
         }
         with docker_errors("follow Docker events", self._host):
-            async with open_events(self._docker, filters) as response:
+            async with AsyncExitStack() as stack:
+                # a hung daemon must not hang the first sync: bound the headers
+                with anyio.fail_after(self._open_timeout):
+                    response = await stack.enter_async_context(
+                        open_events(self._docker, filters)
+                    )
                 try:
                     await self._follow(response, task_status)
                 finally:

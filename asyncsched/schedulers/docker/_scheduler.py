@@ -42,6 +42,9 @@ from asyncsched.schedulers.api import (
     Stream,
 )
 from asyncsched.schedulers.docker._client import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_READ_TIMEOUT,
+    client_timeout,
     ensure_image,
     ensure_network,
     registry_auth,
@@ -104,6 +107,9 @@ logger = logging.getLogger(__name__)
 
 _LIVE = ("created", "running", "restarting", "paused")
 
+#: seconds a failed submit may spend removing what it created (shielded)
+UNDO_TIMEOUT = 60.0
+
 
 class DockerOpts(TypedDict, total=False):
     """Run options of :class:`DockerScheduler` (after resolution)."""
@@ -137,6 +143,12 @@ class DockerScheduler(Scheduler[DockerOpts]):
             submitting or cancelling (the daemon serialises most of them).
         stop_timeout: Seconds ``cancel`` lets a container handle SIGTERM
             before Docker kills it.
+        connect_timeout: Seconds to connect to the daemon.
+        read_timeout: Seconds the daemon may stay silent in a reply (and
+            before the headers of a stream). Past either bound a call raises
+            :class:`~asyncsched.errors.SchedulerUnavailableError`, so a hung
+            daemon never hangs the caller. Not applied to a ``client`` passed
+            in.
 
     Example:
         >>> async def main() -> None:
@@ -172,10 +184,19 @@ class DockerScheduler(Scheduler[DockerOpts]):
         network: str = DEFAULT_NETWORK,
         max_concurrency: int = 8,
         stop_timeout: int = 10,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
     ) -> None:
         super().__init__("docker", session_name)
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        if not connect_timeout > 0 or not read_timeout > 0:
+            raise ValueError(
+                "connect_timeout and read_timeout must be > 0, got"
+                f" {connect_timeout} and {read_timeout}"
+            )
+        self._connect_timeout = connect_timeout
+        self._read_timeout = read_timeout
         self._host = resolve_host(docker_host)
         self._client = client
         self._owns_client = client is None
@@ -214,7 +235,10 @@ class DockerScheduler(Scheduler[DockerOpts]):
         self._check_open()
         if self._client is None:
             self._check_loop()
-            self._client = aiodocker.Docker(url=self._host)
+            self._client = aiodocker.Docker(
+                url=self._host,
+                timeout=client_timeout(self._connect_timeout, self._read_timeout),
+            )
         return self._client
 
     def _lock(self, name: str) -> anyio.Lock:
@@ -339,7 +363,16 @@ class DockerScheduler(Scheduler[DockerOpts]):
             with anyio.CancelScope(shield=True):
                 # by label too: a create cancelled in flight may still have
                 # happened (an app id is fresh, so the label is ours alone)
-                await self._remove(job.app_id, created)
+                with anyio.move_on_after(UNDO_TIMEOUT) as undo:
+                    await self._remove(job.app_id, created)
+                if undo.cancelled_caught:
+                    logger.error(
+                        "could not remove the containers of %s within %ss;"
+                        " remove them with delete(%r)",
+                        job.app_id,
+                        UNDO_TIMEOUT,
+                        job.app_id,
+                    )
             raise
         return job.app_id
 
@@ -498,10 +531,25 @@ class DockerScheduler(Scheduler[DockerOpts]):
             return watcher
         async with self._lock("watcher"):
             if self._watcher is None:
-                candidate = EventWatcher(self._docker(), self._host, self._index)
-                await self._tasks.start(candidate.run, name="docker-events")
+                candidate = EventWatcher(
+                    self._docker(),
+                    self._host,
+                    self._index,
+                    open_timeout=self._read_timeout,
+                )
+                await self._tasks.start(
+                    candidate.run,
+                    name="docker-events",
+                    on_error=lambda exc: self._watcher_died(candidate),
+                )
                 self._watcher = candidate
             return self._watcher
+
+    def _watcher_died(self, watcher: EventWatcher) -> None:
+        """The events task crashed: the next call starts (and resyncs) a new one."""
+        if self._watcher is watcher:
+            self._watcher = None
+        watcher.mark_unsynced()  # waiters wake and fall back to queries
 
     async def _view(self, app_id: str) -> AppView | None:
         docker = self._docker()
@@ -560,9 +608,9 @@ class DockerScheduler(Scheduler[DockerOpts]):
         ]
 
     async def _wait(self, app_id: str) -> DescribeAppResponse | None:
-        watcher = await self._ensure_watching()
         delay = 0.1
         while True:
+            watcher = await self._ensure_watching()  # restarted should it die
             changed = self._index.changed(app_id)
             view = await self._view(app_id)
             if view is None:
@@ -598,7 +646,13 @@ class DockerScheduler(Scheduler[DockerOpts]):
                 )
                 record.cancelled = True
                 self._index.notify(record.app_id)
-                await docker.containers.container(record.id).stop(t=self._stop_timeout)
+                # the daemon replies once the container stopped: up to t later
+                await docker.containers.container(record.id).stop(
+                    t=self._stop_timeout,
+                    timeout=client_timeout(
+                        self._connect_timeout, self._read_timeout + self._stop_timeout
+                    ),
+                )
         except SchedulerError as exc:
             if not is_not_found(exc.__cause__):
                 raise
@@ -693,9 +747,17 @@ def create_scheduler(session_name: str, **kwargs: Any) -> DockerScheduler:
     """Registry factory; unknown keyword arguments are ignored.
 
     Known ones: ``docker_host``, ``client``, ``network``, ``max_concurrency``,
-    ``stop_timeout``.
+    ``stop_timeout``, ``connect_timeout``, ``read_timeout``.
     """
-    known = {"docker_host", "client", "network", "max_concurrency", "stop_timeout"}
+    known = {
+        "docker_host",
+        "client",
+        "network",
+        "max_concurrency",
+        "stop_timeout",
+        "connect_timeout",
+        "read_timeout",
+    }
     return DockerScheduler(
         session_name, **{k: v for k, v in kwargs.items() if k in known}
     )

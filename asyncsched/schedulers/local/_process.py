@@ -522,13 +522,16 @@ class Spawner:
             self._done.popleft().done.set()
 
     async def dispatch(self) -> None:
-        """Wake the tasks whose jobs finished; runs until cancelled."""
+        """Wake the tasks whose jobs finished; runs until cancelled.
+
+        Restartable: jobs finished while it was not running are completed first.
+        """
         while True:
+            self._complete()
             await anyio.wait_readable(self._rfd)
             with contextlib.suppress(BlockingIOError):
                 while os.read(self._rfd, 4096):
                     pass
-            self._complete()
 
     async def run(
         self,

@@ -8,7 +8,7 @@ fail-fast, ``list()``, ``since``/``until``, honest ``should_tail``, cross-proces
 status/logs/cancel through on-disk records, and no orphans even when the owning
 process is SIGKILLed (see ``docs/backends/local.md``).
 
-Supports asyncio (anyio-only code; trio is untested). POSIX only.
+Runs on asyncio and trio (anyio-only code, tested on both). POSIX only.
 """
 
 from __future__ import annotations
@@ -273,7 +273,7 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
         list=True,
         retries=True,
         per_replica_status=True,
-        event_loops=("asyncio",),
+        event_loops=("asyncio", "trio"),
     )
 
     def __init__(

@@ -39,7 +39,7 @@ from asyncsched.schedulers.local._state import (
     app_state,
     decide_retry,
 )
-from asyncsched.schedulers.shared.taskhost import TaskHost
+from asyncsched.schedulers.shared.taskhost import TaskHost, describe_error
 from asyncsched.specs import NONE, AppState, RetryPolicy, is_terminal
 
 __all__ = [
@@ -457,7 +457,7 @@ class LocalApp:
         """
         if self.finished.is_set() or self.internal_error is not None:
             return
-        text = f"{what}: {type(exc).__name__}: {exc}"
+        text = f"{what}: {describe_error(exc)}"
         self.internal_error = text
         if not self.cancelled:
             self.failed = True

@@ -38,7 +38,7 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from asyncsched.errors import SchedulerClosedError, SchedulerError
 
-__all__ = ["CLOSE_TIMEOUT", "ErrorCallback", "TaskHost"]
+__all__ = ["CLOSE_TIMEOUT", "ErrorCallback", "TaskHost", "describe_error"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +51,19 @@ _SERVICE_BACKOFF = (0.1, 5.0)
 
 ErrorCallback = Callable[[Exception], object]
 TaskFunc = Callable[..., Coroutine[Any, Any, Any]]
+
+
+def describe_error(exc: BaseException) -> str:
+    """``"Type: message"`` of ``exc``; the distinct leaves of an exception group.
+
+    Example:
+        >>> describe_error(ExceptionGroup("x", [OSError("disk full")]))
+        'OSError: disk full'
+    """
+    if isinstance(exc, BaseExceptionGroup):
+        leaves = dict.fromkeys(describe_error(e) for e in exc.exceptions)
+        return "; ".join(leaves)
+    return f"{type(exc).__name__}: {exc}"
 
 
 class _Status:
