@@ -24,7 +24,7 @@ async def test_a_replica_failing_to_start_stops_every_started_one(
     log_dir: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    original = _scheduler.spawn_child
+    original = _scheduler.spawn_child  # type: ignore[attr-defined]
     started: list[int] = []
 
     def spawn_child(launch: Any, cfg: Any) -> Any:
