@@ -14,6 +14,7 @@ that describes it best, so ``except ValueError`` and friends keep working::
     ├── SchedulerUnavailableError(RuntimeError)       missing extra, daemon unreachable; .hint
     ├── SchedulerError(RuntimeError)                  the backend failed to do what was asked
     │   └── SubmitError                               an app could not be (fully) submitted
+    │       └── RunManyError(ExceptionGroup)          run_many: some apps failed; .handles
     ├── SchedulerClosedError(RuntimeError)            scheduler used after aclose()
     └── WaitTimeoutError(TimeoutError)                wait(timeout=...) ran out; .app_id, .timeout
 
@@ -34,7 +35,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Self
 
 if TYPE_CHECKING:
     from asyncsched.specs import AppStatus
@@ -47,6 +49,7 @@ __all__ = [
     "BlockingCallWarning",
     "InvalidRunConfigException",
     "MalformedAppHandleException",
+    "RunManyError",
     "SchedulerClosedError",
     "SchedulerError",
     "SchedulerUnavailableError",
@@ -188,6 +191,59 @@ class SchedulerError(AsyncschedError, RuntimeError):
 
 class SubmitError(SchedulerError):
     """An app could not be submitted; nothing of it was left running."""
+
+
+class RunManyError(SubmitError, ExceptionGroup[Exception]):
+    """``Runner.run_many``: some apps could not be submitted; no handle is lost.
+
+    The group's ``exceptions`` are the submission errors (in the order of the
+    apps). ``handles[i]`` is the handle of the i-th app, or None when it was
+    not submitted; :attr:`started` lists the submitted ones. ``cancelled`` is
+    True when those were cancelled (``cancel_on_error=True``).
+
+    Example:
+        >>> err = RunManyError("1 of 2 apps failed", [OSError("x")], ["h", None])
+        >>> err.started, isinstance(err, ExceptionGroup)
+        (['h'], True)
+    """
+
+    handles: list[str | None]
+    cancelled: bool
+
+    def __new__(
+        cls,
+        message: str,
+        exceptions: Sequence[Exception],
+        handles: Sequence[str | None] = (),
+        cancelled: bool = False,
+    ) -> Self:
+        self = ExceptionGroup.__new__(cls, message, exceptions)
+        self.handles = list(handles)
+        self.cancelled = cancelled
+        return self
+
+    def __init__(
+        self,
+        message: str,
+        exceptions: Sequence[Exception],
+        handles: Sequence[str | None] = (),
+        cancelled: bool = False,
+    ) -> None:
+        ExceptionGroup.__init__(self, message, exceptions)
+
+    @property
+    def started(self) -> list[str]:
+        """The handles of the apps that were submitted."""
+        return [h for h in self.handles if h is not None]
+
+    def derive(self, excs: Sequence[Exception]) -> RunManyError:  # type: ignore[override]
+        return RunManyError(self.message, excs, self.handles, self.cancelled)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            type(self),
+            (self.message, list(self.exceptions), self.handles, self.cancelled),
+        )
 
 
 class SchedulerClosedError(AsyncschedError, RuntimeError):
