@@ -20,6 +20,7 @@ from __future__ import annotations
 import abc
 import builtins
 import copy
+import logging
 import re
 import warnings
 from collections.abc import AsyncIterator, Mapping
@@ -72,6 +73,12 @@ __all__ = [
 ]
 
 DAYS_IN_2_WEEKS = 14
+
+#: seconds ``aclose()`` may take by default (a backend may allow more, see
+#: ``Scheduler._close_timeout``); past it the rest is abandoned and logged
+CLOSE_TIMEOUT = 60.0
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -183,12 +190,24 @@ class Scheduler(abc.ABC, Generic[T]):
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Release everything the scheduler holds; idempotent, never raises."""
+        """Release everything the scheduler holds; idempotent, never raises.
+
+        Shielded from cancellation, and bounded: after ``_close_timeout()``
+        seconds (60 by default) whatever is left is abandoned and logged.
+        """
         if self._closed:
             return
         self._closed = True
+        timeout = self._close_timeout()
         with anyio.CancelScope(shield=True):
-            await self._aclose()
+            with anyio.move_on_after(timeout) as scope:
+                await self._aclose()
+        if scope.cancelled_caught:
+            logger.error("%r did not close within %ss", self, timeout)
+
+    def _close_timeout(self) -> float:
+        """Hook: how many seconds :meth:`aclose` may take."""
+        return CLOSE_TIMEOUT
 
     @property
     def closed(self) -> bool:

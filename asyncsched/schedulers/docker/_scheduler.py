@@ -360,9 +360,9 @@ class DockerScheduler(Scheduler[DockerOpts]):
             )
             await self._run_all([_bind(self._start, docker, cid) for cid in created])
         except BaseException:
+            # by label too: a create cancelled in flight may still have
+            # happened (an app id is fresh, so the label is ours alone)
             with anyio.CancelScope(shield=True):
-                # by label too: a create cancelled in flight may still have
-                # happened (an app id is fresh, so the label is ours alone)
                 with anyio.move_on_after(UNDO_TIMEOUT) as undo:
                     await self._remove(job.app_id, created)
                 if undo.cancelled_caught:

@@ -367,6 +367,10 @@ class LocalScheduler(Scheduler[dict[str, CfgVal]]):
     async def _aenter(self) -> None:
         await self._host.enter()
 
+    def _close_timeout(self) -> float:
+        # both graces, the SIGKILL wait (10 s), then writer and host (<= 30 s each)
+        return self.close_grace + self.cancel_grace + 80.0
+
     async def _ensure_runtime(self) -> SpawnConfig:
         if self._spawn_cfg is not None:
             return self._spawn_cfg

@@ -396,7 +396,10 @@ class LocalApp:
                     clean = True
                 finally:
                     # bounded: at most REAP_TIMEOUT for the exit, as much to reap
-                    with anyio.CancelScope(shield=True):
+                    with (
+                        anyio.CancelScope(shield=True),
+                        anyio.move_on_after(2 * REAP_TIMEOUT),
+                    ):
                         if not clean:  # cancelled: the scheduler is going away
                             child.signal(signal.SIGKILL)
                             with anyio.move_on_after(REAP_TIMEOUT):
