@@ -9,9 +9,11 @@ import psutil
 import pytest
 
 from asyncsched.errors import SchedulerUnavailableError
+from asyncsched.runner import Runner
 from asyncsched.schedulers.docker_scheduler import DockerScheduler
 from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.specs import AppState
+from asyncsched.sync import SyncRunner
 from tests.local.conftest import app_of, py_role, sh_role
 
 
@@ -83,3 +85,24 @@ async def test_docker_scheduler_under_trio_raises_a_clear_error() -> None:
 
     with pytest.raises(SchedulerUnavailableError, match="trio"):
         await anyio.to_thread.run_sync(lambda: anyio.run(main, backend="trio"))
+
+
+@pytest.mark.anyio
+async def test_runner_without_async_with(anyio_backend: str, tmp_path: Path) -> None:
+    runner = Runner("loops", scheduler_params={"state_dir": str(tmp_path / "st")})
+    try:
+        handle = await runner.run(app_of(sh_role("exit 0")), "local_cwd")
+        status = await runner.wait(handle, timeout=10)
+        assert status is not None
+        assert status.state == AppState.SUCCEEDED
+    finally:
+        await runner.aclose()
+
+
+def test_sync_facade_on_trio_runs_local_apps(tmp_path: Path) -> None:
+    params = {"state_dir": str(tmp_path / "st")}
+    with SyncRunner("loops", scheduler_params=params, event_loop="trio") as runner:
+        handle = runner.run(app_of(sh_role("echo hi")), "local_cwd")
+        status = runner.wait(handle, timeout=10)
+        assert status is not None
+        assert status.state == AppState.SUCCEEDED
