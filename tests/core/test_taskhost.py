@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import anyio
 import pytest
 
 from asyncsched.errors import SchedulerClosedError
 from asyncsched.schedulers.shared.taskhost import TaskHost
+from asyncsched.specs import AppState
 
 
 async def test_hosted_group_runs_tasks_and_close_cancels_them() -> None:
@@ -157,3 +159,29 @@ async def test_host_opened_in_one_task_is_closed_from_another(
     async with anyio.create_task_group() as tg:
         tg.start_soon(host.aclose)
     assert cancelled.is_set()
+
+
+async def test_in_memory_app_whose_task_raises_fails_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from asyncsched.testing import InMemoryScheduler
+    from tests.runner.helpers import sh_app
+
+    original = InMemoryScheduler._run_app
+
+    async def run_app(self: InMemoryScheduler, app: Any, commands: Any) -> None:
+        if app.app.name == "bad":
+            raise RuntimeError("interpreter exploded")
+        await original(self, app, commands)
+
+    monkeypatch.setattr(InMemoryScheduler, "_run_app", run_app)
+    async with InMemoryScheduler("t") as sched:
+        good = await sched.submit(sh_app("sleep 0.2", name="good"))
+        bad = await sched.submit(sh_app("exit 0", name="bad"))
+        desc = await sched.wait(bad, timeout=5)
+        assert desc is not None
+        assert desc.state == AppState.FAILED
+        assert "interpreter exploded" in desc.msg
+        desc = await sched.wait(good, timeout=5)
+        assert desc is not None
+        assert desc.state == AppState.SUCCEEDED
