@@ -32,7 +32,7 @@ async def test_hosted_group_runs_tasks_and_close_cancels_them() -> None:
         await host.start_soon(worker)
 
 
-async def test_entered_group_lives_in_the_callers_task() -> None:
+async def test_entered_host_runs_tasks_and_returns_their_start_value() -> None:
     host = TaskHost("test")
     await host.enter()
     results: list[int] = []
