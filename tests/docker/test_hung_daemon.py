@@ -71,6 +71,9 @@ async def test_queries_to_a_hung_daemon_raise_unavailable(hung_socket: str) -> N
                 await sched.list()
             with pytest.raises(SchedulerUnavailableError):
                 await sched.wait("some-app", timeout=5)
+            with pytest.raises(SchedulerUnavailableError):
+                async for _ in sched.log_iter("some-app", "worker"):
+                    pass  # pragma: no cover - raises first
 
 
 def test_timeouts_must_be_positive() -> None:

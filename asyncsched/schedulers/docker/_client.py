@@ -14,8 +14,8 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Mapping
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +49,9 @@ DEFAULT_HOST = "unix:///var/run/docker.sock"
 #: seconds to establish a connection to the daemon
 DEFAULT_CONNECT_TIMEOUT = 10.0
 #: seconds the daemon may stay silent in a reply (streams excepted: events and
-#: followed logs may idle; only their response headers are bounded by it)
-DEFAULT_READ_TIMEOUT = 120.0
+#: followed logs may idle; only their response headers are bounded by it; image
+#: pulls, builds and pushes are aiodocker long-running calls, not bounded by it)
+DEFAULT_READ_TIMEOUT = 60.0
 _HUB_KEYS = ("https://index.docker.io/v1/", "index.docker.io", "docker.io")
 
 
@@ -59,10 +60,26 @@ def client_timeout(connect: float, read: float) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(total=None, sock_connect=connect, sock_read=read)
 
 
-def _stream_timeout(docker: aiodocker.Docker) -> aiohttp.ClientTimeout:
-    """The client's connect timeout, no read timeout: for streams that may idle."""
+@asynccontextmanager
+async def _open_stream(
+    docker: aiodocker.Docker, path: str, params: dict[str, Any]
+) -> AsyncIterator[aiohttp.ClientResponse]:
+    """``GET path`` as a stream that may idle: no read timeout once it flows.
+
+    The connection keeps the client's connect timeout, and the response
+    headers must arrive within its read timeout (a hung daemon raises
+    ``TimeoutError`` instead of hanging).
+    """
     base = docker.session.timeout
-    return aiohttp.ClientTimeout(connect=base.connect, sock_connect=base.sock_connect)
+    timeout = aiohttp.ClientTimeout(
+        connect=base.connect, sock_connect=base.sock_connect
+    )
+    async with AsyncExitStack() as stack:
+        with anyio.fail_after(base.sock_read):
+            response = await stack.enter_async_context(
+                docker._query(path, params=params, timeout=timeout)
+            )
+        yield response
 
 
 def resolve_host(explicit: str | None, environ: Mapping[str, str] | None = None) -> str:
@@ -256,20 +273,12 @@ async def update_restart_policy(
 def open_events(
     docker: aiodocker.Docker, filters: dict[str, list[str]]
 ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
-    """``GET /events`` as a streaming response (connect timeout, no read timeout)."""
-    return docker._query(
-        "events",
-        params={"filters": json.dumps(filters)},
-        timeout=_stream_timeout(docker),
-    )
+    """``GET /events`` as a streaming response (see :func:`_open_stream`)."""
+    return _open_stream(docker, "events", {"filters": json.dumps(filters)})
 
 
 def open_logs(
     docker: aiodocker.Docker, container_id: str, params: dict[str, Any]
 ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
     """``GET /containers/{id}/logs`` as a streaming (multiplexed) response."""
-    return docker._query(
-        f"containers/{container_id}/logs",
-        params=params,
-        timeout=_stream_timeout(docker),
-    )
+    return _open_stream(docker, f"containers/{container_id}/logs", params)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-from contextlib import AsyncExitStack
 from typing import Any
 
 import aiodocker
@@ -85,10 +84,8 @@ class EventWatcher:
         index: ContainerIndex,
         *,
         max_backoff: float = 5.0,
-        open_timeout: float = 120.0,
     ) -> None:
         self._docker = docker
-        self._open_timeout = open_timeout
         self._host = host
         self._index = index
         self._max_backoff = max_backoff
@@ -142,12 +139,7 @@ class EventWatcher:
             "event": list(_ACTIONS),
         }
         with docker_errors("follow Docker events", self._host):
-            async with AsyncExitStack() as stack:
-                # a hung daemon must not hang the first sync: bound the headers
-                with anyio.fail_after(self._open_timeout):
-                    response = await stack.enter_async_context(
-                        open_events(self._docker, filters)
-                    )
+            async with open_events(self._docker, filters) as response:
                 try:
                     await self._follow(response, task_status)
                 finally:

@@ -531,12 +531,7 @@ class DockerScheduler(Scheduler[DockerOpts]):
             return watcher
         async with self._lock("watcher"):
             if self._watcher is None:
-                candidate = EventWatcher(
-                    self._docker(),
-                    self._host,
-                    self._index,
-                    open_timeout=self._read_timeout,
-                )
+                candidate = EventWatcher(self._docker(), self._host, self._index)
                 await self._tasks.start(
                     candidate.run,
                     name="docker-events",
