@@ -127,12 +127,15 @@ class TaskHost:
     ) -> None:
         """Run ``func(*args)`` in the (already open) group; never raises into it.
 
+        While :meth:`aclose` runs, the task still starts (and is cancelled at
+        once), so cleanup code may call this without checking.
+
         Raises:
             SchedulerClosedError: the host is closed.
             SchedulerError: the group was never opened (call :meth:`group`).
         """
-        self._check_open()
         if self._tg is None:
+            self._check_open()
             raise SchedulerError(f"{self._name}: the task group is not open yet")
         label = name or self._name
         self._tg.start_soon(self._guarded, func, args, label, on_error, name=label)
