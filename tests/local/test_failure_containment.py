@@ -124,3 +124,28 @@ async def test_a_crashed_host_service_is_restarted_and_submit_still_works(
         assert desc.state == AppState.SUCCEEDED
     assert crashes == [1]
     assert any("restarting" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_record_that_cannot_be_written_fails_only_its_app(
+    log_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = _supervisor.write_json_atomic  # type: ignore[attr-defined]
+
+    def write_json_atomic(path: str, data: Any) -> None:
+        if f"{os.sep}bad-" in path:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        original(path, data)
+
+    monkeypatch.setattr(_supervisor, "write_json_atomic", write_json_atomic)
+    cfg = {"log_dir": str(log_dir)}
+    async with _scheduler() as sched:
+        good = await sched.submit(app_of(sh_role("sleep 1"), name="good"), cfg)
+        bad = await sched.submit(app_of(sh_role("sleep 60"), name="bad"), cfg)
+        desc = await sched.wait(bad, timeout=10)
+        assert desc is not None
+        assert desc.state == AppState.FAILED
+        assert "No space left on device" in desc.msg
+        desc = await sched.wait(good, timeout=10)
+        assert desc is not None
+        assert desc.state == AppState.SUCCEEDED
+        assert (log_dir / "contain" / good / "SUCCESS").exists()

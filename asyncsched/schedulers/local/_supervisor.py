@@ -211,8 +211,9 @@ class RecordWriter:
         # written and the records stay stale (aclose writes those once more).
         # An error is not retried (waiters must not wait for it forever).
         written = False
+        failures: list[tuple[int, Exception]] = []
         try:
-            await anyio.to_thread.run_sync(_write_records, jobs)
+            failures = await anyio.to_thread.run_sync(_write_records, jobs)
             written = True
         except Exception:
             written = True
@@ -222,6 +223,8 @@ class RecordWriter:
                 for app, seq in zip(apps, seqs, strict=True):
                     app._written_seq = max(app._written_seq, seq)
             self._notify()
+        for i, exc in failures:  # one app's record failing fails that app only
+            apps[i].record_failed(exc, closing=self.closed)
 
     async def aclose(self) -> None:
         """Stop the writer task (after the batch in flight) and release waiters."""
@@ -775,14 +778,33 @@ class LocalApp:
         success = self.success_file() if self.finished.is_set() else None
         return (self.record_path, self.snapshot(), self.app_dir, success, pointer)
 
+    def record_failed(self, exc: Exception, *, closing: bool = False) -> None:
+        """Writing this app's record failed: the app is FAILED (``msg`` says why).
+
+        Other processes could no longer follow the app, so it is not left
+        running half-visible. While closing (the temporary log dir may already
+        be gone) or once finished, the error is only logged.
+        """
+        if closing or self.closing or self.finished.is_set():
+            logger.debug("cannot write the record of %s: %s", self.app_id, exc)
+            return
+        logger.error("writing the record of %s failed", self.app_id, exc_info=exc)
+        self.fail_internal(f"writing the app record {self.record_path!r} failed", exc)
+
     async def flush(self) -> None:
         """Write the record now (and SUCCESS once finished), off the loop."""
         await self._writer.write([self])
 
 
-def _write_records(jobs: list[_RecordJob]) -> None:
-    for job in jobs:
-        _write_record(*job)
+def _write_records(jobs: list[_RecordJob]) -> list[tuple[int, Exception]]:
+    """Write each job; return the failures (index, error): one never stops the rest."""
+    failures: list[tuple[int, Exception]] = []
+    for i, job in enumerate(jobs):
+        try:
+            _write_record(*job)
+        except Exception as exc:  # noqa: BLE001 - reported to the app it belongs to
+            failures.append((i, exc))
+    return failures
 
 
 def _write_record(
@@ -792,11 +814,8 @@ def _write_record(
     success: dict[str, Any] | None,
     pointer: tuple[str, str, str] | None,
 ) -> None:
-    try:
-        write_json_atomic(path, data)
-        if pointer is not None:  # after the record: a pointer never dangles
-            write_pointer(*pointer, app_dir)
-        if success is not None:
-            write_json_atomic(os.path.join(app_dir, "SUCCESS"), success)
-    except OSError as exc:  # the temp log dir may be gone at close
-        logger.debug("cannot write the record %s: %s", path, exc)
+    write_json_atomic(path, data)
+    if pointer is not None:  # after the record: a pointer never dangles
+        write_pointer(*pointer, app_dir)
+    if success is not None:
+        write_json_atomic(os.path.join(app_dir, "SUCCESS"), success)
