@@ -21,6 +21,7 @@ import abc
 import builtins
 import copy
 import inspect
+import logging
 import re
 import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
@@ -31,11 +32,13 @@ from types import TracebackType
 from typing import Any, ClassVar, Generic, Self, TypeVar, cast
 
 import anyio
+import sniffio
 
 from asyncsched.errors import (
     AsyncschedWarning,
     InvalidArgumentError,
     SchedulerClosedError,
+    SchedulerUnavailableError,
     SpecError,
     UnsupportedOperationError,
     WaitTimeoutError,
@@ -74,6 +77,12 @@ __all__ = [
 ]
 
 DAYS_IN_2_WEEKS = 14
+
+#: seconds ``aclose()`` may take by default (a backend may allow more, see
+#: ``Scheduler._close_timeout``); past it the rest is abandoned and logged
+CLOSE_TIMEOUT = 60.0
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -181,6 +190,7 @@ class Scheduler(abc.ABC, Generic[T]):
 
     async def __aenter__(self) -> Self:
         self._check_open()
+        self._check_event_loop()
         await self._aenter()
         return self
 
@@ -193,12 +203,24 @@ class Scheduler(abc.ABC, Generic[T]):
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Release everything the scheduler holds; idempotent, never raises."""
+        """Release everything the scheduler holds; idempotent, never raises.
+
+        Shielded from cancellation, and bounded: after ``_close_timeout()``
+        seconds (60 by default) whatever is left is abandoned and logged.
+        """
         if self._closed:
             return
         self._closed = True
+        timeout = self._close_timeout()
         with anyio.CancelScope(shield=True):
-            await self._aclose()
+            with anyio.move_on_after(timeout) as scope:
+                await self._aclose()
+        if scope.cancelled_caught:
+            logger.error("%r did not close within %ss", self, timeout)
+
+    def _close_timeout(self) -> float:
+        """Hook: how many seconds :meth:`aclose` may take."""
+        return CLOSE_TIMEOUT
 
     @property
     def closed(self) -> bool:
@@ -215,6 +237,24 @@ class Scheduler(abc.ABC, Generic[T]):
         if self._closed:
             raise SchedulerClosedError(
                 f"{type(self).__name__}({self.session_name!r}) is closed"
+            )
+
+    def _check_event_loop(self) -> None:
+        """Refuse to run on an event loop not in ``capabilities.event_loops``.
+
+        Raises:
+            SchedulerUnavailableError: e.g. the Docker backend under trio.
+        """
+        try:
+            library = sniffio.current_async_library()
+        except sniffio.AsyncLibraryNotFoundError:
+            return
+        loops = self.capabilities.event_loops
+        if library not in loops:
+            raise SchedulerUnavailableError(
+                self.backend,
+                f"{type(self).__name__} runs on {' or '.join(loops)}, not {library}",
+                f"run it under {loops[0]}",
             )
 
     # -- run options -----------------------------------------------------------
@@ -281,6 +321,7 @@ class Scheduler(abc.ABC, Generic[T]):
                 workspace support.
         """
         self._check_open()
+        self._check_event_loop()
         resolved = self.resolve_cfg(cfg)
         validate_app(app)
         app = copy.deepcopy(app)

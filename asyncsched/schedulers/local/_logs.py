@@ -39,6 +39,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
+from asyncsched.errors import SchedulerError
 from asyncsched.schedulers.shared.lines import DEFAULT_MAX_LINE_BYTES, LineAssembler
 
 __all__ = [
@@ -59,6 +60,8 @@ logger = logging.getLogger(__name__)
 STREAMS = ("stdout", "stderr", "combined")
 INDEX_ENTRY = struct.Struct("<Qd")
 _PIPE_READ_SIZE = 1 << 16
+#: seconds a log file open may take before log_iter gives up
+_OPEN_TIMEOUT = 60.0
 _READ_SIZE = 1 << 20  # one read of a log file (a worker-thread hop each)
 _FEED_SIZE = 1 << 17  # ...assembled in slices that stay in the CPU cache
 _COMBINED_PARTIAL_LIMIT = 1 << 16  # an unterminated line longer than this is flushed
@@ -322,8 +325,13 @@ async def read_line_batches(
     pos = 0  # bytes of the file read
     line_end = 0  # file offset where the next item starts
     final = follow is None
-    with anyio.CancelScope(shield=True):  # a cancelled open must not leak its fd
+    fd = -1
+    # shielded: a cancelled open must not leak its fd (a thread cannot be
+    # abandoned, so the bound only matters for a pathological file system)
+    with anyio.CancelScope(shield=True), anyio.move_on_after(_OPEN_TIMEOUT):
         fd = await anyio.to_thread.run_sync(_open_read, path)
+    if fd < 0:
+        raise SchedulerError(f"opening {path!r} took more than {_OPEN_TIMEOUT}s")
     try:
         while True:
             data = await anyio.to_thread.run_sync(os.pread, fd, _READ_SIZE, pos)

@@ -8,7 +8,7 @@ fail-fast, ``list()``, ``since``/``until``, honest ``should_tail``, cross-proces
 status/logs/cancel through on-disk records, and no orphans even when the owning
 process is SIGKILLed (see ``docs/backends/local.md``).
 
-Supports asyncio (anyio-only code; trio is untested). POSIX only.
+Runs on asyncio and trio (anyio-only code, tested on both). POSIX only.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from datetime import datetime
 from typing import Any, cast, final
 
 import anyio
-from anyio.abc import TaskGroup
 
 from asyncsched.errors import (
     AppCacheFullError,
@@ -61,9 +60,11 @@ from asyncsched.schedulers.local._logs import (
 )
 from asyncsched.schedulers.local._opts import LocalOpts
 from asyncsched.schedulers.local._process import (
+    SPAWN_TIMEOUT,
     Guardian,
     PdeathsigMode,
     Spawner,
+    SpawnTimeoutError,
     find_executable,
     resolve_pdeathsig,
 )
@@ -189,7 +190,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         list=True,
         retries=True,
         per_replica_status=True,
-        event_loops=("asyncio",),
+        event_loops=("asyncio", "trio"),
     )
 
     def __init__(
@@ -224,7 +225,6 @@ class LocalScheduler(Scheduler[LocalOpts]):
         self._evicted: set[str] = set()
         self._retention = retention
         self._host = TaskHost(f"LocalScheduler({session_name!r})")
-        self._tg: TaskGroup | None = None
         self._spawn_cfg: SpawnConfig | None = None
         self._runtime_lock: anyio.Lock | None = None
         self._remote_cancels: list[anyio.Event] = []
@@ -297,28 +297,34 @@ class LocalScheduler(Scheduler[LocalOpts]):
     async def _aenter(self) -> None:
         await self._host.enter()
 
-    async def _ensure_runtime(self) -> tuple[TaskGroup, SpawnConfig]:
-        if self._tg is not None and self._spawn_cfg is not None:
-            return self._tg, self._spawn_cfg
+    def _close_timeout(self) -> float:
+        # both graces, the SIGKILL wait (10 s), then writer and host (<= 30 s each)
+        return self.close_grace + self.cancel_grace + 80.0
+
+    async def _ensure_runtime(self) -> SpawnConfig:
+        if self._spawn_cfg is not None:
+            return self._spawn_cfg
         if self._runtime_lock is None:
             self._runtime_lock = anyio.Lock()
         async with self._runtime_lock:
-            if self._tg is None:
-                self._tg = await self._host.group()
+            await self._host.group()
             if self._spawn_cfg is None:
                 setpriv, use_preexec = await resolve_pdeathsig(self._pdeathsig)
                 guardian = Guardian()
                 guardian.start()
                 devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
                 self._spawner.start()
-                self._tg.start_soon(self._spawner.dispatch, name="local:spawner")
-                self._tg.start_soon(self._writer.run, name="local:records")
+                # host-level loops: restarted (and logged) should they raise
+                await self._host.start_service(
+                    self._spawner.dispatch, name="local:spawner"
+                )
+                await self._host.start_service(self._writer.run, name="local:records")
                 self._spawn_cfg = SpawnConfig(
                     setpriv, use_preexec, devnull, guardian, self._spawner
                 )
                 if self._retention is not None:
                     await self._prune(self._retention)
-        return self._tg, self._spawn_cfg
+        return self._spawn_cfg
 
     async def _prune(self, retention: Retention) -> None:
         """Apply the retention policy once; a failure is logged, never raised."""
@@ -534,13 +540,24 @@ class LocalScheduler(Scheduler[LocalOpts]):
         dryrun_info: AppDryRunInfo[Any],
         launches: builtins.list[ReplicaLaunch],
     ) -> LocalApp:
-        tg, spawn_cfg = await self._ensure_runtime()
+        spawn_cfg = await self._ensure_runtime()
         self._check_open()
         # dirs, log files and processes are made in the spawner thread
         try:
             fds, started = await self._spawner.run(
-                _prepare_and_spawn, request.log_dir, launches, spawn_cfg
+                _prepare_and_spawn,
+                request.log_dir,
+                launches,
+                spawn_cfg,
+                undo=lambda result: _undo_spawn(
+                    request.log_dir, result[0], result[1], spawn_cfg
+                ),
             )
+        except SpawnTimeoutError as exc:
+            raise SubmitError(
+                f"starting the replicas of {request.app_id} took longer than"
+                f" {SPAWN_TIMEOUT}s (what started is stopped when the start ends)"
+            ) from exc
         except _SpawnFailed as exc:
             raise SubmitError(
                 f"failed to start a replica of {request.app_id}: {exc}"
@@ -556,17 +573,25 @@ class LocalScheduler(Scheduler[LocalOpts]):
                 _undo_spawn, request.log_dir, fds, started, spawn_cfg
             )
             self._check_open()
-        return self._supervise(request, dryrun_info, launches, fds, started, tg)
+        try:
+            app = self._build_app(request, launches, fds)
+        except Exception as exc:
+            # never leave started replicas unsupervised
+            await anyio.to_thread.run_sync(
+                _undo_spawn, request.log_dir, fds, started, spawn_cfg
+            )
+            raise SubmitError(
+                f"failed to supervise the replicas of {request.app_id}: {exc}"
+            ) from exc
+        return self._supervise(app, dryrun_info, started)
 
-    def _supervise(
+    def _build_app(
         self,
         request: PopenRequest,
-        dryrun_info: AppDryRunInfo[Any],
         launches: builtins.list[ReplicaLaunch],
         fds: builtins.list[dict[str, tuple[int, int]]],
-        started: builtins.list[Started],
-        tg: TaskGroup,
     ) -> LocalApp:
+        """The supervisor of a spawned app (no side effect: undone by a kill)."""
         assert self._spawn_cfg is not None
         replicas = [
             Replica(launch, ReplicaLog(launch.log_dir, f))
@@ -594,17 +619,27 @@ class LocalScheduler(Scheduler[LocalOpts]):
             fail_fast=request.fail_fast,
             cancel_grace=self.cancel_grace,
             spawn=self._spawn_cfg,
-            tg=tg,
+            host=self._host,
             writer=self._writer,
             state_dir=self.state_dir,
             supervisor=supervisor_info(),
         )
+        return app
+
+    def _supervise(
+        self,
+        app: LocalApp,
+        dryrun_info: AppDryRunInfo[Any],
+        started: builtins.list[Started],
+    ) -> LocalApp:
+        """Watch the spawned replicas of ``app`` (no await: never interrupted)."""
+        assert self._spawn_cfg is not None
         app.start(started)
         self._apps[app.app_id] = app
         self._app_defs[app.app_id] = dryrun_info.app
         guardian = self._spawn_cfg.guardian
         if guardian.has_pending:
-            tg.start_soon(guardian.flush)
+            self._host.spawn(guardian.flush, name="local:guardian")
         return app
 
     # -- observation ----------------------------------------------------------------------
@@ -738,10 +773,10 @@ class LocalScheduler(Scheduler[LocalOpts]):
         app_dir = str(record["app_dir"])
         updated = await anyio.to_thread.run_sync(remote.cancel_remote, app_dir)
         if updated is not None and remote.supervisor_alive(updated):
-            tg, _ = await self._ensure_runtime()
+            await self._ensure_runtime()
             done = anyio.Event()
             self._remote_cancels.append(done)
-            tg.start_soon(self._escalate_remote, app_dir, done)
+            self._host.spawn(self._escalate_remote, app_dir, done, name="local:cancel")
 
     async def _escalate_remote(self, app_dir: str, done: anyio.Event) -> None:
         try:
@@ -864,7 +899,7 @@ def _prepare_and_spawn(
     try:
         # extend() keeps what started before a failure
         started.extend(spawn_child(launch, cfg) for launch in launches)
-    except OSError as exc:
+    except Exception as exc:  # any failure (OSError, ValueError...): all or nothing
         _undo_spawn(app_dir, fds, started, cfg)
         raise _SpawnFailed(str(exc)) from exc
     return fds, started
