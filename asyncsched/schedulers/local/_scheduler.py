@@ -772,7 +772,9 @@ class LocalScheduler(Scheduler[LocalOpts]):
             return
         app_dir = str(record["app_dir"])
         updated = await anyio.to_thread.run_sync(remote.cancel_remote, app_dir)
-        if updated is not None and remote.supervisor_alive(updated):
+        if updated is not None and await anyio.to_thread.run_sync(
+            remote.supervisor_alive, updated
+        ):
             await self._ensure_runtime()
             done = anyio.Event()
             self._remote_cancels.append(done)

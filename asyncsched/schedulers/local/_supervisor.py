@@ -281,6 +281,37 @@ class Replica:
     attempts: list[dict[str, Any]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class ExitFacts:
+    """What a replica's exit depends on in its files, read in a worker thread."""
+
+    error_text: str | None = None
+    error_mtime: float | None = None
+    cancel_requested: bool = False
+
+
+def read_exit_facts(
+    error_file: str, app_dir: str, rc: int | None, attempt: int
+) -> ExitFacts:
+    """Read the reply file of a failed exit (kept as ``<file>.<attempt>``, the
+    next attempt may write its own) and whether another process asked for a
+    cancel (blocking)."""
+    cancel = os.path.exists(os.path.join(app_dir, CANCEL_MARKER))
+    if rc == 0:
+        return ExitFacts(cancel_requested=cancel)
+    try:
+        mtime = os.stat(error_file).st_mtime
+        with open(error_file, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return ExitFacts(cancel_requested=cancel)
+    with contextlib.suppress(ValueError):
+        text = json.dumps(json.loads(text), separators=(",", ":"))
+    with contextlib.suppress(OSError):
+        os.replace(error_file, f"{error_file}.{attempt}")
+    return ExitFacts(text, mtime, cancel)
+
+
 class LocalApp:
     """Supervise the replicas of one app (spawn, reap, retry, cancel, record)."""
 
@@ -389,6 +420,7 @@ class LocalApp:
     ) -> None:
         rc: int | None = None
         error: Exception | None = None
+        facts = ExitFacts()
         try:
             async with anyio.create_task_group() as pumps:
                 pumps.start_soon(pump, out_r, replica.log, "stdout")
@@ -413,12 +445,20 @@ class LocalApp:
                             rc = await child.reap()
                         if rc is not None:
                             self._spawn_cfg.guardian.remove(child.pid)
+                        # the files the exit depends on, read off the loop
+                        facts = await anyio.to_thread.run_sync(
+                            read_exit_facts,
+                            replica.launch.error_file,
+                            self.app_dir,
+                            rc,
+                            len(replica.attempts) - 1,
+                        )
                 pumps.cancel_scope.deadline = anyio.current_time() + DRAIN_TIMEOUT
         except Exception as exc:  # noqa: BLE001 - e.g. an unwritable log: fail the app
             error = exc
         finally:
             exited.set()
-            self._on_exit(replica, child, rc)
+            self._on_exit(replica, child, rc, facts)
         if error is not None:
             launch = replica.launch
             logger.error(
@@ -476,7 +516,9 @@ class LocalApp:
         self._terminate_all(self.cancel_grace)
         self._update_state()
 
-    def _on_exit(self, replica: Replica, child: Child, rc: int | None) -> None:
+    def _on_exit(
+        self, replica: Replica, child: Child, rc: int | None, facts: ExitFacts
+    ) -> None:
         if replica.child is not child:  # pragma: no cover - defensive
             return
         replica.child = None
@@ -484,17 +526,16 @@ class LocalApp:
         attempt = replica.attempts[-1]
         attempt["exit_code"] = rc
         attempt["finished"] = time.time()
-        if rc != 0:
-            self._load_error_file(replica)
+        if rc != 0 and facts.error_text is not None:
+            replica.structured_error = facts.error_text
+            replica.error_mtime = facts.error_mtime
         if self.cancelled or self.closing:
             replica.state = AppState.SUCCEEDED if rc == 0 else AppState.CANCELLED
         elif replica.restarting:
             replica.state = AppState.PENDING
         elif self.failed and (self.fail_fast or self.internal_error is not None):
             replica.state = AppState.SUCCEEDED if rc == 0 else AppState.CANCELLED
-        elif not is_terminal(self.state) and os.path.exists(
-            os.path.join(self.app_dir, CANCEL_MARKER)
-        ):
+        elif not is_terminal(self.state) and facts.cancel_requested:
             # cancelled by another process: checked before the exit code, since
             # a replica may well exit 0 on the SIGTERM of that cancel
             replica.state = AppState.SUCCEEDED if rc == 0 else AppState.CANCELLED
@@ -504,22 +545,6 @@ class LocalApp:
         else:
             self._on_failure(replica)
         self._after_change()
-
-    def _load_error_file(self, replica: Replica) -> None:
-        path = replica.launch.error_file
-        try:
-            mtime = os.stat(path).st_mtime
-            with open(path, encoding="utf-8", errors="replace") as f:
-                text = f.read()
-        except OSError:
-            return
-        with contextlib.suppress(ValueError):
-            text = json.dumps(json.loads(text), separators=(",", ":"))
-        replica.structured_error = text
-        replica.error_mtime = mtime
-        # keep each attempt's reply file: the next attempt may write its own
-        with contextlib.suppress(OSError):
-            os.replace(path, f"{path}.{len(replica.attempts) - 1}")
 
     def _on_failure(self, replica: Replica) -> None:
         launch = replica.launch
