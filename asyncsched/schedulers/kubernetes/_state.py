@@ -27,7 +27,7 @@ from asyncsched.schedulers.kubernetes._render import (
     LABEL_ROLE_INDEX,
     LABEL_ROLE_NAME,
 )
-from asyncsched.specs import AppState, ReplicaStatus, Role, RoleStatus
+from asyncsched.specs import AppState, ReplicaStatus, Role, RoleStatus, is_terminal
 
 __all__ = [
     "JOB_STATE",
@@ -203,7 +203,7 @@ def describe_volcano(app_id: str, job: JSON, pods: list[JSON]) -> DescribeAppRes
         fallback = (
             TASK_STATE.get(next(iter(phases)), AppState.UNKNOWN)
             if phases
-            else (state if state == AppState.CANCELLED else AppState.PENDING)
+            else (state if is_terminal(state) else AppState.PENDING)
         )
         newest = _newest(by_replica.get((role, replica_id), []))
         replica, msg = _replica(int(replica_id), role, newest, namespace, fallback)
@@ -272,6 +272,17 @@ def completion_index(pod: JSON) -> int | None:
         return None
 
 
+def _index_set(spec: object) -> set[int]:
+    """``"0-2,4"`` (a Job's ``completedIndexes``) -> ``{0, 1, 2, 4}``."""
+    out: set[int] = set()
+    for part in str(spec or "").split(","):
+        first, _, last = part.partition("-")
+        if first.strip().isdigit():
+            end = last if last.strip().isdigit() else first
+            out.update(range(int(first), int(end) + 1))
+    return out
+
+
 def describe_indexed(
     app_id: str, jobs: list[JSON], pods: list[JSON]
 ) -> DescribeAppResponse:
@@ -292,12 +303,12 @@ def describe_indexed(
                 by_index.setdefault(index, []).append(pod)
         restarts += int((job.get("status") or {}).get("failed") or 0)
         replicas = []
+        done = _index_set((job.get("status") or {}).get("completedIndexes"))
         for i in range(int((job.get("spec") or {}).get("completions") or 0)):
-            fallback = (
-                job_state
-                if job_state in (AppState.SUCCEEDED, AppState.CANCELLED)
-                else AppState.PENDING
-            )
+            if i in done:
+                fallback = AppState.SUCCEEDED
+            else:
+                fallback = job_state if is_terminal(job_state) else AppState.PENDING
             replica, msg = _replica(
                 i, role, _newest(by_index.get(i, [])), namespace, fallback
             )
