@@ -13,6 +13,7 @@ from __future__ import annotations
 import builtins
 import logging
 from collections.abc import AsyncIterator, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypedDict, cast, final
@@ -689,7 +690,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             phase = (current.get("status") or {}).get("phase")
             return phase in ("Succeeded", "Failed") or await app_over()
 
-        async for line in iter_pod_log(
+        lines = iter_pod_log(
             await self._api(),
             namespace,
             pod_name,
@@ -697,8 +698,10 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             until=until,
             follow=should_tail,
             pod_done=pod_done,
-        ):
-            yield line
+        )
+        async with aclosing(lines):  # closing this iterator releases the response
+            async for line in lines:
+                yield line
 
 
 def _labels(obj: JSON) -> dict[str, str]:
