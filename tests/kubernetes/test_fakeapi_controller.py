@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubernetes_asyncio import client
-
 from .fakeapi import wait_until
 from .fakeapi.controller import FakeController
 from .fakeapi.env import KubeEnv
+from .fakeapi.untyped import BatchV1Api, CoreV1Api, CustomObjectsApi
 
 VOLCANO = ("batch.volcano.sh", "v1alpha1")
 
@@ -50,12 +49,12 @@ def _task(name: str, script: str, *, replicas: int = 1, **extra: Any) -> dict[st
     }
 
 
-async def _volcano_phase(custom: client.CustomObjectsApi, ns: str, name: str) -> str:
+async def _volcano_phase(custom: Any, ns: str, name: str) -> str:
     job = await custom.get_namespaced_custom_object_status(*VOLCANO, ns, "jobs", name)
     return str(((job.get("status") or {}).get("state") or {}).get("phase", ""))
 
 
-async def _log(core: client.CoreV1Api, ns: str, pod: str) -> str:
+async def _log(core: Any, ns: str, pod: str) -> str:
     return str(await core.read_namespaced_pod_log(pod, ns))
 
 
@@ -64,20 +63,26 @@ async def test_volcano_job_completes_with_named_pods_env_and_logs(
 ) -> None:
     ns = kube_env.namespace
     async with await kube_env.api_client() as api:
-        custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+        custom, core = CustomObjectsApi(api), CoreV1Api(api)
         body = _volcano_job(
             "train",
-            [_task("worker", "echo rank $VC_TASK_INDEX of $VC_WORKER_NUM on $(ROLE)", replicas=2)],
+            [
+                _task(
+                    "worker",
+                    "echo rank $VC_TASK_INDEX of $VC_WORKER_NUM on $(ROLE)",
+                    replicas=2,
+                )
+            ],
         )
         await custom.create_namespaced_custom_object(*VOLCANO, ns, "jobs", body)
         await wait_until(
             lambda: _volcano_phase(custom, ns, "train"),
             timeout=10,
         )
-        await wait_until(
-            lambda: _is(custom, ns, "train", "Completed"), timeout=10
+        await wait_until(lambda: _is(custom, ns, "train", "Completed"), timeout=10)
+        pods = await core.list_namespaced_pod(
+            ns, label_selector="volcano.sh/job-name=train"
         )
-        pods = await core.list_namespaced_pod(ns, label_selector="volcano.sh/job-name=train")
         names = sorted(p.metadata.name for p in pods.items)
         assert names == ["train-worker-0", "train-worker-1"]
         pod = pods.items[1]
@@ -95,5 +100,167 @@ async def test_volcano_job_completes_with_named_pods_env_and_logs(
     assert kube_controller.errors == []
 
 
-async def _is(custom: client.CustomObjectsApi, ns: str, name: str, phase: str) -> bool:
+async def _is(custom: Any, ns: str, name: str, phase: str) -> bool:
     return await _volcano_phase(custom, ns, name) == phase
+
+
+async def test_volcano_restart_policy_retries_then_fails_at_max_retry(
+    kube_env: KubeEnv, kube_controller: FakeController
+) -> None:
+    ns = kube_env.namespace
+    async with await kube_env.api_client() as api:
+        custom = CustomObjectsApi(api)
+        policies = [{"event": "PodFailed", "action": "RestartJob"}]
+        body = _volcano_job(
+            "flaky", [_task("w", "echo try; exit 3", policies=policies)], maxRetry=2
+        )
+        await custom.create_namespaced_custom_object(*VOLCANO, ns, "jobs", body)
+        await wait_until(lambda: _is(custom, ns, "flaky", "Failed"), timeout=10)
+        job = await custom.get_namespaced_custom_object(*VOLCANO, ns, "jobs", "flaky")
+        assert job["status"]["retryCount"] == 2
+        assert job["status"]["version"] == 2
+        phases = [c["status"] for c in job["status"]["conditions"]]
+        assert phases.count("Restarting") == 2
+    assert kube_controller.errors == []
+
+
+async def test_volcano_failure_without_policy_fails_the_job(
+    kube_env: KubeEnv, kube_controller: FakeController
+) -> None:
+    ns = kube_env.namespace
+    async with await kube_env.api_client() as api:
+        custom, core = CustomObjectsApi(api), CoreV1Api(api)
+        body = _volcano_job("bad", [_task("a", "exit 0"), _task("b", "false")])
+        await custom.create_namespaced_custom_object(*VOLCANO, ns, "jobs", body)
+        await wait_until(lambda: _is(custom, ns, "bad", "Failed"), timeout=10)
+        pod = await core.read_namespaced_pod("bad-b-0", ns)
+        terminated = pod.status.container_statuses[0].state.terminated
+        assert (pod.status.phase, terminated.exit_code, terminated.reason) == (
+            "Failed",
+            1,
+            "Error",
+        )
+
+
+async def test_volcano_abort_by_status_patch_kills_pods(
+    kube_env: KubeEnv, kube_controller: FakeController
+) -> None:
+    ns = kube_env.namespace
+    async with await kube_env.api_client() as api:
+        custom, core = CustomObjectsApi(api), CoreV1Api(api)
+        body = _volcano_job("long", [_task("w", "echo started; sleep 30", replicas=2)])
+        await custom.create_namespaced_custom_object(*VOLCANO, ns, "jobs", body)
+        await wait_until(lambda: _is(custom, ns, "long", "Running"), timeout=10)
+        job = await custom.get_namespaced_custom_object(*VOLCANO, ns, "jobs", "long")
+        job["status"]["state"]["phase"] = "Aborted"
+        await custom.replace_namespaced_custom_object_status(
+            *VOLCANO, ns, "jobs", "long", job
+        )
+        await wait_until(
+            lambda: _no_pods(core, ns, "volcano.sh/job-name=long"), timeout=10
+        )
+        assert await _volcano_phase(custom, ns, "long") == "Aborted"
+    assert kube_controller.errors == []
+
+
+async def _no_pods(core: Any, ns: str, selector: str) -> bool:
+    return not (await core.list_namespaced_pod(ns, label_selector=selector)).items
+
+
+def _indexed_job(
+    name: str, script: str, completions: int, **spec: Any
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "completions": completions,
+            "parallelism": completions,
+            "completionMode": "Indexed",
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "subdomain": name,
+                    "containers": [
+                        {"name": "main", "image": "busybox",
+                         "command": ["sh", "-c", script],
+                         "env": [{"name": "POD", "valueFrom": {
+                             "fieldRef": {"fieldPath": "metadata.name"}}}]}
+                    ],
+                }
+            },
+            **spec,
+        },
+    }  # fmt: skip
+
+
+async def _condition(batch: Any, ns: str, name: str, kind: str) -> bool:
+    job = await batch.read_namespaced_job_status(name, ns)
+    return any(
+        c.type == kind and c.status == "True" for c in job.status.conditions or []
+    )
+
+
+async def test_indexed_job_completes_with_index_env_hostnames_and_logs(
+    kube_env: KubeEnv, kube_controller: FakeController
+) -> None:
+    ns = kube_env.namespace
+    async with await kube_env.api_client() as api:
+        batch, core = BatchV1Api(api), CoreV1Api(api)
+        body = _indexed_job(
+            "idx", "echo index $JOB_COMPLETION_INDEX host $HOSTNAME pod $POD", 3
+        )
+        await batch.create_namespaced_job(ns, body)
+        await wait_until(lambda: _condition(batch, ns, "idx", "Complete"), timeout=10)
+        job = await batch.read_namespaced_job_status("idx", ns)
+        assert (job.status.succeeded, job.status.completed_indexes) == (3, "0-2")
+        pods = (await core.list_namespaced_pod(ns, label_selector="job-name=idx")).items
+        by_index = {
+            p.metadata.labels["batch.kubernetes.io/job-completion-index"]: p
+            for p in pods
+        }
+        assert sorted(by_index) == ["0", "1", "2"]
+        pod = by_index["1"]
+        assert pod.metadata.name.startswith("idx-1-")
+        assert len(pod.metadata.name) == 11
+        assert (
+            pod.metadata.annotations["batch.kubernetes.io/job-completion-index"] == "1"
+        )
+        assert (pod.spec.hostname, pod.spec.subdomain) == ("idx-1", "idx")
+        assert pod.metadata.labels["controller-uid"] == job.metadata.uid
+        if kube_env.logs_available:
+            log = await core.read_namespaced_pod_log(pod.metadata.name, ns)
+            assert log == f"index 1 host idx-1 pod {pod.metadata.name}\n"
+
+
+async def test_indexed_job_fails_after_backoff_limit(
+    kube_env: KubeEnv, kube_controller: FakeController
+) -> None:
+    ns = kube_env.namespace
+    async with await kube_env.api_client() as api:
+        batch = BatchV1Api(api)
+        body = _indexed_job("fail", "exit $JOB_COMPLETION_INDEX", 2, backoffLimit=1)
+        await batch.create_namespaced_job(ns, body)
+        await wait_until(lambda: _condition(batch, ns, "fail", "Failed"), timeout=10)
+        job = await batch.read_namespaced_job_status("fail", ns)
+        assert job.status.failed == 2  # index 1 failed twice: > backoffLimit 1
+        assert job.status.completed_indexes == "0"
+        failed = next(c for c in job.status.conditions if c.type == "Failed")
+        assert failed.reason == "BackoffLimitExceeded"
+    assert kube_controller.errors == []
+
+
+async def test_suspended_job_runs_no_pods_until_resumed(
+    kube_env: KubeEnv, kube_controller: FakeController
+) -> None:
+    ns = kube_env.namespace
+    async with await kube_env.api_client() as api:
+        batch, core = BatchV1Api(api), CoreV1Api(api)
+        await batch.create_namespaced_job(
+            ns, _indexed_job("s", "true", 1, suspend=True)
+        )
+        await wait_until(lambda: _condition(batch, ns, "s", "Suspended"), timeout=10)
+        assert await _no_pods(core, ns, "job-name=s")
+        await batch.patch_namespaced_job("s", ns, {"spec": {"suspend": False}})
+        await wait_until(lambda: _condition(batch, ns, "s", "Complete"), timeout=10)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar, overload
 
 from .faults import Faults, RequestLog
 from .server import FakeKubeServer
@@ -25,12 +25,30 @@ T = TypeVar("T")
 __all__ = ["FakeKubeServer", "Faults", "RequestLog", "wait_until"]
 
 
+@overload
 async def wait_until(
-    predicate: Callable[[], T | Awaitable[T]],
+    predicate: Callable[[], Awaitable[T]],
+    timeout: float = ...,
+    interval: float = ...,
+    message: str = ...,
+) -> T: ...
+
+
+@overload
+async def wait_until(
+    predicate: Callable[[], T],
+    timeout: float = ...,
+    interval: float = ...,
+    message: str = ...,
+) -> T: ...
+
+
+async def wait_until(
+    predicate: Callable[[], Any],
     timeout: float = 10.0,
     interval: float = 0.02,
     message: str = "",
-) -> T:
+) -> Any:
     """Poll ``predicate`` (sync or async) until it returns a truthy value.
 
     Returns that value; raises ``TimeoutError`` after ``timeout`` seconds.

@@ -167,6 +167,8 @@ class FakeKubeServer:
     async def stop(self) -> None:
         self._closing = True
         self.store.changed.notify()
+        for watcher in list(self.store.watchers):
+            watcher.queue.put_nowait(_CLOSE)
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
@@ -659,6 +661,8 @@ class FakeKubeServer:
                             await asyncio.wait_for(watcher.queue.get(), max(wait, 0))
                         )
                     continue
+                if pending[0] is _CLOSE:
+                    break
                 item = translate(pending.pop(0))
                 if item is not None:
                     await send(*item)
@@ -886,6 +890,9 @@ class FakeKubeServer:
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+_CLOSE = Event(0, KINDS[("", "v1", "namespaces")], "CLOSE", {"metadata": {}})
 
 
 def _sort_key(obj: JSON) -> str:
