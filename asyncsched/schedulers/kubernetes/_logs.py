@@ -60,31 +60,41 @@ def _since_time(ns: int) -> str:
 
 
 class _Position:
-    """Where the reader is: the last timestamp yielded and how many lines had it."""
+    """Where the reader is: the last timestamp yielded and how many lines had it.
+
+    A resumed stream starts at the second of the last line (``sinceTime`` has
+    whole seconds): :meth:`begin` marks the point, and :meth:`accept` drops
+    the lines before it and as many lines *at* it as were yielded already.
+    """
 
     def __init__(self, since: int | None) -> None:
         self.since = since
         self.last = -1
         self.at_last = 0
+        self._resume = -1
+        self._skip = 0
 
     def query_since(self) -> str | None:
         start = self.last if self.last >= 0 else self.since
         return _since_time(start) if start is not None else None
 
-    def accept(self, ns: int, seen_at_last: list[int]) -> bool:
+    def begin(self) -> None:
+        """A new stream starts (from :meth:`query_since`)."""
+        self._resume, self._skip = self.last, self.at_last
+
+    def accept(self, ns: int) -> bool:
         """True when the line is new (not yielded before) and within ``since``."""
         if self.since is not None and ns < self.since:
             return False
-        if ns < self.last:
+        if ns < self._resume:
+            return False
+        if ns == self._resume and self._skip > 0:
+            self._skip -= 1
             return False
         if ns == self.last:
-            # a resumed stream repeats the lines at the last timestamp
-            if seen_at_last[0] < self.at_last:
-                seen_at_last[0] += 1
-                return False
             self.at_last += 1
-            return True
-        self.last, self.at_last = ns, 1
+        else:
+            self.last, self.at_last = ns, 1
         return True
 
 
@@ -113,7 +123,7 @@ async def iter_pod_log(
         if container:
             query["container"] = container
         query["sinceTime"] = pos.query_since()
-        seen = [0]
+        pos.begin()
         splitter = LineSplitter()
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         got_any = False
@@ -129,7 +139,7 @@ async def iter_pod_log(
                             ns = max(pos.last, 0)
                         if end is not None and ns > end:
                             return
-                        if pos.accept(ns, seen):
+                        if pos.accept(ns):
                             yield text if text.endswith("\n") else text + "\n"
             tail = splitter.flush()
             if tail and not follow:
