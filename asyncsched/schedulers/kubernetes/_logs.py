@@ -21,7 +21,7 @@ from __future__ import annotations
 import codecs
 import logging
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from datetime import UTC, datetime
 
 import anyio
@@ -108,7 +108,7 @@ async def iter_pod_log(
     follow: bool = False,
     pod_done: Callable[[], Awaitable[bool]] | None = None,
     container: str | None = None,
-) -> AsyncIterator[str]:
+) -> AsyncGenerator[str]:
     """Yield the lines of ``pod``'s log (one container), timestamps stripped.
 
     With ``follow`` the stream is re-opened after a drop from the last line
