@@ -668,6 +668,8 @@ class FakeKubeServer:
                     await send(*item)
                     sent += 1
             await resp.write_eof()
+        except ConnectionResetError:  # the client went away
+            pass
         finally:
             self.store.unwatch(watcher)
         return resp
@@ -739,25 +741,26 @@ class FakeKubeServer:
         await resp.prepare(request)
         budget = limit
         chunk = b"".join(first)
-        while True:
-            if chunk:
-                if budget is not None:
-                    chunk, budget = chunk[:budget], budget - len(chunk[:budget])
-                await resp.write(chunk)
-                if budget is not None and budget <= 0:
+        with contextlib.suppress(ConnectionResetError):  # the client went away
+            while True:
+                if chunk:
+                    if budget is not None:
+                        chunk, budget = chunk[:budget], budget - len(chunk[:budget])
+                    await resp.write(chunk)
+                    if budget is not None and budget <= 0:
+                        break
+                current = self.store.get(KINDS[("", "v1", "pods")], ns, name)
+                if current is None or self._closing:
                     break
-            current = self.store.get(KINDS[("", "v1", "pods")], ns, name)
-            if current is None or self._closing:
-                break
-            if seen == len(self.logs.lines(ns, name, container)) and _finished(
-                current, container
-            ):
-                break
-            if seen == len(self.logs.lines(ns, name, container)):
-                await self.store.changed.wait()
-            chunk = b"".join(selected(seen))
-            seen = len(self.logs.lines(ns, name, container))
-        await resp.write_eof()
+                if seen == len(self.logs.lines(ns, name, container)) and _finished(
+                    current, container
+                ):
+                    break
+                if seen == len(self.logs.lines(ns, name, container)):
+                    await self.store.changed.wait()
+                chunk = b"".join(selected(seen))
+                seen = len(self.logs.lines(ns, name, container))
+            await resp.write_eof()
         return resp
 
     # -- discovery and test-only endpoints ------------------------------------
