@@ -370,10 +370,8 @@ def admit_update(kind: Kind, old: JSON, new: Any, *, status_only: bool) -> JSON:
         for fixed in ("template", "selector", "completionMode"):
             if (new.get("spec") or {}).get(fixed) != old["spec"].get(fixed):
                 causes.append((f"spec.{fixed}", "Invalid value: field is immutable"))
-    if (
-        kind.plural == "pods"
-        and (new.get("spec") or {}).get("containers") != old["spec"].get("containers")
-        and _images_only_changed(old, new) is False
+    if kind.plural == "pods" and _fixed_pod_spec(old.get("spec")) != _fixed_pod_spec(
+        new.get("spec")
     ):
         causes.append(
             (
@@ -393,15 +391,20 @@ def admit_update(kind: Kind, old: JSON, new: Any, *, status_only: bool) -> JSON:
     return result
 
 
-def _images_only_changed(old: JSON, new: JSON) -> bool:
-    a = [
-        {k: v for k, v in c.items() if k != "image"} for c in old["spec"]["containers"]
-    ]
-    b = [
+def _fixed_pod_spec(spec: Any) -> Any:
+    """The part of a pod spec an update may not change (all but images and a few)."""
+    if not isinstance(spec, dict):
+        return spec
+    fixed = {
+        k: v
+        for k, v in spec.items()
+        if k not in ("activeDeadlineSeconds", "tolerations")
+    }
+    fixed["containers"] = [
         {k: v for k, v in c.items() if k != "image"}
-        for c in (new.get("spec") or {}).get("containers") or []
+        for c in spec.get("containers") or []
     ]
-    return a == b
+    return fixed
 
 
 def _short(body: JSON) -> str:

@@ -164,7 +164,9 @@ def _tokenize(script: str) -> list[_Command | str]:
         elif ch == "$":
             part, i = read_var(i, False)
             word = (word or []) + [part]
-        elif word is None and (m := re.match(r"(\d?)>(>?)\s*(&\d|\S+)", script[i:])):
+        elif word is None and (
+            m := re.match(r"(\d?)>(>?)\s*(&\d|[^\s;&|]+)", script[i:])
+        ):
             if m.group(1) in ("", "1") and m.group(3) == "/dev/null":
                 cmd.discard = True
             i += m.end()
