@@ -372,3 +372,19 @@ async def test_discovery_endpoints_answer(api: Any) -> None:
     assert "jobs" in {r.name for r in resources.resources}
     core = await CoreApi(api).get_api_versions()
     assert core.versions == ["v1"]
+
+
+async def test_delete_collection_by_label_and_namespace_deletion_removes_contents(
+    kube_env: KubeEnv, api: Any
+) -> None:
+    core = CoreV1Api(api)
+    ns = kube_env.namespace
+    await core.create_namespaced_pod(ns, _pod("a", {"app": "x"}))
+    await core.create_namespaced_pod(ns, _pod("b", {"app": "y"}))
+    await core.delete_collection_namespaced_pod(ns, label_selector="app=x")
+    names = [p.metadata.name for p in (await core.list_namespaced_pod(ns)).items]
+    assert names == ["b"]
+    await core.delete_namespace(ns)
+    with pytest.raises(client.ApiException) as info:
+        await core.read_namespaced_pod("b", ns)
+    assert info.value.status == 404

@@ -115,3 +115,19 @@ async def test_faults_can_be_set_over_http(kube_env: KubeEnv, custom: Any) -> No
     with pytest.raises(client.ApiException) as info:
         await custom.list_namespaced_custom_object(*VOLCANO, kube_env.namespace, "jobs")
     assert info.value.status == 503
+
+
+async def test_fault_matching_a_path_substring_and_name(
+    kube_env: KubeEnv, custom: Any
+) -> None:
+    faults, _ = _hooks(kube_env)
+    ns = kube_env.namespace
+    await custom.create_namespaced_custom_object(*VOLCANO, ns, "jobs", JOB)
+    faults.fail_next(500, path="/jobs/j/status")
+    await custom.get_namespaced_custom_object(*VOLCANO, ns, "jobs", "j")
+    with pytest.raises(client.ApiException) as info:
+        await custom.get_namespaced_custom_object_status(*VOLCANO, ns, "jobs", "j")
+    assert info.value.status == 500
+    faults.fail_next(500, name="other")
+    await custom.get_namespaced_custom_object(*VOLCANO, ns, "jobs", "j")
+    assert len(faults.rules) == 1  # still waiting for a request on "other"

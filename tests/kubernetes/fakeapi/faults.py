@@ -60,6 +60,7 @@ class Request:
     namespace: str = ""
     name: str = ""
     controller: bool = False  # sent by the fixture controller (its User-Agent)
+    path: str = ""
 
 
 @dataclass
@@ -73,6 +74,7 @@ class FailRule:
     retry_after: int | None = None
     message: str | None = None
     include_controller: bool = False
+    path: str | None = None
 
     def matches(self, req: Request) -> bool:
         return (
@@ -81,6 +83,7 @@ class FailRule:
             and (self.resource is None or self.resource in (req.resource, _full(req)))
             and (self.group is None or self.group == req.group)
             and (self.name is None or self.name == req.name)
+            and (self.path is None or self.path in req.path)
         )
 
     def error(self) -> ApiError:
@@ -124,13 +127,14 @@ class Faults:
         retry_after: int | None = None,
         message: str | None = None,
         include_controller: bool = False,
+        path: str | None = None,
     ) -> None:
         """Answer the next ``times`` matching requests with ``status``.
 
         ``resource`` is a plural (``"jobs"``) or plural/subresource
-        (``"jobs/status"``, ``"pods/log"``); ``verb`` one of the counted verbs.
-        The fixture controller's own requests are spared unless
-        ``include_controller``.
+        (``"jobs/status"``, ``"pods/log"``); ``verb`` one of the counted verbs;
+        ``path`` a substring of the URL path. The fixture controller's own
+        requests are spared unless ``include_controller``.
         """
         self.rules.append(
             FailRule(
@@ -143,6 +147,7 @@ class Faults:
                 retry_after,
                 message,
                 include_controller,
+                path,
             )
         )
 

@@ -203,6 +203,10 @@ class FakeKubeServer:
         path.write_text(yaml.safe_dump(self.kubeconfig(namespace)))
         return path
 
+    def compact(self) -> None:
+        """Forget the watch history (etcd compaction): older versions get 410."""
+        self.store.compact()
+
     def create_namespace(self, name: str) -> JSON:
         """Create a namespace directly in the store (no request counted)."""
         kind = KINDS[("", "v1", "namespaces")]
@@ -312,6 +316,7 @@ class FakeKubeServer:
             ns or "",
             name,
             controller=agent.startswith(CONTROLLER_AGENT_PREFIX),
+            path=request.path,
         )
         self.requests.record(req)
         failure = self.faults.take_failure(req)
