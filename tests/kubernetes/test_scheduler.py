@@ -10,7 +10,11 @@ import anyio
 import pytest
 from kubernetes_asyncio import client
 
-from asyncsched.errors import SubmitError, UnknownAppException
+from asyncsched.errors import (
+    SchedulerUnavailableError,
+    SubmitError,
+    UnknownAppException,
+)
 from asyncsched.schedulers.kubernetes._logs import parse_timestamp
 from asyncsched.specs import AppState
 
@@ -278,3 +282,25 @@ async def test_closing_a_followed_log_releases_the_response(kube_env: KubeEnv) -
         await lines.aclose()  # type: ignore[attr-defined]
         assert len(connector._acquired) == busy_before - 1
         await sched.cancel(app_id)
+
+
+async def test_denied_listing_is_a_clear_unavailable_error(kube_env: KubeEnv) -> None:
+    if kube_env.faults is None:
+        pytest.skip("needs the fake server's fault hooks")
+    kube_env.faults.fail_next(403, verb="list", resource="pods", message="no pods")
+    async with scheduler(kube_env) as sched:
+        with pytest.raises(SchedulerUnavailableError, match="RBAC") as info:
+            await sched.describe(f"{kube_env.namespace}:anything")
+    assert "no pods" in str(info.value)
+
+
+async def test_validate_spec_asks_the_server(kube_env: KubeEnv) -> None:
+    if kube_env.faults is None:
+        pytest.skip("needs the fake server's fault hooks")
+    cfg = {**cfg_for(kube_env, "volcano"), "validate_spec": True}
+    async with scheduler(kube_env) as sched:
+        info = await sched.submit_dryrun(make_app("echo x"), cfg)
+        assert await sched.describe(info.request.app_id) is None  # dry run only
+        kube_env.faults.fail_next(422, verb="create", message="spec.tasks: Invalid")
+        with pytest.raises(SubmitError, match=r"spec\.tasks: Invalid"):
+            await sched.submit_dryrun(make_app("echo x"), cfg)

@@ -465,14 +465,14 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                     ),
                     pods=Informer(api, PODS.format(ns=namespace), SELECTOR, **kwargs),
                 )
-                async with anyio.create_task_group() as tg:
-                    for informer in (ns.volcano, ns.batch, ns.pods):
-                        tg.start_soon(self._start_informer, informer)
+                for informer in (ns.volcano, ns.batch, ns.pods):
+                    # one after the other: a refusal surfaces as itself, not
+                    # inside an exception group
+                    await self._tasks.start(
+                        informer.run, name=f"kube-watch {informer.path}"
+                    )
                 self._namespaces[namespace] = ns
             return ns
-
-    async def _start_informer(self, informer: Informer) -> None:
-        await self._tasks.start(informer.run, name=f"kube-watch {informer.path}")
 
     async def _lookup(self, app_id: str) -> tuple[str, _Namespace, list[JSON]] | None:
         """``(job_api, caches, jobs)`` of the app, or None when it does not exist."""
