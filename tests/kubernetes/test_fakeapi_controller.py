@@ -264,3 +264,20 @@ async def test_suspended_job_runs_no_pods_until_resumed(
         assert await _no_pods(core, ns, "job-name=s")
         await batch.patch_namespaced_job("s", ns, {"spec": {"suspend": False}})
         await wait_until(lambda: _condition(batch, ns, "s", "Complete"), timeout=10)
+
+
+async def test_volcano_pod_with_too_long_hostname_is_refused_and_job_stays_pending(
+    kube_env: KubeEnv, kube_controller: FakeController
+) -> None:
+    ns = kube_env.namespace
+    async with await kube_env.api_client() as api:
+        custom, core = CustomObjectsApi(api), CoreV1Api(api)
+        name, task = "j" * 40, "t" * 25  # pod/host name "{job}-{task}-0": 68 chars
+        body = _volcano_job(name, [_task(task, "true")])
+        await custom.create_namespaced_custom_object(*VOLCANO, ns, "jobs", body)
+        await wait_until(lambda: kube_controller.api_errors, timeout=10)
+        assert kube_controller.api_errors[0].status == 422
+        assert "spec.hostname" in str(kube_controller.api_errors[0].body)
+        assert await _volcano_phase(custom, ns, name) == "Pending"
+        assert await _no_pods(core, ns, f"volcano.sh/job-name={name}")
+    assert kube_controller.errors == []

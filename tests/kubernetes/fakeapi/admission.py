@@ -166,6 +166,21 @@ def _check_pod_spec(spec: Any, path: str, causes: Causes) -> None:
         seen.add(name)
         if not c.get("image"):
             causes.append((f"{path}.containers[{i}].image", "Required value"))
+    for field in ("hostname", "subdomain"):
+        value = spec.get(field)
+        if value and (len(value) > 63 or not _LABEL_1123.match(value)):
+            causes.append(
+                (
+                    f"{path}.{field}",
+                    f'Invalid value: "{value}": a lowercase RFC 1123 label must '
+                    "consist of lower case alphanumeric characters or '-', and must "
+                    "start and end with an alphanumeric character (e.g. 'my-name',  "
+                    "or '123-abc', regex used for validation is "
+                    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+                    if len(value) <= 63
+                    else f'Invalid value: "{value}": must be no more than 63 characters',
+                )
+            )
     policy = spec.get("restartPolicy", "Always")
     if policy not in ("Always", "OnFailure", "Never"):
         causes.append(
@@ -295,7 +310,8 @@ def admit_create(kind: Kind, namespace: str, body: Any) -> JSON:
     ):
         meta.pop(server_field, None)
     if not meta.get("name") and meta.get("generateName"):
-        meta["name"] = f"{meta['generateName']}{random_suffix()}"
+        # The real name generator keeps at most 58 characters of the prefix.
+        meta["name"] = f"{meta['generateName'][:58]}{random_suffix()}"
     name = meta.get("name") or ""
     causes: Causes = []
     if not name:

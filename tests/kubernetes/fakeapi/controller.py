@@ -160,7 +160,8 @@ class FakeController:
         self._workers: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._gone_uids: set[str] = set()
         self._synced: dict[str, asyncio.Event] = {}
-        self.errors: list[BaseException] = []
+        self.errors: list[BaseException] = []  # controller bugs: tests assert none
+        self.api_errors: list[client.ApiException] = []  # refused requests, retried
 
     # -- lifecycle -------------------------------------------------------------
     async def __aenter__(self) -> Self:
@@ -418,6 +419,14 @@ class FakeController:
             self._workers[key] = self._spawn(self._worker(key))
 
     async def _worker(self, key: tuple[str, str]) -> None:
+        """Reconcile ``key`` while it is dirty; back off (up to 2 s) on failures.
+
+        API errors other than 404/409 (e.g. a 422 for a pod the template makes
+        invalid) go to :attr:`api_errors` and are retried, as the real
+        controllers requeue with a rate limit; anything else is a controller
+        bug and goes to :attr:`errors`.
+        """
+        delay = 0.05
         try:
             while key in self._dirty:
                 self._dirty.discard(key)
@@ -427,13 +436,16 @@ class FakeController:
                         await self._reconcile_volcano(key[1])
                     else:
                         await self._reconcile_batch(key[1])
+                    delay = 0.05
                 except client.ApiException as exc:
                     if exc.status not in (404, 409):
-                        self.errors.append(exc)
-                        await asyncio.sleep(0.05)
+                        self.api_errors.append(exc)
+                        await asyncio.sleep(delay)
+                        delay = min(delay * 2, 2.0)
                         self._dirty.add(key)
                 except aiohttp.ClientError:
-                    await asyncio.sleep(0.05)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 2.0)
                     self._dirty.add(key)
                 except Exception as exc:  # noqa: BLE001 -- a controller bug: kept for the test
                     self.errors.append(exc)
@@ -1017,8 +1029,10 @@ class FakeController:
             )
         except asyncio.CancelledError:
             raise
-        except (client.ApiException, aiohttp.ClientError) as exc:
-            self.errors.append(exc)
+        except client.ApiException as exc:
+            self.api_errors.append(exc)
+        except aiohttp.ClientError:
+            pass  # the server went away
         finally:
             if self._runners.get(name) is asyncio.current_task():
                 del self._runners[name]
