@@ -4,7 +4,7 @@ fake API server (or a real one, see conftest), with the fixture controller."""
 from __future__ import annotations
 
 import copy
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import anyio
 import pytest
@@ -257,8 +257,10 @@ async def test_since_and_until_select_by_line_timestamp(kube_env: KubeEnv) -> No
                 f"{name}-worker-0-0", kube_env.namespace, timestamps=True
             )
         stamps = [parse_timestamp(line.split(" ")[0]) for line in raw.splitlines()]
-        late = datetime.fromtimestamp(stamps[1] / 1e9, UTC)
-        early = datetime.fromtimestamp(stamps[0] / 1e9, UTC)
+        epoch = datetime.fromtimestamp(0, UTC)
+        # datetimes hold microseconds: round towards including the line
+        late = epoch + timedelta(microseconds=stamps[1] // 1000)
+        early = epoch + timedelta(microseconds=-(-stamps[0] // 1000))
         assert [l async for l in sched.log_iter(app_id, "worker", since=late)] == [
             "late\n"
         ]

@@ -155,7 +155,7 @@ def shorten(name: str, limit: int) -> str:
 
     Example:
         >>> shorten("a" * 40, 20)
-        'aaaaaaaaaaa-4aa22b68'
+        'aaaaaaaaaaa-e33cdf9c'
     """
     if len(name) <= limit:
         return name

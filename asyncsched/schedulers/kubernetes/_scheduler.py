@@ -119,6 +119,7 @@ class KubernetesOpts(TypedDict, total=False):
 class _Namespace:
     """The three caches of one namespace."""
 
+    name: str
     volcano: Informer
     batch: Informer
     pods: Informer
@@ -457,6 +458,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                     "watch_timeout": self._watch_timeout,
                 }
                 ns = _Namespace(
+                    name=namespace,
                     volcano=Informer(
                         api, VOLCANO_JOBS.format(ns=namespace), SELECTOR, **kwargs
                     ),
@@ -477,6 +479,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
     async def _lookup(self, app_id: str) -> tuple[str, _Namespace, list[JSON]] | None:
         """``(job_api, caches, jobs)`` of the app, or None when it does not exist."""
         namespace, _, name = app_id.rpartition(":")
+        await self._api()  # knows the default namespace once connected
         namespace = namespace or self._namespace or "default"
         ns = await self._watch(namespace)
         job = ns.volcano.get(name)
@@ -626,8 +629,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         name = _app_key(jobs[0])
         for job in jobs:
             await _delete(api, f"{ns.batch.path}/{job['metadata']['name']}")
-        namespace = ns.pods.path.split("/")[4]
-        await _delete(api, f"{SERVICES.format(ns=namespace)}/{name}")
+        await _delete(api, f"{SERVICES.format(ns=ns.name)}/{name}")
 
     # -- logs ------------------------------------------------------------------
 

@@ -9,9 +9,9 @@ Jobs' conditions.
 
 Example:
     >>> volcano_state({"status": {"state": {"phase": "Completed"}}})
-    <AppState.SUCCEEDED: 4>
+    SUCCEEDED (4)
     >>> volcano_state({"status": {"state": {"phase": "Exploding"}}})
-    <AppState.UNKNOWN: 7>
+    UNKNOWN (7)
 """
 
 from __future__ import annotations
