@@ -11,11 +11,13 @@ import pytest
 from kubernetes_asyncio import client
 
 from asyncsched.errors import (
+    InvalidRunConfigException,
     SchedulerUnavailableError,
     SubmitError,
     UnknownAppException,
 )
 from asyncsched.schedulers.kubernetes._logs import parse_timestamp
+from asyncsched.schedulers.kubernetes_scheduler import create_scheduler
 from asyncsched.specs import AppState
 
 from .fakeapi.controller import FakeController
@@ -210,13 +212,16 @@ async def test_logs_of_a_finished_replica_with_regex(
     async with scheduler(kube_env) as sched:
         app_id = await sched.submit(
             make_app(
-                "echo one$ASYNCSCHED_REPLICA_ID; echo two; echo three", replicas=2
+                "echo one${replica_id}$ASYNCSCHED_REPLICA_ID; echo two; echo three",
+                replicas=2,
             ),
             cfg_for(kube_env, job_api),
         )
         await sched.wait(app_id, timeout=20)
         lines = [line async for line in sched.log_iter(app_id, "worker", k=1)]
-        assert lines == ["one1\n", "two\n", "three\n"]
+        # the macro (rendered, or expanded by the kubelet for indexed Jobs)
+        # and the identity variable agree
+        assert lines == ["one11\n", "two\n", "three\n"]
         matching = [line async for line in sched.log_iter(app_id, "worker", regex="^t")]
         assert matching == ["two\n", "three\n"]
         with pytest.raises(ValueError, match="no replica 5"):
@@ -306,3 +311,28 @@ async def test_validate_spec_asks_the_server(kube_env: KubeEnv) -> None:
         kube_env.faults.fail_next(422, verb="create", message="spec.tasks: Invalid")
         with pytest.raises(SubmitError, match=r"spec\.tasks: Invalid"):
             await sched.submit_dryrun(make_app("echo x"), cfg)
+
+
+async def test_injected_client_is_used_and_left_open(kube_env: KubeEnv) -> None:
+    async with await kube_env.api_client() as api:
+        sched = create_scheduler("k8s-test", client=api, namespace=kube_env.namespace)
+        async with sched:
+            app_id = await sched.submit(
+                make_app("echo x"), cfg_for(kube_env, "volcano")
+            )
+            assert sched.api is not None
+            assert sched.api.client is api
+        # still usable after the scheduler closed
+        jobs = await client.CustomObjectsApi(api).list_namespaced_custom_object(
+            "batch.volcano.sh", "v1alpha1", kube_env.namespace, "jobs"
+        )
+    assert [j["metadata"]["name"] for j in jobs["items"]] == [app_id.split(":")[1]]
+
+
+async def test_a_scheduler_stays_on_its_context(kube_env: KubeEnv) -> None:
+    async with scheduler(kube_env) as sched:
+        await sched.list()
+        cfg = {**cfg_for(kube_env, "volcano"), "context": "some-other-cluster"}
+        with pytest.raises(InvalidRunConfigException) as info:
+            await sched.submit(make_app("echo x"), cfg)
+    assert info.value.cfg_key == "context"
