@@ -218,6 +218,9 @@ class Informer:
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             logger.info("watch of %s dropped: %r", self.path, exc)
             return _DROPPED, events
+        except Exception as exc:  # noqa: BLE001 -- denied, unreachable: keep going
+            logger.warning("watch of %s failed: %s", self.path, exc)
+            return _DROPPED, events
         return _ENDED, events
 
     def _apply(self, event: JSON) -> bool:
