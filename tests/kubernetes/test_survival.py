@@ -138,3 +138,20 @@ def test_resumed_stream_skips_lines_already_yielded() -> None:
         True,
         True,
     ]
+
+
+@pytest.mark.parametrize("status", [403, 500])
+async def test_refused_watch_reconnects_and_wait_finishes(
+    kube_env: KubeEnv, status: int
+) -> None:
+    faults, _ = fake_only(kube_env)
+    async with scheduler(kube_env, watch_timeout=1) as sched:
+        await sched.list()  # caches up; their watches end after a second
+        faults.fail_next(status, verb="watch", times=3)
+        app_id = await sched.submit(
+            make_app("sleep 1.2; echo done"), cfg_for(kube_env, "volcano")
+        )
+        desc = await sched.wait(app_id, timeout=20)
+    assert desc is not None
+    assert desc.state == AppState.SUCCEEDED
+    assert faults.rules == []  # every refusal was met, and survived
