@@ -90,5 +90,6 @@ async def kube_controller(kube_env: KubeEnv) -> AsyncIterator[FakeController]:
         context=kube_env.context,
         batch_jobs=not kube_env.real,
         kubelet_scheduler="volcano" if kube_env.real else None,
+        bind_pods=not kube_env.real,
     ) as controller:
         yield controller

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubernetes_asyncio import client
+
 from .fakeapi import wait_until
 from .fakeapi.controller import FakeController
 from .fakeapi.env import KubeEnv
@@ -281,3 +283,31 @@ async def test_volcano_pod_with_too_long_hostname_is_refused_and_job_stays_pendi
         assert await _volcano_phase(custom, ns, name) == "Pending"
         assert await _no_pods(core, ns, f"volcano.sh/job-name={name}")
     assert kube_controller.errors == []
+
+
+async def test_deleting_a_running_pod_is_graceful_and_the_kubelet_confirms(
+    kube_env: KubeEnv, kube_controller: FakeController
+) -> None:
+    ns = kube_env.namespace
+    async with await kube_env.api_client() as api:
+        custom, core = CustomObjectsApi(api), CoreV1Api(api)
+        body = _volcano_job("g", [_task("w", "sleep 30")])
+        await custom.create_namespaced_custom_object(*VOLCANO, ns, "jobs", body)
+        await wait_until(lambda: _is(custom, ns, "g", "Running"), timeout=10)
+        pod = await core.read_namespaced_pod("g-w-0", ns)
+        assert pod.spec.node_name == "fake-node"  # bound through pods/binding
+        answer = await core.delete_namespaced_pod("g-w-0", ns)
+        assert answer.metadata.deletion_timestamp is not None
+        assert answer.metadata.deletion_grace_period_seconds == 30
+        # The kubelet stops it and confirms; Volcano then replaces the lost pod.
+        old_uid = pod.metadata.uid
+        await wait_until(lambda: _recreated(core, ns, "g-w-0", old_uid), timeout=10)
+    assert kube_controller.errors == []
+
+
+async def _recreated(core: Any, ns: str, name: str, old_uid: str) -> bool:
+    try:
+        pod = await core.read_namespaced_pod(name, ns)
+    except client.ApiException:
+        return False
+    return bool(pod.metadata.uid != old_uid)

@@ -58,6 +58,9 @@ VOLCANO = ("batch.volcano.sh", "v1alpha1", "jobs")
 _TERMINAL_POD = ("Succeeded", "Failed")
 _VOLCANO_DONE = ("Completed", "Failed", "Aborted", "Terminated")
 _ip_counter = itertools.count(2)
+NODE = "fake-node"
+_BACKOFF = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
+_COMPLETED = ("CompletionsReached", "Reached expected number of succeeded pods")
 
 
 def _now() -> str:
@@ -139,6 +142,7 @@ class FakeController:
         batch_jobs: bool = True,
         kubelet: bool = True,
         kubelet_scheduler: str | None = None,
+        bind_pods: bool = True,
         start_delay: float = 0.0,
     ) -> None:
         self.kubeconfig = kubeconfig
@@ -148,6 +152,7 @@ class FakeController:
         self.batch_jobs = batch_jobs
         self.kubelet = kubelet
         self.kubelet_scheduler = kubelet_scheduler
+        self.bind_pods = bind_pods
         self.start_delay = start_delay
         self.logs_available = False
         self.pods: dict[str, JSON] = {}
@@ -159,6 +164,7 @@ class FakeController:
         self._dirty: set[tuple[str, str]] = set()
         self._workers: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._gone_uids: set[str] = set()
+        self._terminating: set[str] = set()
         self._synced: dict[str, asyncio.Event] = {}
         self.errors: list[BaseException] = []  # controller bugs: tests assert none
         self.api_errors: list[client.ApiException] = []  # refused requests, retried
@@ -263,18 +269,22 @@ class FakeController:
         return created
 
     async def _delete_pod(self, name: str) -> None:
-        with contextlib.suppress(client.ApiException):
-            await self._call(
+        """DELETE a pod; a graceful deletion leaves it terminating (the kubelet ends it)."""
+        cached = self.pods.get(name)
+        try:
+            answer: JSON | None = await self._call(
                 "DELETE",
                 self._path("pods", name),
                 query=[("propagationPolicy", "Background")],
             )
-        pod = self.pods.pop(name, None)
-        if pod is not None:
-            self._gone_uids.add(pod["metadata"]["uid"])
-        runner = self._runners.pop(name, None)
-        if runner is not None:
-            runner.cancel()
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+            answer = None
+        if answer is not None and answer["metadata"].get("deletionGracePeriodSeconds"):
+            self._on_pod("MODIFIED", answer)
+        elif answer is not None or cached is not None:
+            self._on_pod("DELETED", answer or cached)  # type: ignore[arg-type]
 
     async def _put_status(self, kind: str, obj: JSON, status: JSON) -> JSON | None:
         """Replace the status subresource, conditional on the cached resourceVersion.
@@ -378,12 +388,16 @@ class FakeController:
             runner = self._runners.pop(name, None)
             if runner is not None:
                 runner.cancel()
-        elif (
-            self.kubelet
-            and current is not None
-            and self._should_run(current)
-            and name not in self._runners
-        ):
+        elif current is None or not self.kubelet:
+            pass
+        elif current["metadata"].get("deletionTimestamp"):
+            if (
+                current["spec"].get("nodeName") == NODE
+                and name not in self._terminating
+            ):
+                self._terminating.add(name)
+                self._spawn(self._terminate(current))
+        elif self._should_run(current) and name not in self._runners:
             self._runners[name] = self._spawn(self._run_pod(current))
         for ref in pod["metadata"].get("ownerReferences") or []:
             if ref.get("apiVersion") == "batch.volcano.sh/v1alpha1":
@@ -525,7 +539,9 @@ class FakeController:
                     )
         current = [p for p in self._job_pods(uid) if _pod_version(p) == version]
         failed = [
-            p for p in current if (p.get("status") or {}).get("phase") == "Failed"
+            p
+            for p in current
+            if _phase(p) == "Failed" and not p["metadata"].get("deletionTimestamp")
         ]
         for pod in failed:
             action = _volcano_action(spec, pod)
@@ -709,73 +725,50 @@ class FakeController:
 
     async def _kill(self, pods: list[JSON]) -> None:
         for pod in pods:
-            await self._delete_pod(pod["metadata"]["name"])
+            if not pod["metadata"].get("deletionTimestamp"):
+                await self._delete_pod(pod["metadata"]["name"])
 
     # -- batch/v1 Job --------------------------------------------------------------
     async def _reconcile_batch(self, name: str) -> None:
+        """The Job controller: pods per index, backoff, suspend, conditions.
+
+        As on Kubernetes 1.31+, the decision comes first (``FailureTarget`` /
+        ``SuccessCriteriaMet``) and the final ``Failed`` / ``Complete``
+        condition only once no pod of the job is still terminating.
+        """
         job = self.bjobs.get(name)
         if job is None:
             return
         spec, uid = job["spec"], job["metadata"]["uid"]
         status = copy.deepcopy(job.get("status") or {})
-        conditions = list(status.get("conditions") or [])
-        if any(
-            c["type"] in ("Complete", "Failed") and c["status"] == "True"
-            for c in conditions
-        ):
+        conditions: list[JSON] = list(status.get("conditions") or [])
+        if _has(conditions, "Complete") or _has(conditions, "Failed"):
             return
         pods = self._job_pods(uid)
+        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        terminating = [p for p in pods if p["metadata"].get("deletionTimestamp")]
+        active = [p for p in live if _phase(p) not in _TERMINAL_POD]
+        succeeded = [p for p in live if _phase(p) == "Succeeded"]
+        failed = [p for p in live if _phase(p) == "Failed"]
+        done_indexes = sorted({_completion_index(p) for p in succeeded})
         indexed = spec.get("completionMode") == "Indexed"
         completions = spec.get("completions")
-        parallelism = int(spec.get("parallelism", 1))
-        backoff = int(spec.get("backoffLimit", 6))
-        active = [
-            p for p in pods if (p.get("status") or {}).get("phase") not in _TERMINAL_POD
-        ]
-        succeeded = [
-            p for p in pods if (p.get("status") or {}).get("phase") == "Succeeded"
-        ]
-        failed = [p for p in pods if (p.get("status") or {}).get("phase") == "Failed"]
-        done_indexes = sorted({_completion_index(p) for p in succeeded})
-        failed_total = len(failed)
-        new_conditions = conditions
-        if spec.get("suspend"):
-            await self._kill(active)
-            active = []
-            if not any(
-                c["type"] == "Suspended" and c["status"] == "True" for c in conditions
-            ):
-                new_conditions = [c for c in conditions if c["type"] != "Suspended"] + [
+        if _has(conditions, "FailureTarget") or _has(conditions, "SuccessCriteriaMet"):
+            pass  # decided: wait for the pods to go
+        elif spec.get("suspend"):
+            if not _has(conditions, "Suspended"):
+                conditions = [c for c in conditions if c["type"] != "Suspended"]
+                conditions.append(
                     _condition("Suspended", "JobSuspended", "Job suspended")
-                ]
-        else:
-            new_conditions = [c for c in conditions if c["type"] != "Suspended"] + [
-                dict(c, status="False", reason="JobResumed", message="Job resumed")
-                for c in conditions
-                if c["type"] == "Suspended" and c["status"] == "True"
-            ]
-            if failed_total > backoff:
-                await self._kill(active)
-                active = []
-                new_conditions = [
-                    *new_conditions,
-                    _condition(
-                        "FailureTarget",
-                        "BackoffLimitExceeded",
-                        "Job has reached the specified backoff limit",
-                    ),
-                    _condition(
-                        "Failed",
-                        "BackoffLimitExceeded",
-                        "Job has reached the specified backoff limit",
-                    ),
-                ]
-            elif (
-                (
-                    indexed
-                    and completions is not None
-                    and len(done_indexes) >= completions
                 )
+        else:
+            for c in conditions:
+                if c["type"] == "Suspended" and c["status"] == "True":
+                    c.update(status="False", reason="JobResumed", message="Job resumed")
+            if len(failed) > int(spec.get("backoffLimit", 6)):
+                conditions.append(_condition("FailureTarget", *_BACKOFF))
+            elif (
+                (indexed and len(done_indexes) >= int(completions))
                 or (
                     not indexed
                     and completions is not None
@@ -783,38 +776,38 @@ class FakeController:
                 )
                 or (completions is None and succeeded and not active)
             ):
-                await self._kill(active)
-                active = []
-                new_conditions = [
-                    *new_conditions,
-                    _condition(
-                        "SuccessCriteriaMet",
-                        "CompletionsReached",
-                        "Reached expected number of succeeded pods",
-                    ),
-                    _condition(
-                        "Complete",
-                        "CompletionsReached",
-                        "Reached expected number of succeeded pods",
-                    ),
-                ]
-                status["completionTime"] = _now()
+                conditions.append(_condition("SuccessCriteriaMet", *_COMPLETED))
             else:
                 active = await self._start_batch_pods(
-                    job, active, succeeded, done_indexes, parallelism
+                    job,
+                    active,
+                    succeeded,
+                    done_indexes,
+                    int(spec.get("parallelism", 1)),
                 )
+        if (
+            _has(conditions, "FailureTarget")
+            or _has(conditions, "SuccessCriteriaMet")
+            or (spec.get("suspend"))
+        ):
+            await self._kill(active)
+            terminating += active
+            active = []
+            if not terminating and _has(conditions, "FailureTarget"):
+                conditions.append(_condition("Failed", *_BACKOFF))
+            elif not terminating and _has(conditions, "SuccessCriteriaMet"):
+                conditions.append(_condition("Complete", *_COMPLETED))
+                status["completionTime"] = _now()
         status["startTime"] = status.get("startTime") or _now()
         status["active"] = len(active)
-        status["ready"] = sum(
-            1 for p in active if (p.get("status") or {}).get("phase") == "Running"
-        )
+        status["ready"] = sum(1 for p in active if _phase(p) == "Running")
         status["succeeded"] = len(succeeded)
-        status["failed"] = failed_total
-        status["terminating"] = 0
+        status["failed"] = len(failed)
+        status["terminating"] = len(terminating)
         if indexed:
             status["completedIndexes"] = _ranges(done_indexes)
         status["uncountedTerminatedPods"] = {}
-        status["conditions"] = new_conditions
+        status["conditions"] = conditions
         for key in ("active", "ready", "succeeded", "failed", "terminating"):
             if status[key] == 0 and key not in (job.get("status") or {}):
                 del status[key]
@@ -950,6 +943,8 @@ class FakeController:
             ]
 
         try:
+            if self.bind_pods and not await self._bind(name):
+                return
             ok = await self._patch_pod(
                 name,
                 {
@@ -1037,6 +1032,83 @@ class FakeController:
             if self._runners.get(name) is asyncio.current_task():
                 del self._runners[name]
 
+    async def _bind(self, name: str) -> bool:
+        """Place the pod on the fake node (the scheduler's part); False if it is gone."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": NODE},
+        }
+        try:
+            await self._call("POST", self._path("pods", name, "binding"), body=body)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return False
+            if exc.status != 409:
+                raise
+        return True
+
+    async def _terminate(self, pod: JSON) -> None:
+        """The kubelet's side of a graceful deletion: stop, report, confirm."""
+        name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+        try:
+            runner = self._runners.pop(name, None)
+            if runner is not None:
+                runner.cancel()
+                await asyncio.gather(runner, return_exceptions=True)
+            current = self.pods.get(name) or pod
+            if _phase(current) not in _TERMINAL_POD:
+                now = _now()
+                statuses = [
+                    dict(
+                        cs,
+                        ready=False,
+                        started=False,
+                        state={
+                            "terminated": {
+                                "exitCode": 143,
+                                "reason": "Error",
+                                "startedAt": (cs.get("state") or {})
+                                .get("running", {})
+                                .get("startedAt", now),
+                                "finishedAt": now,
+                            }
+                        },
+                    )
+                    for cs in (current.get("status") or {}).get("containerStatuses")
+                    or []
+                ]
+                await self._patch_pod(
+                    name,
+                    {
+                        "phase": "Failed",
+                        "conditions": [
+                            _pod_condition("Ready", "False", "PodCompleted"),
+                            _pod_condition("ContainersReady", "False", "PodCompleted"),
+                            _pod_condition("PodScheduled", "True"),
+                        ],
+                        "containerStatuses": statuses,
+                    },
+                )
+            with contextlib.suppress(client.ApiException):
+                await self._call(
+                    "DELETE",
+                    self._path("pods", name),
+                    body={
+                        "apiVersion": "v1",
+                        "kind": "DeleteOptions",
+                        "gracePeriodSeconds": 0,
+                        "preconditions": {"uid": uid},
+                    },
+                )
+        except client.ApiException as exc:
+            self.api_errors.append(exc)
+        except aiohttp.ClientError:
+            pass
+        finally:
+            self._terminating.discard(name)
+
     async def _run_container(self, pod: JSON, container: JSON) -> tuple[int, str, str]:
         """Run one container's command; (exitCode, reason, message)."""
         name, cname = pod["metadata"]["name"], container["name"]
@@ -1065,13 +1137,23 @@ def _pod_version(pod: JSON) -> int:
     )
 
 
+def _phase(pod: JSON) -> str:
+    return str((pod.get("status") or {}).get("phase") or "Pending")
+
+
+def _has(conditions: list[JSON], type_: str) -> bool:
+    return any(c.get("type") == type_ and c.get("status") == "True" for c in conditions)
+
+
 def _count(pods: list[JSON]) -> dict[str, int]:
-    phases = [(p.get("status") or {}).get("phase") or "Pending" for p in pods]
+    """Volcano's status counters; terminating pods count only as terminating."""
+    phases = [_phase(p) for p in pods if not p["metadata"].get("deletionTimestamp")]
     return {
         "pending": phases.count("Pending"),
         "running": phases.count("Running"),
         "succeeded": phases.count("Succeeded"),
         "failed": phases.count("Failed"),
+        "terminating": len(pods) - len(phases),
         "unknown": phases.count("Unknown"),
     }
 

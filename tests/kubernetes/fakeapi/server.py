@@ -32,6 +32,7 @@ import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Self
 
@@ -48,6 +49,7 @@ from .kinds import (
     already_exists,
     bad_request,
     expired,
+    invalid,
     not_found,
 )
 from .logs import LogStore, parse_rfc3339
@@ -268,11 +270,11 @@ class FakeKubeServer:
             )
         name = rest[1] if len(rest) > 1 else ""
         sub = rest[2] if len(rest) > 2 else ""
-        if sub and sub not in ("status", "log"):
+        if sub and sub not in ("status", "log", "binding"):
             raise ApiError(
                 404, "NotFound", "the server could not find the requested resource"
             )
-        if sub == "log" and kind.plural != "pods":
+        if sub in ("log", "binding") and kind.plural != "pods":
             raise ApiError(
                 404, "NotFound", "the server could not find the requested resource"
             )
@@ -293,7 +295,7 @@ class FakeKubeServer:
                 if name
                 else ("watch" if parse_bool(query.get("watch")) else "list")
             )
-        elif method == "POST" and not name:
+        elif method == "POST" and (not name or sub == "binding"):
             verb = "create"
         elif method == "PUT" and name:
             verb = "update"
@@ -335,6 +337,8 @@ class FakeKubeServer:
         if verb == "log":
             return await self._log(request, ns_, name)
         body = await self._body(request)
+        if verb == "create" and sub == "binding":
+            return self._bind(ns_, name, body)
         if verb == "create":
             return self._create(kind, ns_, body, bool(dry_run))
         if verb in ("update", "patch"):
@@ -400,6 +404,38 @@ class FakeKubeServer:
                 obj["metadata"]["namespace"] = ns
             return _json_response(obj, 201)
         return _json_response(self.store.create(kind, ns, obj), 201)
+
+    def _bind(self, ns: str, name: str, body: Any) -> web.Response:
+        """``POST pods/{name}/binding``: what a scheduler does to place a pod."""
+        kind = KINDS[("", "v1", "pods")]
+        pod = self._get(kind, ns, name)
+        node = (
+            ((body or {}).get("target") or {}).get("name")
+            if isinstance(body, dict)
+            else None
+        )
+        if not node:
+            raise invalid(kind, name, [("target.name", "Required value")])
+        if pod["spec"].get("nodeName"):
+            raise ApiError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on pods/binding "{name}": pod '
+                f'{name} is already assigned to node "{pod["spec"]["nodeName"]}"',
+                {"name": name, "kind": "pods/binding"},
+            )
+        bound = dict(pod, spec={**pod["spec"], "nodeName": node})
+        self.store.update(kind, ns, bound)
+        return _json_response(
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Success",
+                "code": 201,
+            },
+            201,
+        )
 
     def _selectors(self, kind: Kind, query: Any) -> tuple[Any, FieldSelector]:
         labels = parse_label_selector(query.get("labelSelector"))
@@ -505,6 +541,11 @@ class FakeKubeServer:
             marked = self.store.update(kind, ns, pending)
             self._spawn(self._foreground(kind, ns, name, uid))
             return _json_response(marked)
+        if kind.plural == "pods":
+            grace = _int_param(query, "gracePeriodSeconds")
+            if grace is None and options.get("gracePeriodSeconds") is not None:
+                grace = int(options["gracePeriodSeconds"])
+            return _json_response(self._delete_pod(ns, name, grace))
         gone = self._remove(kind, ns, name)
         if policy == "Orphan":
             self._orphan(uid)
@@ -513,6 +554,37 @@ class FakeKubeServer:
         return _json_response(
             gone if kind.delete_returns_object else _success(kind, gone)
         )
+
+    def _delete_pod(self, ns: str, name: str, grace: int | None) -> JSON:
+        """Graceful pod deletion, as the pod registry does it.
+
+        A pod bound to a node and not terminal gets ``deletionTimestamp`` (now
+        + grace period) and stays until its kubelet confirms with a grace
+        period of 0; an unbound or terminal pod, or grace 0, goes at once.
+        """
+        kind = KINDS[("", "v1", "pods")]
+        obj = self._get(kind, ns, name)
+        if grace is None:
+            grace = int(obj["spec"].get("terminationGracePeriodSeconds", 30))
+        phase = (obj.get("status") or {}).get("phase")
+        if not obj["spec"].get("nodeName") or phase in ("Succeeded", "Failed"):
+            grace = 0
+        meta = obj["metadata"]
+        if grace > 0:
+            if meta.get("deletionTimestamp"):
+                return obj
+            deadline = datetime.now(UTC) + timedelta(seconds=grace)
+            meta = {
+                **meta,
+                "deletionTimestamp": deadline.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "deletionGracePeriodSeconds": grace,
+            }
+            return self.store.update(kind, ns, dict(obj, metadata=meta))
+        if not meta.get("deletionTimestamp"):
+            meta = {**meta, "deletionTimestamp": now_iso()}
+        meta = {**meta, "deletionGracePeriodSeconds": 0}
+        self.store.objects[(kind.key, ns, name)] = dict(obj, metadata=meta)
+        return self._remove(kind, ns, name)
 
     def _remove(self, kind: Kind, ns: str, name: str) -> JSON:
         gone = self.store.remove(kind, ns, name)
@@ -544,13 +616,19 @@ class FakeKubeServer:
         """Background garbage collection of the dependents of a deleted owner."""
         await asyncio.sleep(0)
         for dkind, dns, dname in list(self.store.dependents(uid)):
-            if self.store.get(dkind, dns, dname) is not None:
-                dep_uid = self.store.get(dkind, dns, dname)["metadata"]["uid"]  # type: ignore[index]
+            dep = self.store.get(dkind, dns, dname)
+            if dep is None:
+                continue
+            if dkind.plural == "pods":
+                self._delete_pod(dns, dname, None)
+            else:
                 self._remove(dkind, dns, dname)
-                await self._collect(dep_uid)
+                await self._collect(dep["metadata"]["uid"])
 
     async def _foreground(self, kind: Kind, ns: str, name: str, uid: str) -> None:
         await self._collect(uid)
+        while any(True for _ in self.store.dependents(uid)) and not self._closing:
+            await self.store.changed.wait()
         if self.store.get(kind, ns, name) is not None:
             self._remove(kind, ns, name)
 
@@ -560,6 +638,9 @@ class FakeKubeServer:
         items = self._matching(kind, ns, query)
         for obj in items:
             meta = obj["metadata"]
+            if kind.plural == "pods":
+                self._delete_pod(meta.get("namespace", ""), meta["name"], None)
+                continue
             self._remove(kind, meta.get("namespace", ""), meta["name"])
             self._spawn(self._collect(meta["uid"]))
         return _json_response(
@@ -844,6 +925,15 @@ class FakeKubeServer:
                     }
                 )
                 if k.plural == "pods":
+                    resources.append(
+                        {
+                            "name": "pods/binding",
+                            "singularName": "",
+                            "namespaced": True,
+                            "kind": "Binding",
+                            "verbs": ["create"],
+                        }
+                    )
                     resources.append(
                         {
                             "name": "pods/log",
