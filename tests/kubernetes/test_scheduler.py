@@ -336,3 +336,22 @@ async def test_a_scheduler_stays_on_its_context(kube_env: KubeEnv) -> None:
         with pytest.raises(InvalidRunConfigException) as info:
             await sched.submit(make_app("echo x"), cfg)
     assert info.value.cfg_key == "context"
+
+
+async def test_reopened_follow_yields_no_line_twice(kube_env: KubeEnv) -> None:
+    needs_logs(kube_env)
+    # a follow silent for 0.3 s is re-opened from the last line's second,
+    # which replays the lines of that second: none may come out twice
+    async with scheduler(kube_env, log_idle_timeout=0.3) as sched:
+        app_id = await sched.submit(
+            make_app("echo a; echo b; sleep 0.8; echo c; sleep 0.8; echo d"),
+            cfg_for(kube_env, "volcano"),
+        )
+        with anyio.fail_after(20):
+            lines = [
+                line
+                async for line in sched.log_iter(app_id, "worker", should_tail=True)
+            ]
+    assert lines == ["a\n", "b\n", "c\n", "d\n"]
+    if kube_env.requests is not None:
+        assert kube_env.requests.count("log") >= 3  # it was re-opened

@@ -108,11 +108,14 @@ async def iter_pod_log(
     follow: bool = False,
     pod_done: Callable[[], Awaitable[bool]] | None = None,
     container: str | None = None,
+    idle_timeout: float | None = None,
 ) -> AsyncGenerator[str]:
     """Yield the lines of ``pod``'s log (one container), timestamps stripped.
 
     With ``follow`` the stream is re-opened after a drop from the last line
-    seen, until ``pod_done()`` is true and the log is drained.
+    seen, until ``pod_done()`` is true and the log is drained. A followed
+    stream silent for ``idle_timeout`` seconds counts as dropped (a dead
+    connection is noticed), and is re-opened the same way.
     """
     pos = _Position(_to_ns(since))
     end = _to_ns(until)
@@ -128,7 +131,9 @@ async def iter_pod_log(
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         got_any = False
         try:
-            async with api.stream(path, query=query) as resp:
+            async with api.stream(
+                path, query=query, read_timeout=idle_timeout if follow else None
+            ) as resp:
                 async for chunk in resp.content.iter_any():
                     for raw in splitter.feed(decoder.decode(chunk)):
                         got_any = True

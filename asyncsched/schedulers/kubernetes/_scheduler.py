@@ -153,6 +153,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         max_retries: Retries of a 429, a 5xx or a connection error.
         resync: Seconds between full re-lists of the caches.
         watch_timeout: ``timeoutSeconds`` of each watch request.
+        log_idle_timeout: Seconds a followed log may stay silent before its
+            connection is re-opened (resuming after the last line; None: never).
 
     Example:
         >>> async def main() -> None:
@@ -193,6 +195,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         max_retries: int = 5,
         resync: float = 600.0,
         watch_timeout: int = 290,
+        log_idle_timeout: float | None = 300.0,
     ) -> None:
         super().__init__(BACKEND, session_name)
         self._client = client
@@ -205,6 +208,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         self._max_retries = max_retries
         self._resync = resync
         self._watch_timeout = watch_timeout
+        self._log_idle_timeout = log_idle_timeout
         self._api_: KubeApi | None = None
         self._namespaces: dict[str, _Namespace] = {}
         self._tasks = TaskHost("KubernetesScheduler")
@@ -700,6 +704,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             until=until,
             follow=should_tail,
             pod_done=pod_done,
+            idle_timeout=self._log_idle_timeout,
         )
         async with aclosing(lines):  # closing this iterator releases the response
             async for line in lines:
@@ -780,7 +785,7 @@ def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
 
     Known ones: ``client``, ``docker_client``, ``kubeconfig``, ``context``,
     ``namespace``, ``qps``, ``burst``, ``max_retries``, ``resync``,
-    ``watch_timeout``.
+    ``watch_timeout``, ``log_idle_timeout``.
     """
     known = {
         "client",
@@ -793,6 +798,7 @@ def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
         "max_retries",
         "resync",
         "watch_timeout",
+        "log_idle_timeout",
     }
     return KubernetesScheduler(
         session_name, **{k: v for k, v in kwargs.items() if k in known}
