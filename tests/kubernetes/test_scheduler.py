@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import anyio
 import pytest
@@ -355,3 +356,20 @@ async def test_reopened_follow_yields_no_line_twice(kube_env: KubeEnv) -> None:
     assert lines == ["a\n", "b\n", "c\n", "d\n"]
     if kube_env.requests is not None:
         assert kube_env.requests.count("log") >= 3  # it was re-opened
+
+
+async def test_workspace_without_image_repo_is_refused_before_building(
+    kube_env: KubeEnv, tmp_path: Path
+) -> None:
+    async with scheduler(kube_env) as sched:
+        opts = sched.run_opts()
+        assert opts.get("image_repo") is not None
+        assert opts.get("quiet") is not None
+        with pytest.raises(InvalidRunConfigException) as info:
+            await sched.submit(
+                make_app("echo x"),
+                cfg_for(kube_env, "volcano"),
+                workspace=str(tmp_path),
+            )
+        assert info.value.cfg_key == "image_repo"
+        assert await sched.list() == []

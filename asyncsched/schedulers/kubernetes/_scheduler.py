@@ -52,6 +52,8 @@ from asyncsched.schedulers.kubernetes._render import (
     LABEL_MANAGED_BY,
     LABEL_REPLICA_ID,
     LABEL_ROLE_NAME,
+    LABEL_SESSION,
+    LABEL_VERSION,
     MANAGED_BY,
     KubernetesJob,
     format_job,
@@ -73,6 +75,8 @@ from asyncsched.specs import (
     AppDryRunInfo,
     AppState,
     CfgVal,
+    Role,
+    Workspace,
     is_terminal,
     runopts,
 )
@@ -174,7 +178,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         log_tail=True,
         cancel=True,
         list=True,
-        workspaces=False,
+        workspaces=True,
         mounts=True,
         retries=True,
         per_replica_status=True,
@@ -283,11 +287,6 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         opts.add("service_account", type_=str, help="service account of the pods")
         opts.add("priority_class", type_=str, help="PriorityClass of the Volcano job")
         opts.add(
-            "image_repo",
-            type_=str,
-            help="repository local sha256: images are pushed to before submitting",
-        )
-        opts.add(
             "reserved_millicpu",
             type_=int,
             default=100,
@@ -328,6 +327,67 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             " during submit_dryrun (needs cluster access)",
         )
         return opts
+
+    def workspace_opts(self) -> runopts:
+        """``image_repo`` (where local images are pushed) and ``quiet``."""
+        opts = runopts()
+        opts.add(
+            "image_repo",
+            type_=str,
+            help="repository local sha256: images (and workspace builds) are pushed"
+            " to before submitting, e.g. registry.example.com/team/app",
+        )
+        opts.add(
+            "quiet",
+            type_=bool,
+            default=False,
+            help="suppress the workspace image build output",
+        )
+        return opts
+
+    async def build_workspace_and_update_role(
+        self, role: Role, workspace: str | Workspace, cfg: KubernetesOpts
+    ) -> None:
+        """Build ``workspace`` over ``role.image`` with the local Docker engine.
+
+        The role then points at the built image id; the dry run maps it to
+        ``<image_repo>:<hash>`` and ``schedule`` pushes it there first.
+
+        Raises:
+            InvalidRunConfigException: no ``image_repo`` (the cluster could not
+                pull a local image).
+            SchedulerUnavailableError: the ``docker`` extra is missing.
+        """
+        if not cfg.get("image_repo"):
+            raise InvalidRunConfigException(
+                "a workspace is built into a local image that the cluster cannot"
+                " pull: set image_repo to a repository it can",
+                "image_repo",
+                dict(cast(Mapping[str, CfgVal], cfg)),
+            )
+        aiodocker, docker_client, workspace_mod = _docker_modules()
+        docker = self._docker_client or aiodocker.Docker()
+        try:
+            context = await anyio.to_thread.run_sync(
+                workspace_mod.build_context, workspace
+            )
+            label = (
+                workspace
+                if isinstance(workspace, str)
+                else ",".join(workspace.projects)
+            )
+            role.image = await workspace_mod.build_image(
+                docker,
+                docker_client.resolve_host(None),
+                context,
+                base_image=role.image,
+                workspace=label,
+                labels={LABEL_VERSION: __version__, LABEL_SESSION: self.session_name},
+                quiet=bool(cfg.get("quiet")),
+            )
+        finally:
+            if self._docker_client is None:
+                await docker.close()
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Any) -> None:
         """Kubernetes accepts roles without resources (no requests), as TorchX does."""
@@ -421,27 +481,14 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
     async def _push_images(self, job: KubernetesJob) -> None:
         if not job.images_to_push:
             return
-        try:
-            import aiodocker
-
-            from asyncsched.schedulers.docker._client import (
-                registry_auth,
-                resolve_host,
-            )
-            from asyncsched.schedulers.docker._workspace import (
-                push_image,
-            )
-        except ImportError as exc:
-            raise SchedulerUnavailableError(
-                BACKEND,
-                "pushing local images needs aiodocker",
-                "pip install 'asyncsched[docker]'",
-            ) from exc
+        aiodocker, docker_client, workspace_mod = _docker_modules()
         docker = self._docker_client or aiodocker.Docker()
         try:
             for image, (repo, _tag) in job.images_to_push.items():
-                auth = await registry_auth(repo)
-                await push_image(docker, resolve_host(None), image, repo, auth)
+                auth = await docker_client.registry_auth(repo)
+                await workspace_mod.push_image(
+                    docker, docker_client.resolve_host(None), image, repo, auth
+                )
         finally:
             if self._docker_client is None:
                 await docker.close()
@@ -709,6 +756,21 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         async with aclosing(lines):  # closing this iterator releases the response
             async for line in lines:
                 yield line
+
+
+def _docker_modules() -> tuple[Any, Any, Any]:
+    """aiodocker and the Docker backend's client/workspace helpers (the docker extra)."""
+    try:
+        import aiodocker
+
+        from asyncsched.schedulers.docker import _client, _workspace
+    except ImportError as exc:
+        raise SchedulerUnavailableError(
+            BACKEND,
+            "building or pushing local images needs aiodocker",
+            "pip install 'asyncsched[docker]'",
+        ) from exc
+    return aiodocker, _client, _workspace
 
 
 def _labels(obj: JSON) -> dict[str, str]:
