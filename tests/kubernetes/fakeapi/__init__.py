@@ -1,8 +1,15 @@
 """A faithful fake Kubernetes API server, a fixture controller, and helpers.
 
 * :class:`~.server.FakeKubeServer` -- the API server (aiohttp, real HTTP);
+  :mod:`.store`, :mod:`.admission`, :mod:`.patches`, :mod:`.selectors`,
+  :mod:`.logs` are its parts;
+* :class:`~.faults.Faults` / :class:`~.faults.RequestLog` -- fault hooks
+  and request counters (``server.faults``, ``server.requests``);
 * :class:`~.controller.FakeController` -- plays Volcano's and the Job
-  controller's part (and the kubelet's), only through the Kubernetes API;
+  controller's part (and the scheduler's and kubelet's), only through the
+  Kubernetes API; :mod:`.busybox` is what a pod's container "runs";
+* :class:`~.env.KubeEnv` -- what the ``kube_env`` fixture yields;
+  :mod:`.untyped` -- kubernetes_asyncio API classes typed ``Any``;
 * :func:`wait_until` -- poll a predicate with a deadline (no fixed sleeps).
 
 Example::

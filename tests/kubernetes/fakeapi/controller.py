@@ -1,33 +1,58 @@
 """A fixture controller: Volcano's and the Job controller's part, plus a kubelet.
 
 It talks only through the Kubernetes API with kubernetes_asyncio (list+watch
-jobs and pods, create/delete pods and services, patch pod and job status),
-plus the fake server's log endpoint when there is one, so it also works
-against a real API server that has the Volcano CRD but no Volcano.
+jobs and pods, create/delete pods and services, bind pods, patch pod status,
+replace job status), plus the fake server's log endpoint when there is one,
+so it also works against a real API server that has the Volcano CRD but no
+Volcano. Its requests carry the User-Agent ``CONTROLLER_AGENT``: the fake's
+request counters and fault rules leave them out (see :mod:`.faults`).
 
 * Volcano ``batch.volcano.sh/v1alpha1`` Jobs: one pod per task replica,
-  ``{job}-{task}-{index}``, with Volcano's labels/annotations, owner
-  reference, ``hostname``/``subdomain`` and a headless Service (svc plugin),
-  ``VC_<TASK>_HOSTS``/``VC_<TASK>_NUM`` and ``VC_TASK_INDEX``/
-  ``VK_TASK_INDEX`` env (svc/env plugins). Phases Pending -> Running ->
-  Completed/Failed; task/job ``policies`` for ``PodFailed``/``*``
-  (``RestartJob``, ``RestartTask``, ``AbortJob``, ``TerminateJob``,
-  ``CompleteJob``) bounded by ``maxRetry`` (default 3); a status written to
-  ``Aborting``/``Aborted`` (or ``Terminating``) by a client kills the
-  remaining pods and settles at ``Aborted`` (``Terminated``).
+  ``{job}-{task}-{index}``, with Volcano's labels (``volcano.sh/job-name``,
+  ``volcano.sh/task-spec``, ``volcano.sh/job-namespace``,
+  ``volcano.sh/queue-name``, ``volcano.sh/task-index``) and annotations
+  (the same plus ``volcano.sh/job-version``, ``volcano.sh/template-uid``,
+  ``scheduling.k8s.io/group-name``), a controller owner reference,
+  ``schedulerName`` from the job; svc plugin: ``hostname``/``subdomain``,
+  a headless Service named after the job, ``VC_<TASK>_HOSTS`` /
+  ``VC_<TASK>_NUM`` env; env plugin: ``VC_TASK_INDEX``/``VK_TASK_INDEX``.
+  Status: ``state.phase`` Pending -> Running -> Completed/Failed, counters
+  ``pending/running/succeeded/failed/terminating/unknown``, ``version``,
+  ``retryCount``, ``taskStatusCount``, ``conditions``. A failed pod applies
+  the first task-level, then job-level policy for ``PodFailed``/``*`` (or
+  its ``exitCode``): ``RestartJob``/``RestartTask``/``RestartPod`` restart
+  the whole job (phase Restarting, pods of the old version deleted, version
+  and retryCount + 1) until ``spec.maxRetry`` (default 3), then Failed;
+  ``AbortJob``/``TerminateJob``/``CompleteJob`` end it. Without a policy
+  the job ends when all pods have: Completed if ``succeeded >=
+  minAvailable``, else Failed. A client writing the status phase
+  ``Aborting``/``Aborted`` (or ``Terminating``/``Completing``) makes it kill
+  the remaining pods and settle at ``Aborted`` (``Terminated``,
+  ``Completed``). A deleted pod of a live job is created again.
 * ``batch/v1`` Jobs (``batch_jobs=True``): ``Indexed`` pods
-  ``{job}-{index}-{rand}`` with the completion-index label/annotation and
-  hostname ``{job}-{index}``, ``NonIndexed`` pods ``{job}-{rand}``;
-  ``parallelism``/``completions``, ``backoffLimit`` (failed pods are
-  replaced until it is exceeded), ``suspend``, status ``active``/``ready``/
-  ``succeeded``/``failed``/``completedIndexes``/``failedIndexes`` and the
-  ``SuccessCriteriaMet``+``Complete`` / ``FailureTarget``+``Failed``
-  conditions.
-* kubelet (``kubelet=True``): pods that have not started are "run": status
-  goes ContainerCreating -> Running (pod IP, conditions) -> terminated with
-  the exit code of the container's command, interpreted by
-  :mod:`.busybox`; output goes to the pod log. ``restartPolicy`` OnFailure
-  and Always are treated like Never.
+  ``{job}-{index}-{rand}`` (labels/annotation
+  ``batch.kubernetes.io/job-completion-index``, env
+  ``JOB_COMPLETION_INDEX`` through the downward API, hostname
+  ``{job}-{index}``, subdomain from the template), ``NonIndexed`` pods
+  ``{job}-{rand}``; ``parallelism``/``completions``; ``backoffLimit``
+  (failed pods are replaced until more than that many have failed);
+  ``suspend`` (pods deleted, ``Suspended`` condition, resumed later).
+  Status ``startTime``, ``active``/``ready``/``succeeded``/``failed``/
+  ``terminating``, ``completedIndexes``; conditions ``FailureTarget`` or
+  ``SuccessCriteriaMet`` first, then ``Failed`` (BackoffLimitExceeded) or
+  ``Complete`` once no pod is terminating, as Kubernetes 1.31+ does.
+* scheduler + kubelet (``kubelet=True``): a new pod is bound to node
+  ``fake-node`` (``pods/binding``, when ``bind_pods``), its status goes
+  ContainerCreating -> Running (pod IP, conditions) -> terminated with the
+  exit code of the container's command, interpreted by :mod:`.busybox`
+  (output to the pod log); deleting it stops the program, reports exit
+  code 143 (phase Failed) and confirms the graceful deletion.
+  ``restartPolicy`` OnFailure and Always are treated like Never.
+  ``kubelet_scheduler`` restricts it to pods of one ``schedulerName``.
+
+Not modelled: gang scheduling and queues, PodEvicted, task-only restarts,
+``podFailurePolicy``, ``backoffLimitPerIndex``, ``ttlSecondsAfterFinished``,
+``activeDeadlineSeconds``, in-place container restarts, init containers.
 
 Example::
 

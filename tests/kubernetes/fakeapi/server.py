@@ -2,12 +2,28 @@
 
 Serves namespaces, pods, services, ``batch/v1`` Jobs and Volcano
 ``batch.volcano.sh/v1alpha1`` Jobs with the wire behaviour of a real server:
-``Status`` errors, resourceVersions, ``generateName``, ``dryRun=All``,
-label/field selectors, ``limit``/``continue``, the status subresource, the
-three patch content types, cascading deletion through ownerReferences,
-watches (history replay, bookmarks, ``timeoutSeconds``, 410 Expired) and pod
-logs (``follow``, ``timestamps``, ``sinceTime``/``sinceSeconds``,
-``tailLines``, ``limitBytes``).
+
+* ``Status`` errors (404 NotFound, 409 AlreadyExists/Conflict, 422 Invalid,
+  400 BadRequest, 410 Expired, 415, 401 without the bearer token), a global
+  resourceVersion, uid/creationTimestamp/generation, ``generateName``,
+  ``dryRun=All``, defaulting/validation (:mod:`.admission`);
+* list with label/field selectors and ``limit``/``continue`` (410 for a
+  continue token older than a compaction); cluster-wide lists;
+* the status subresource (GET/PUT/PATCH), the three PATCH content types
+  (:mod:`.patches`), resourceVersion preconditions, no unconditional PUT on
+  custom resources;
+* DELETE with ``propagationPolicy`` (batch/v1 Jobs orphan by default),
+  ownerReference garbage collection, graceful deletion of pods bound to a
+  node (``pods/binding``) until the kubelet confirms with grace period 0;
+* watches: history replay from a resourceVersion, synthetic ADDED from "0",
+  label/field selectors (objects leaving the selection are DELETED),
+  ``allowWatchBookmarks`` every ``bookmark_interval``, ``timeoutSeconds``,
+  an ERROR event with a 410 ``Status`` for compacted versions
+  (``history_limit`` events are kept; :meth:`FakeKubeServer.compact`);
+* pod logs (``follow``, ``timestamps``, ``sinceTime``/``sinceSeconds``,
+  ``tailLines``, ``limitBytes``, ``container``; 400 while the container
+  waits to start);
+* ``/version``, ``/api``, ``/apis`` and API resource discovery.
 
 Test-only endpoints (a real server has none of them):
 
