@@ -98,6 +98,8 @@ SERVICES = "/api/v1/namespaces/{ns}/services"
 SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
 #: how long a terminal app's pods may lag behind its Job in the cache
 _POD_SETTLE = 2.0
+#: seconds between polls of a Volcano job asyncsched did not create
+_FOREIGN_POLL = 5.0
 
 
 class KubernetesOpts(TypedDict, total=False):
@@ -530,6 +532,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
     async def _lookup(self, app_id: str) -> tuple[str, _Namespace, list[JSON]] | None:
         """``(job_api, caches, jobs)`` of the app, or None when it does not exist."""
         namespace, _, name = app_id.rpartition(":")
+        if not name or "/" in name or "/" in namespace:
+            return None
         await self._api()  # knows the default namespace once connected
         namespace = namespace or self._namespace or "default"
         ns = await self._watch(namespace)
@@ -548,7 +552,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 if exc.status != 404:
                     raise
             else:
-                ns.volcano.upsert(job)
+                if _managed(job):  # a job of someone else's is described, not cached
+                    ns.volcano.upsert(job)
                 return "volcano", ns, [job]
         if not ns.batch.absent:
             data = await api.request(
@@ -628,7 +633,11 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 with anyio.move_on_after(settle_deadline - now):
                     await pods_changed.wait()
                 continue
-            await changed.wait()
+            if _managed(jobs[0]):
+                await changed.wait()
+            else:  # not ours: no cache sees it change, so poll it
+                with anyio.move_on_after(_FOREIGN_POLL):
+                    await changed.wait()
 
     # -- control ---------------------------------------------------------------
 
