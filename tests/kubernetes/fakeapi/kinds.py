@@ -130,22 +130,37 @@ def conflict(kind: Kind, name: str) -> ApiError:
     )
 
 
+_CAUSE_REASONS = {
+    "Required value": "FieldValueRequired",
+    "Unsupported value": "FieldValueNotSupported",
+    "Forbidden": "FieldValueForbidden",
+    "Duplicate value": "FieldValueDuplicate",
+}
+
+
 def invalid(kind: Kind, name: str, causes: list[tuple[str, str]]) -> ApiError:
-    """422 Invalid; ``causes`` are ``(field, message)`` pairs."""
-    text = ", ".join(f"{f}: {m}" for f, m in causes)
+    """422 Invalid; ``causes`` are ``(field, message)`` pairs.
+
+    The message reads like the real one: ``Job.batch "x" is invalid:
+    spec.completions: Required value`` (several causes in brackets).
+    """
+    parts = [f"{f}: {m}" for f, m in causes]
+    text = parts[0] if len(parts) == 1 else f"[{', '.join(parts)}]"
     details = _details(kind, name)
     details["kind"] = kind.kind
     details["causes"] = [
-        {"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in causes
+        {
+            "reason": next(
+                (r for p, r in _CAUSE_REASONS.items() if m.startswith(p)),
+                "FieldValueInvalid",
+            ),
+            "message": m,
+            "field": f,
+        }
+        for f, m in causes
     ]
-    return ApiError(
-        422,
-        "Invalid",
-        f'{kind.kind}.{kind.group or ""} "{name}" is invalid: {text}'
-        if kind.group
-        else f'{kind.kind} "{name}" is invalid: {text}',
-        details,
-    )
+    qualified = f"{kind.kind}.{kind.group}" if kind.group else kind.kind
+    return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {text}', details)
 
 
 def bad_request(message: str) -> ApiError:
