@@ -125,7 +125,7 @@ class Informer:
         logged and retried with backoff.
         """
         started = False
-        failures = 0
+        failures = relists = 0
         while True:
             try:
                 await self._list()
@@ -156,7 +156,14 @@ class Informer:
             if not started:
                 task_status.started()
                 started = True
-            await self._watch_until(time.monotonic() + self.resync)
+            began = time.monotonic()
+            await self._watch_until(began + self.resync)
+            if time.monotonic() - began < 1.0:
+                # the watch asked for a re-list at once: do not hammer the server
+                relists += 1
+                await anyio.sleep(self._delay(relists))
+            else:
+                relists = 0
 
     async def _watch_until(self, deadline: float) -> None:
         failures = 0
