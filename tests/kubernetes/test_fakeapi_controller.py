@@ -311,3 +311,61 @@ async def _recreated(core: Any, ns: str, name: str, old_uid: str) -> bool:
     except client.ApiException:
         return False
     return bool(pod.metadata.uid != old_uid)
+
+
+async def _pod_status(core: Any, ns: str, name: str) -> Any:
+    try:
+        return (await core.read_namespaced_pod(name, ns)).status
+    except client.ApiException:
+        return None
+
+
+async def test_pod_asking_more_than_the_node_has_stays_pending_unschedulable(
+    kube_env: KubeEnv, kube_controller: FakeController
+) -> None:
+    ns = kube_env.namespace
+    async with await kube_env.api_client() as api:
+        custom, core = CustomObjectsApi(api), CoreV1Api(api)
+        task = _task("w", "true")
+        container = task["template"]["spec"]["containers"][0]
+        container["resources"] = {"limits": {"nvidia.com/gpu": "16", "cpu": "2"}}
+        await custom.create_namespaced_custom_object(
+            *VOLCANO, ns, "jobs", _volcano_job("big", [task])
+        )
+
+        async def unschedulable() -> Any:
+            status = await _pod_status(core, ns, "big-w-0")
+            conditions = (status and status.conditions) or []
+            return next((c for c in conditions if c.reason == "Unschedulable"), None)
+
+        condition = await wait_until(unschedulable, timeout=10)
+        assert condition.type == "PodScheduled"
+        assert condition.status == "False"
+        assert "Insufficient nvidia.com/gpu" in condition.message
+        assert await _volcano_phase(custom, ns, "big") == "Pending"
+
+
+async def test_missing_image_leaves_the_pod_in_image_pull_back_off(
+    kube_env: KubeEnv, kube_controller: FakeController
+) -> None:
+    ns = kube_env.namespace
+    async with await kube_env.api_client() as api:
+        batch, core = BatchV1Api(api), CoreV1Api(api)
+        body = _indexed_job("img", "true", 1)
+        body["spec"]["template"]["spec"]["containers"][0]["image"] = "does-not-exist:1"
+        await batch.create_namespaced_job(ns, body)
+
+        async def backing_off() -> Any:
+            pods = (
+                await core.list_namespaced_pod(ns, label_selector="job-name=img")
+            ).items
+            statuses = (pods and pods[0].status.container_statuses) or []
+            waiting = statuses and statuses[0].state.waiting
+            return waiting if waiting and waiting.reason == "ImagePullBackOff" else None
+
+        waiting = await wait_until(backing_off, timeout=10)
+        assert waiting.message == 'Back-off pulling image "does-not-exist:1"'
+        job = await batch.read_namespaced_job_status("img", ns)
+        assert job.status.active == 1
+        assert not job.status.ready
+    assert kube_controller.errors == []

@@ -28,6 +28,7 @@ _SUBDOMAIN = re.compile(
 _LABEL_1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _QUALIFIED = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[kMGTPE]i?|Ki|m)?$")
 _GEN_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 Causes = list[tuple[str, str]]
@@ -164,6 +165,15 @@ def _check_pod_spec(spec: Any, path: str, causes: Causes) -> None:
                 (f"{path}.containers[{i}].name", f'Duplicate value: "{name}"')
             )
         seen.add(name)
+        resources = c.get("resources") or {}
+        for section in ("limits", "requests"):
+            for res_name, value in (resources.get(section) or {}).items():
+                if not _QUANTITY.match(str(value)):
+                    raise bad_request(
+                        f"quantities must match the regular expression "
+                        f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$' "
+                        f"({path}.containers[{i}].resources.{section}[{res_name}])"
+                    )
         if not c.get("image"):
             causes.append((f"{path}.containers[{i}].image", "Required value"))
     for field in ("hostname", "subdomain"):

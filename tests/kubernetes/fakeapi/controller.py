@@ -49,6 +49,11 @@ request counters and fault rules leave them out (see :mod:`.faults`).
   code 143 (phase Failed) and confirms the graceful deletion.
   ``restartPolicy`` OnFailure and Always are treated like Never.
   ``kubelet_scheduler`` restricts it to pods of one ``schedulerName``.
+  A pod asking more than ``node_capacity`` (``NODE_CAPACITY``: 64 cpu,
+  256Gi memory, 8 ``nvidia.com/gpu``) stays Pending with ``PodScheduled``
+  False/Unschedulable; a container whose image contains
+  ``does-not-exist`` (``missing_image``) stays waiting in ErrImagePull, then
+  ImagePullBackOff.
 
 Not modelled: gang scheduling and queues, PodEvicted, task-only restarts,
 ``podFailurePolicy``, ``backoffLimitPerIndex``, ``ttlSecondsAfterFinished``,
@@ -84,6 +89,14 @@ _TERMINAL_POD = ("Succeeded", "Failed")
 _VOLCANO_DONE = ("Completed", "Failed", "Aborted", "Terminated")
 _ip_counter = itertools.count(2)
 NODE = "fake-node"
+# What the one fake node offers; resources not listed are not limited.
+NODE_CAPACITY = {"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": "8"}
+# Images whose name contains this cannot be pulled (ErrImagePull, ImagePullBackOff).
+MISSING_IMAGE = "does-not-exist"
+_QUANTITY = {
+    "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+}  # fmt: skip
 _BACKOFF = ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
 _COMPLETED = ("CompletionsReached", "Reached expected number of succeeded pods")
 
@@ -169,6 +182,8 @@ class FakeController:
         kubelet_scheduler: str | None = None,
         bind_pods: bool = True,
         start_delay: float = 0.0,
+        node_capacity: dict[str, str] | None = None,
+        missing_image: Callable[[str], bool] | None = None,
     ) -> None:
         self.kubeconfig = kubeconfig
         self.namespace = namespace
@@ -178,6 +193,10 @@ class FakeController:
         self.kubelet = kubelet
         self.kubelet_scheduler = kubelet_scheduler
         self.bind_pods = bind_pods
+        self.node_capacity = dict(
+            NODE_CAPACITY if node_capacity is None else node_capacity
+        )
+        self.missing_image = missing_image or (lambda image: MISSING_IMAGE in image)
         self.start_delay = start_delay
         self.logs_available = False
         self.pods: dict[str, JSON] = {}
@@ -952,22 +971,36 @@ class FakeController:
         ip = f"10.244.{n // 250}.{n % 250 + 2}"
         created = _now()
 
+        ids = {c["name"]: f"containerd://{secrets.token_hex(32)}" for c in containers}
+
         def statuses(state: Callable[[JSON], JSON], ready: bool) -> list[JSON]:
-            return [
-                {
+            out = []
+            for c in containers:
+                st = state(c)
+                entry: JSON = {
                     "name": c["name"],
                     "image": c.get("image", ""),
-                    "imageID": f"docker.io/library/{c.get('image', '')}@sha256:{'0' * 64}",
-                    "containerID": f"containerd://{secrets.token_hex(32)}",
+                    "imageID": "",
                     "ready": ready,
                     "started": ready,
                     "restartCount": 0,
-                    "state": state(c),
+                    "state": st,
                 }
-                for c in containers
-            ]
+                if "waiting" not in st:
+                    entry["imageID"] = (
+                        f"{_image_ref(c.get('image', ''))}@sha256:{'0' * 64}"
+                    )
+                    entry["containerID"] = ids[c["name"]]
+                out.append(entry)
+            return out
 
         try:
+            reason = self._unschedulable(pod)
+            if reason is not None:
+                cond = _pod_condition("PodScheduled", "False", "Unschedulable")
+                cond["message"] = reason
+                await self._patch_pod(name, {"phase": "Pending", "conditions": [cond]})
+                return  # the real scheduler would retry when nodes change
             if self.bind_pods and not await self._bind(name):
                 return
             ok = await self._patch_pod(
@@ -984,6 +1017,10 @@ class FakeController:
                 },
             )
             if not ok:
+                return
+            missing = [c for c in containers if self.missing_image(c.get("image", ""))]
+            if missing:
+                await self._image_pull_failure(name, missing, statuses)
                 return
             if self.start_delay:
                 await asyncio.sleep(self.start_delay)
@@ -1056,6 +1093,63 @@ class FakeController:
         finally:
             if self._runners.get(name) is asyncio.current_task():
                 del self._runners[name]
+
+    def _unschedulable(self, pod: JSON) -> str | None:
+        """The scheduler's complaint when the pod's requests exceed the node."""
+        wanted: dict[str, float] = {}
+        for c in pod["spec"].get("containers") or []:
+            res = c.get("resources") or {}
+            asks = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+            for key, value in asks.items():
+                with contextlib.suppress(ValueError):
+                    wanted[key] = wanted.get(key, 0.0) + parse_quantity(str(value))
+        short = sorted(
+            key
+            for key, cap in self.node_capacity.items()
+            if wanted.get(key, 0.0) > parse_quantity(cap)
+        )
+        if not short:
+            return None
+        return (
+            "0/1 nodes are available: "
+            + ", ".join(f"1 Insufficient {key}" for key in short)
+            + ". preemption: 0/1 nodes are available: 1 No preemption victims found "
+            "for incoming pod."
+        )
+
+    async def _image_pull_failure(
+        self,
+        name: str,
+        missing: list[JSON],
+        statuses: Callable[[Callable[[JSON], JSON], bool], list[JSON]],
+    ) -> None:
+        """ErrImagePull, then ImagePullBackOff for good: the pod stays Pending."""
+        bad = {c["name"] for c in missing}
+
+        def waiting(reason: str) -> Callable[[JSON], JSON]:
+            def state(c: JSON) -> JSON:
+                if c["name"] not in bad:
+                    return {"waiting": {"reason": "PodInitializing"}}
+                ref = _image_ref(c.get("image", ""))
+                message = (
+                    f'Back-off pulling image "{c.get("image", "")}"'
+                    if reason == "ImagePullBackOff"
+                    else f"rpc error: code = NotFound desc = failed to pull and unpack "
+                    f'image "{ref}": failed to resolve reference "{ref}": {ref}: not found'
+                )
+                return {"waiting": {"reason": reason, "message": message}}
+
+            return state
+
+        for reason in ("ErrImagePull", "ImagePullBackOff"):
+            if not await self._patch_pod(
+                name,
+                {
+                    "phase": "Pending",
+                    "containerStatuses": statuses(waiting(reason), False),
+                },
+            ):
+                return
 
     async def _bind(self, name: str) -> bool:
         """Place the pod on the fake node (the scheduler's part); False if it is gone."""
@@ -1160,6 +1254,28 @@ def _pod_version(pod: JSON) -> int:
     return int(
         (pod["metadata"].get("annotations") or {}).get("volcano.sh/job-version", 0)
     )
+
+
+def parse_quantity(text: str) -> float:
+    """A Kubernetes quantity (``"500m"``, ``"3000M"``, ``"1Gi"``, ``"2"``) as a number."""
+    text = text.strip()
+    for suffix in sorted(_QUANTITY, key=len, reverse=True):
+        if text.endswith(suffix):
+            return float(text[: -len(suffix)]) * _QUANTITY[suffix]
+    return float(text)
+
+
+def _image_ref(image: str) -> str:
+    """The fully qualified reference a runtime reports (docker.io/library/...:latest)."""
+    name, at, digest = image.partition("@")
+    first, _, rest = name.partition("/")
+    if not rest:
+        name = f"docker.io/library/{name}"
+    elif "." not in first and ":" not in first and first != "localhost":
+        name = f"docker.io/{name}"
+    if at:
+        return f"{name}@{digest}"
+    return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
 
 
 def _phase(pod: JSON) -> str:
