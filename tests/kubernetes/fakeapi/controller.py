@@ -842,7 +842,10 @@ class FakeController:
             elif not terminating and _has(conditions, "SuccessCriteriaMet"):
                 conditions.append(_condition("Complete", *_COMPLETED))
                 status["completionTime"] = _now()
-        status["startTime"] = status.get("startTime") or _now()
+        if spec.get("suspend") and not _has(conditions, "SuccessCriteriaMet"):
+            status.pop("startTime", None)  # a suspended Job's clock is reset
+        else:
+            status["startTime"] = status.get("startTime") or _now()
         status["active"] = len(active)
         status["ready"] = sum(1 for p in active if _phase(p) == "Running")
         status["succeeded"] = len(succeeded)
