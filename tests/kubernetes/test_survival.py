@@ -11,7 +11,9 @@ import time
 
 import anyio
 import pytest
+from kubernetes_asyncio import client
 
+from asyncsched.errors import SubmitError
 from asyncsched.schedulers.kubernetes._logs import _Position
 from asyncsched.specs import AppState
 
@@ -155,3 +157,31 @@ async def test_refused_watch_reconnects_and_wait_finishes(
     assert desc is not None
     assert desc.state == AppState.SUCCEEDED
     assert faults.rules == []  # every refusal was met, and survived
+
+
+async def test_retried_create_that_had_landed_is_not_a_conflict(
+    kube_env: KubeEnv,
+) -> None:
+    faults, _ = fake_only(kube_env)
+    async with scheduler(kube_env) as sched:
+        info = await sched.submit_dryrun(
+            make_app("echo x"), cfg_for(kube_env, "volcano")
+        )
+        # the first create lands but its answer is lost: emulated by creating
+        # the very manifest first and failing the scheduler's first attempt
+        async with await kube_env.api_client() as api:
+            await client.CustomObjectsApi(api).create_namespaced_custom_object(
+                "batch.volcano.sh",
+                "v1alpha1",
+                kube_env.namespace,
+                "jobs",
+                info.request.manifests[0],
+            )
+        faults.fail_next(504, verb="create", resource="jobs")
+        app_id = await sched.schedule(info)
+        desc = await sched.wait(app_id, timeout=20)
+        assert desc is not None
+        assert desc.state == AppState.SUCCEEDED
+        # a genuine duplicate submission is still refused
+        with pytest.raises(SubmitError, match="already exists"):
+            await sched.schedule(info)

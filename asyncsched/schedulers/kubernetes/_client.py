@@ -80,6 +80,8 @@ class KubernetesApiError(SchedulerError):
         self.reason = reason
         self.message = message
         self.retry_after = retry_after
+        #: how many times the request was sent (more than 1: it was retried)
+        self.attempts = 1
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (
@@ -244,6 +246,7 @@ class KubeApi:
                     resp.release()
                 return json.loads(data) if data else None
             except KubernetesApiError as exc:
+                exc.attempts = attempt + 1
                 if not retry or exc.status not in _RETRY_STATUSES:
                     raise _map_denied(exc) from None
                 if attempt >= self.max_retries:

@@ -466,6 +466,12 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             result: JSON = await api.request("POST", path, body=manifest)
             return result
         except KubernetesApiError as exc:
+            if exc.status == 409 and exc.attempts > 1:
+                # a retried create: the first attempt may have landed, its
+                # answer lost (a 5xx from a proxy, a dropped connection)
+                mine = await self._created_by_this_submit(api, path, manifest)
+                if mine is not None:
+                    return mine
             if exc.status == 409:
                 raise SubmitError(
                     f"{manifest['kind']} {name!r} already exists in that namespace"
@@ -479,6 +485,21 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             raise SubmitError(
                 f"the server rejected {manifest['kind']} {name!r}: {exc.message}"
             ) from exc
+
+    async def _created_by_this_submit(
+        self, api: KubeApi, path: str, manifest: JSON
+    ) -> JSON | None:
+        """The existing object, when its labels say it is this very app."""
+        try:
+            existing: JSON = await api.request(
+                "GET", f"{path}/{manifest['metadata']['name']}"
+            )
+        except KubernetesApiError:
+            return None
+        wanted = _labels(manifest)
+        if wanted and all(_labels(existing).get(k) == v for k, v in wanted.items()):
+            return existing
+        return None
 
     async def _push_images(self, job: KubernetesJob) -> None:
         if not job.images_to_push:
