@@ -185,3 +185,26 @@ async def test_retried_create_that_had_landed_is_not_a_conflict(
         # a genuine duplicate submission is still refused
         with pytest.raises(SubmitError, match="already exists"):
             await sched.schedule(info)
+
+
+async def test_cancelled_submit_leaves_nothing_behind(kube_env: KubeEnv) -> None:
+    faults, requests = fake_only(kube_env)
+    async with scheduler(kube_env) as sched:
+        await sched.list()
+        # the Service is made, then the Job create is told to come back in 30 s
+        faults.fail_next(429, verb="create", resource="jobs", retry_after=30)
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(
+                    sched.submit, make_app("echo x"), cfg_for(kube_env, "indexed")
+                )
+                while requests.count("create", "jobs") < 1:
+                    await anyio.sleep(0.01)
+                tg.cancel_scope.cancel()
+        assert await sched.list() == []
+    async with await kube_env.api_client() as api:
+        services = await client.CoreV1Api(api).list_namespaced_service(
+            kube_env.namespace
+        )
+    assert services.items == []
+    assert requests.count("delete", "services") == 1

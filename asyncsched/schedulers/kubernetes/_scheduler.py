@@ -445,18 +445,28 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         await self._push_images(job)
         ns = await self._watch(job.namespace)
         created: list[str] = []
+        in_flight = ""
         try:
             for manifest in job.manifests:
                 path = _collection(manifest, job.namespace)
+                in_flight = f"{path}/{manifest['metadata']['name']}"
                 obj = await self._create(api, path, manifest)
-                created.append(f"{path}/{manifest['metadata']['name']}")
+                created.append(in_flight)
+                in_flight = ""
                 if manifest["kind"] == "Job":
                     target = ns.volcano if "volcano" in path else ns.batch
                     target.upsert(obj)
-        except BaseException:
+        except BaseException as exc:
+            # a refused create made nothing (and a 409 names someone else's
+            # object); a cancelled or lost one may have landed: delete it too
+            if in_flight and not isinstance(exc, SubmitError):
+                created.append(in_flight)
             with anyio.CancelScope(shield=True):
                 for path in reversed(created):
-                    await _delete(api, path)
+                    try:
+                        await _delete(api, path)
+                    except Exception as cleanup:  # noqa: BLE001 - the first error wins
+                        logger.warning("could not delete %s: %s", path, cleanup)
             raise
         return job.app_id
 
