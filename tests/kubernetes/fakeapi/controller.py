@@ -72,7 +72,7 @@ import contextlib
 import copy
 import itertools
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any, Self
 
@@ -209,6 +209,7 @@ class FakeController:
         self._workers: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._gone_uids: set[str] = set()
         self._terminating: set[str] = set()
+        self._closing = False
         self._synced: dict[str, asyncio.Event] = {}
         self.errors: list[BaseException] = []  # controller bugs: tests assert none
         self.api_errors: list[client.ApiException] = []  # refused requests, retried
@@ -250,10 +251,14 @@ class FakeController:
         await self.aclose()
 
     async def aclose(self) -> None:
-        tasks = [*self._tasks, *self._runners.values(), *self._workers.values()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        """Cancel every task (watches, reconciles, pod runners) and close the client."""
+        self._closing = True
+        while self._tasks:
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._tasks.difference_update(tasks)
         self._tasks.clear()
         self._runners.clear()
         self._workers.clear()
@@ -261,13 +266,12 @@ class FakeController:
             await self._api.close()
             self._api = None
 
-    def _spawn(self, coro: Awaitable[None]) -> asyncio.Task[None]:
-        async def run() -> None:
-            await coro
-
-        task = asyncio.ensure_future(run())
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        if self._closing:
+            task.cancel()  # started while closing: runs only to its cancellation
         return task
 
     # -- API access --------------------------------------------------------------
