@@ -97,7 +97,7 @@ PODS = "/api/v1/namespaces/{ns}/pods"
 SERVICES = "/api/v1/namespaces/{ns}/services"
 SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
 #: how long a terminal app's pods may lag behind its Job in the cache
-_POD_SETTLE = 2.0
+_POD_SETTLE = 5.0
 #: seconds between polls of a Volcano job asyncsched did not create
 _FOREIGN_POLL = 5.0
 
