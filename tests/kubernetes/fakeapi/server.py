@@ -183,17 +183,20 @@ class FakeKubeServer:
         self.port = int(sockets[0].getsockname()[1])
 
     async def stop(self) -> None:
+        """End open streams, stop serving, and cancel the garbage collector's tasks."""
         self._closing = True
         self.store.changed.notify()
         for watcher in list(self.store.watchers):
             watcher.queue.put_nowait(_CLOSE)
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        while self._tasks:
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._tasks.difference_update(tasks)
 
     async def __aenter__(self) -> Self:
         await self.start()
