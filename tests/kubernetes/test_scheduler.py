@@ -378,3 +378,20 @@ async def test_workspace_without_image_repo_is_refused_before_building(
             )
         assert info.value.cfg_key == "image_repo"
         assert await sched.list() == []
+
+
+async def test_only_the_job_kind_in_use_needs_permissions(kube_env: KubeEnv) -> None:
+    if kube_env.faults is None:
+        pytest.skip("needs the fake server's fault hooks")
+    # not allowed to list batch/v1 Jobs: Volcano apps still work
+    kube_env.faults.fail_next(403, verb="list", resource="jobs", group="batch")
+    async with scheduler(kube_env) as sched:
+        app_id = await sched.submit(make_app("echo x"), cfg_for(kube_env, "volcano"))
+        desc = await sched.wait(app_id, timeout=20)
+        assert desc is not None
+        assert desc.state == AppState.SUCCEEDED
+    # allowed neither: a clear error, not an empty answer
+    kube_env.faults.fail_next(403, verb="list", resource="jobs", times=2)
+    async with scheduler(kube_env) as sched:
+        with pytest.raises(SchedulerUnavailableError, match="nor batch jobs"):
+            await sched.list()

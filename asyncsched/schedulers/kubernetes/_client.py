@@ -226,11 +226,13 @@ class KubeApi:
         body: object = None,
         content_type: str = JSON_CT,
         retry: bool = True,
+        map_denied: bool = True,
     ) -> Any:
         """Send one request and return the decoded JSON answer.
 
         Raises:
-            KubernetesApiError: the server refused it (after retries).
+            KubernetesApiError: the server refused it (after retries); also a
+                401/403 when not ``map_denied``.
             SchedulerUnavailableError: the server cannot be reached, or it
                 denied access (401/403).
         """
@@ -248,7 +250,7 @@ class KubeApi:
             except KubernetesApiError as exc:
                 exc.attempts = attempt + 1
                 if not retry or exc.status not in _RETRY_STATUSES:
-                    raise _map_denied(exc) from None
+                    raise (_map_denied(exc) if map_denied else exc) from None
                 if attempt >= self.max_retries:
                     raise
                 delay = exc.retry_after

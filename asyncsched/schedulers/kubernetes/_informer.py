@@ -60,6 +60,8 @@ class Informer:
         resync: Seconds between full re-lists.
         watch_timeout: ``timeoutSeconds`` of each watch request.
         backoff: First reconnect delay (doubles, jittered, capped at 30 s).
+        optional: A refused list (401/403) leaves the cache empty (and
+            retried every ``resync``) instead of failing.
     """
 
     def __init__(
@@ -72,6 +74,7 @@ class Informer:
         resync: float = 600.0,
         watch_timeout: int = 290,
         backoff: float = 0.1,
+        optional: bool = False,
     ) -> None:
         self.api = api
         self.path = path
@@ -83,8 +86,11 @@ class Informer:
         self.objects: dict[str, JSON] = {}
         self.by_key: dict[str, dict[str, JSON]] = {}
         self.resource_version = ""
-        #: the server does not serve this type (404 on list, e.g. no Volcano CRD)
+        self.optional = optional
+        #: the server does not serve this type (404 on list, e.g. no Volcano
+        #: CRD), or, when ``optional``, does not let us list it (401/403)
         self.absent = False
+        self.denied = False
         self.lists = 0
         self.watches = 0
         self._waiters: dict[str, anyio.Event] = {}
@@ -130,7 +136,8 @@ class Informer:
             try:
                 await self._list()
             except KubernetesApiError as exc:
-                if exc.status != 404:
+                denied = self.optional and exc.status in (401, 403)
+                if exc.status != 404 and not denied:
                     if not started:
                         raise
                     failures += 1
@@ -138,6 +145,9 @@ class Informer:
                     await anyio.sleep(self._delay(failures))
                     continue
                 self.absent = True
+                self.denied = denied
+                if denied:
+                    logger.info("not allowed to list %s: %s", self.path, exc.message)
                 self._replace({}, "")
                 if not started:
                     task_status.started()
@@ -151,7 +161,7 @@ class Informer:
                 logger.warning("listing %s failed: %s", self.path, exc)
                 await anyio.sleep(self._delay(failures))
                 continue
-            self.absent = False
+            self.absent = self.denied = False
             failures = 0
             if not started:
                 task_status.started()
@@ -182,7 +192,10 @@ class Informer:
 
     async def _list(self) -> None:
         data = await self.api.request(
-            "GET", self.path, query={"labelSelector": self.selector}
+            "GET",
+            self.path,
+            query={"labelSelector": self.selector},
+            map_denied=not self.optional,
         )
         self.lists += 1
         items = {

@@ -541,13 +541,22 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                     "resync": self._resync,
                     "watch_timeout": self._watch_timeout,
                 }
+                # either job kind may be off limits (RBAC for the one in use)
                 ns = _Namespace(
                     name=namespace,
                     volcano=Informer(
-                        api, VOLCANO_JOBS.format(ns=namespace), SELECTOR, **kwargs
+                        api,
+                        VOLCANO_JOBS.format(ns=namespace),
+                        SELECTOR,
+                        optional=True,
+                        **kwargs,
                     ),
                     batch=Informer(
-                        api, BATCH_JOBS.format(ns=namespace), SELECTOR, **kwargs
+                        api,
+                        BATCH_JOBS.format(ns=namespace),
+                        SELECTOR,
+                        optional=True,
+                        **kwargs,
                     ),
                     pods=Informer(api, PODS.format(ns=namespace), SELECTOR, **kwargs),
                 )
@@ -568,6 +577,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         await self._api()  # knows the default namespace once connected
         namespace = namespace or self._namespace or "default"
         ns = await self._watch(namespace)
+        _check_allowed(ns)
         job = ns.volcano.get(name)
         if job is not None:
             return "volcano", ns, [job]
@@ -613,6 +623,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         await self._api()
         namespace = self._namespace or "default"
         ns = await self._watch(namespace)
+        _check_allowed(ns)
         rows = [
             ListAppResponse(
                 app_id=f"{namespace}:{name}",
@@ -811,6 +822,15 @@ def _docker_modules() -> tuple[Any, Any, Any]:
             "pip install 'asyncsched[docker]'",
         ) from exc
     return aiodocker, _client, _workspace
+
+
+def _check_allowed(ns: _Namespace) -> None:
+    if ns.volcano.denied and ns.batch.denied:
+        raise SchedulerUnavailableError(
+            BACKEND,
+            f"not allowed to list Volcano jobs nor batch jobs in {ns.name!r}",
+            "grant the RBAC Role in docs/backends/kubernetes.md",
+        )
 
 
 def _labels(obj: JSON) -> dict[str, str]:
