@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client
+from kubernetes_asyncio import client, config
 
+from .fakeapi import FakeKubeServer
 from .fakeapi.env import KubeEnv
 from .fakeapi.untyped import (
     ApisApi,
@@ -423,3 +425,22 @@ async def test_pod_deletion_is_graceful_once_bound_and_immediate_otherwise(
     with pytest.raises(client.ApiException) as info:
         await core.read_namespaced_pod("bound", ns)
     assert info.value.status == 404
+
+
+async def test_server_without_the_volcano_crd_answers_404_for_volcano_jobs(
+    tmp_path: Path,
+) -> None:
+    async with FakeKubeServer(volcano=False) as server:
+        path = server.write_kubeconfig(tmp_path / "kubeconfig", namespace="default")
+        async with await config.new_client_from_config(config_file=str(path)) as api:
+            custom = CustomObjectsApi(api)
+            with pytest.raises(client.ApiException) as info:
+                await custom.create_namespaced_custom_object(
+                    *VOLCANO, "default", "jobs", _vjob("j")
+                )
+            assert info.value.status == 404
+            assert _status(info.value)["message"] == (
+                "the server could not find the requested resource"
+            )
+            groups = await ApisApi(api).get_api_versions()
+            assert "batch.volcano.sh" not in {g.name for g in groups.groups}

@@ -140,7 +140,13 @@ def _error(err: ApiError) -> web.Response:
 
 
 class FakeKubeServer:
-    """The fake API server; an async context manager serving on 127.0.0.1:<random>."""
+    """The fake API server; an async context manager serving on 127.0.0.1:<random>.
+
+    ``token``: the bearer token required (None: no auth); ``bookmark_interval``:
+    seconds between BOOKMARK events on watches that allow them;
+    ``history_limit``: watch events kept for resuming; ``volcano=False``
+    serves no Volcano CRD (its URLs answer 404, as on a cluster without it).
+    """
 
     def __init__(
         self,
@@ -148,8 +154,15 @@ class FakeKubeServer:
         token: str | None = "fake-token",
         bookmark_interval: float = 60.0,
         history_limit: int = 10_000,
+        volcano: bool = True,
     ) -> None:
         self.token = token
+        # Without the Volcano CRD its URLs answer 404, as on a cluster without it.
+        self.kinds = {
+            key: kind
+            for key, kind in KINDS.items()
+            if volcano or kind.group != "batch.volcano.sh"
+        }
         self.bookmark_interval = bookmark_interval
         self.store = Store(history_limit)
         self.logs = LogStore(self.store.changed)
@@ -279,7 +292,7 @@ class FakeKubeServer:
             raise ApiError(
                 404, "NotFound", "the server could not find the requested resource"
             )
-        kind = KINDS.get((group, version, rest[0]))
+        kind = self.kinds.get((group, version, rest[0]))
         if kind is None or (namespace is not None and not kind.namespaced):
             raise ApiError(
                 404, "NotFound", "the server could not find the requested resource"
@@ -892,7 +905,7 @@ class FakeKubeServer:
                 ],
             }
         groups: dict[str, list[str]] = {}
-        for kind in KINDS.values():
+        for kind in self.kinds.values():
             if kind.group:
                 groups.setdefault(kind.group, [])
                 if kind.version not in groups[kind.group]:
@@ -916,7 +929,9 @@ class FakeKubeServer:
         if path == "/api/v1" or (len(segs) == 3 and segs[0] == "apis"):
             group, version = ("", "v1") if path == "/api/v1" else (segs[1], segs[2])
             kinds = [
-                k for k in KINDS.values() if (k.group, k.version) == (group, version)
+                k
+                for k in self.kinds.values()
+                if (k.group, k.version) == (group, version)
             ]
             if not kinds:
                 return None
