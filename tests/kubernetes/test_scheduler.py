@@ -19,7 +19,7 @@ from asyncsched.errors import (
 )
 from asyncsched.schedulers.kubernetes._logs import parse_timestamp
 from asyncsched.schedulers.kubernetes_scheduler import create_scheduler
-from asyncsched.specs import AppState
+from asyncsched.specs import AppState, Resource, is_terminal
 
 from .fakeapi.controller import FakeController
 from .fakeapi.env import KubeEnv
@@ -395,3 +395,28 @@ async def test_only_the_job_kind_in_use_needs_permissions(kube_env: KubeEnv) -> 
     async with scheduler(kube_env) as sched:
         with pytest.raises(SchedulerUnavailableError, match="nor batch jobs"):
             await sched.list()
+
+
+@pytest.mark.parametrize("job_api", JOB_APIS)
+async def test_pods_that_cannot_start_say_why(kube_env: KubeEnv, job_api: str) -> None:
+    if kube_env.real:
+        pytest.skip("relies on the fake kubelet's image and node model")
+    async with scheduler(kube_env) as sched:
+        bad_image = make_app("echo x")
+        bad_image.roles[0].image = "registry.example/does-not-exist:1"
+        too_big = make_app("echo x")
+        too_big.roles[0].resource = Resource(cpu=1000, gpu=0, memMB=128)
+        cfg = cfg_for(kube_env, job_api)
+        pull_id = await sched.submit(bad_image, cfg)
+        big_id = await sched.submit(too_big, cfg)
+        with anyio.fail_after(15):
+            while True:
+                pull = await sched.describe(pull_id)
+                big = await sched.describe(big_id)
+                assert pull is not None
+                assert big is not None
+                if "ImagePull" in pull.msg and "Unschedulable" in big.msg:
+                    break
+                await anyio.sleep(0.05)
+        assert not is_terminal(pull.state)
+        assert not is_terminal(big.state)

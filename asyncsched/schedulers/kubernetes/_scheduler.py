@@ -454,7 +454,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 created.append(in_flight)
                 in_flight = ""
                 if manifest["kind"] == "Job":
-                    target = ns.volcano if "volcano" in path else ns.batch
+                    target = ns.volcano if _is_volcano(manifest) else ns.batch
                     target.upsert(obj)
         except BaseException as exc:
             # a refused create made nothing (and a 409 names someone else's
@@ -487,7 +487,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                     f"{manifest['kind']} {name!r} already exists in that namespace"
                     f" (the name is taken; dry-run again for a new one): {exc.message}"
                 ) from exc
-            if exc.status == 404 and "volcano" in path:
+            if exc.status == 404 and _is_volcano(manifest):
                 raise SubmitError(
                     "the server does not serve batch.volcano.sh/v1alpha1 Jobs:"
                     " install Volcano, or use -cfg job_api=indexed"
@@ -824,6 +824,10 @@ def _docker_modules() -> tuple[Any, Any, Any]:
     return aiodocker, _client, _workspace
 
 
+def _is_volcano(manifest: JSON) -> bool:
+    return str(manifest.get("apiVersion", "")).startswith("batch.volcano.sh/")
+
+
 def _check_allowed(ns: _Namespace) -> None:
     if ns.volcano.denied and ns.batch.denied:
         raise SchedulerUnavailableError(
@@ -852,7 +856,7 @@ def _describe(
 
 def _collection(manifest: JSON, namespace: str) -> str:
     api_version, kind = manifest["apiVersion"], manifest["kind"]
-    if api_version.startswith("batch.volcano.sh/"):
+    if _is_volcano(manifest):
         return VOLCANO_JOBS.format(ns=namespace)
     if kind == "Service":
         return SERVICES.format(ns=namespace)

@@ -140,6 +140,10 @@ def _replica(
         msg = f"{name}: {reason}" + (
             f" (exit code {exit_code})" if exit_code is not None else ""
         )
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            msg = f"{name}: {cond.get('reason') or 'not scheduled'}: "
+            msg += str(cond.get("message") or "")
     waiting = cstate.get("waiting") or {}
     if waiting.get("reason") in _STUCK:
         msg = f"{name}: {waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
