@@ -444,3 +444,41 @@ async def test_server_without_the_volcano_crd_answers_404_for_volcano_jobs(
             )
             groups = await ApisApi(api).get_api_versions()
             assert "batch.volcano.sh" not in {g.name for g in groups.groups}
+
+
+async def test_unknown_fields_are_pruned_with_a_warning_or_refused_when_strict(
+    kube_env: KubeEnv, api: Any
+) -> None:
+    core, custom = CoreV1Api(api), CustomObjectsApi(api)
+    ns = kube_env.namespace
+    body = _pod("p")
+    body["spec"]["containers"][0]["imagePullPolicyy"] = "Always"  # a typo
+    resp = await core.create_namespaced_pod(ns, body, _preload_content=False)
+    assert resp.status == 201
+    assert resp.headers.getall("Warning") == [
+        '299 - "unknown field \\"spec.containers[0].imagePullPolicyy\\""'
+    ]
+    resp.release()
+    stored = await core.read_namespaced_pod("p", ns)
+    assert stored.spec.containers[0].image_pull_policy == "Always"  # the default
+    body["metadata"]["name"] = "q"
+    with pytest.raises(client.ApiException) as info:
+        await core.create_namespaced_pod(ns, body, field_validation="Strict")
+    assert info.value.status == 400
+    assert "strict decoding error" in _status(info.value)["message"]
+    job = _vjob("j")
+    job["spec"]["tasks"] = [{"name": "t", "replicas": 1, "maxRetires": 3}]
+    created = await custom.create_namespaced_custom_object(*VOLCANO, ns, "jobs", job)
+    assert created["spec"]["tasks"] == [{"name": "t", "replicas": 1}]
+
+
+async def test_value_of_the_wrong_json_type_is_400(kube_env: KubeEnv, api: Any) -> None:
+    custom = CustomObjectsApi(api)
+    job = _vjob("j")
+    job["spec"]["tasks"] = [{"name": "t", "replicas": "2"}]
+    with pytest.raises(client.ApiException) as info:
+        await custom.create_namespaced_custom_object(
+            *VOLCANO, kube_env.namespace, "jobs", job
+        )
+    assert info.value.status == 400
+    assert "cannot unmarshal string" in _status(info.value)["message"]

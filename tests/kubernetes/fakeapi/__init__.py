@@ -1,8 +1,8 @@
 """A faithful fake Kubernetes API server, a fixture controller, and helpers.
 
 * :class:`~.server.FakeKubeServer` -- the API server (aiohttp, real HTTP);
-  :mod:`.store`, :mod:`.admission`, :mod:`.patches`, :mod:`.selectors`,
-  :mod:`.logs` are its parts;
+  :mod:`.store`, :mod:`.admission`, :mod:`.schema`, :mod:`.patches`,
+  :mod:`.selectors`, :mod:`.logs` are its parts;
 * :class:`~.faults.Faults` / :class:`~.faults.RequestLog` -- fault hooks
   and request counters (``server.faults``, ``server.requests``);
 * :class:`~.controller.FakeController` -- plays Volcano's and the Job

@@ -6,7 +6,10 @@ Serves namespaces, pods, services, ``batch/v1`` Jobs and Volcano
 * ``Status`` errors (404 NotFound, 409 AlreadyExists/Conflict, 422 Invalid,
   400 BadRequest, 410 Expired, 415, 401 without the bearer token), a global
   resourceVersion, uid/creationTimestamp/generation, ``generateName``,
-  ``dryRun=All``, defaulting/validation (:mod:`.admission`);
+  ``dryRun=All``, defaulting/validation (:mod:`.admission`); unknown
+  fields pruned with a ``Warning`` header (400 under
+  ``fieldValidation=Strict``) and wrongly typed values refused
+  (:mod:`.schema`);
 * list with label/field selectors and ``limit``/``continue`` (410 for a
   continue token older than a compaction); cluster-wide lists;
 * the status subresource (GET/PUT/PATCH), the three PATCH content types
@@ -70,6 +73,7 @@ from .kinds import (
 )
 from .logs import LogStore, parse_rfc3339
 from .patches import apply_patch
+from .schema import prune
 from .selectors import FieldSelector, parse_field_selector, parse_label_selector
 from .store import Event, Store, now_iso
 
@@ -366,6 +370,17 @@ class FakeKubeServer:
         if verb == "log":
             return await self._log(request, ns_, name)
         body = await self._body(request)
+        validation = query.get("fieldValidation", "Warn")
+        if validation not in ("Ignore", "Warn", "Strict"):
+            raise bad_request(
+                f'fieldValidation: Invalid value: "{validation}": must be one of '
+                "Ignore, Warn, Strict"
+            )
+        warnings: list[str] = []
+        if verb == "create" and sub != "binding":
+            body = _validated(kind, body, validation, warnings)
+            resp = self._create(kind, ns_, body, bool(dry_run))
+            return _with_warnings(resp, warnings)
         if verb == "create" and sub == "binding":
             return self._bind(ns_, name, body)
         if verb == "create":
@@ -387,10 +402,13 @@ class FakeKubeServer:
                     kind, old, body if isinstance(body, dict) else {}, put=True
                 )
                 new = body
+            new = _validated(kind, new, validation, warnings)
             obj = admit_update(kind, old, new, status_only=sub == "status")
             if dry_run or obj == old:
-                return _json_response(obj if dry_run else old)
-            return _json_response(self.store.update(kind, ns_, obj))
+                return _with_warnings(_json_response(obj if dry_run else old), warnings)
+            return _with_warnings(
+                _json_response(self.store.update(kind, ns_, obj)), warnings
+            )
         if verb == "delete":
             return self._delete(kind, ns_, name, query, body, bool(dry_run))
         return self._delete_collection(kind, ns, query, body)
@@ -1022,6 +1040,26 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 _CLOSE = Event(0, KINDS[("", "v1", "namespaces")], "CLOSE", {"metadata": {}})
+
+
+def _validated(kind: Kind, body: Any, validation: str, warnings: list[str]) -> Any:
+    """Prune unknown fields (``fieldValidation`` Ignore/Warn) or refuse them (Strict)."""
+    pruned, unknown = prune(kind, body)
+    messages = [f'unknown field "{path}"' for path in unknown]
+    if messages and validation == "Strict":
+        raise bad_request(
+            f'{kind.kind} in version "{kind.version}" cannot be handled as a '
+            f"{kind.kind}: strict decoding error: {', '.join(messages)}"
+        )
+    if validation == "Warn":
+        warnings.extend(messages)
+    return pruned
+
+
+def _with_warnings(resp: web.Response, warnings: list[str]) -> web.Response:
+    for message in warnings:
+        resp.headers.add("Warning", '299 - "' + message.replace('"', '\\"') + '"')
+    return resp
 
 
 def _sort_key(obj: JSON) -> str:
