@@ -18,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from kubernetes_asyncio.client import models
@@ -84,7 +85,13 @@ _PRIMITIVES = {
 def _fields(schema: Schema) -> dict[str, Schema] | None:
     if isinstance(schema, dict):
         return schema
-    cls = getattr(models, schema, None) if isinstance(schema, str) else None
+    return _model_fields(schema) if isinstance(schema, str) else None
+
+
+@functools.cache
+def _model_fields(name: str) -> dict[str, Schema] | None:
+    """JSON field name -> type string of a kubernetes_asyncio model."""
+    cls = getattr(models, name, None)
     if cls is None or not hasattr(cls, "attribute_map"):
         return None
     return {cls.attribute_map[py]: t for py, t in cls.openapi_types.items()}
