@@ -482,3 +482,27 @@ async def test_value_of_the_wrong_json_type_is_400(kube_env: KubeEnv, api: Any) 
         )
     assert info.value.status == 400
     assert "cannot unmarshal string" in _status(info.value)["message"]
+
+
+async def test_server_side_apply_creates_then_updates_and_needs_a_field_manager(
+    kube_env: KubeEnv, api: Any
+) -> None:
+    core = CoreV1Api(api)
+    ns = kube_env.namespace
+    apply = "application/apply-patch+yaml"
+    svc: dict[str, Any] = {"apiVersion": "v1", "kind": "Service",
+           "metadata": {"name": "s", "labels": {"v": "1"}},
+           "spec": {"clusterIP": "None", "selector": {"app": "x"}}}  # fmt: skip
+    created = await core.patch_namespaced_service(
+        "s", ns, svc, field_manager="tests", _content_type=apply
+    )
+    assert created.spec.cluster_ip == "None"
+    svc["metadata"]["labels"] = {"v": "2"}
+    updated = await core.patch_namespaced_service(
+        "s", ns, svc, field_manager="tests", _content_type=apply
+    )
+    assert updated.metadata.labels == {"v": "2"}
+    assert updated.metadata.uid == created.metadata.uid
+    with pytest.raises(client.ApiException) as info:
+        await core.patch_namespaced_service("s", ns, svc, _content_type=apply)
+    assert info.value.status == 422

@@ -13,7 +13,8 @@ Serves namespaces, pods, services, ``batch/v1`` Jobs and Volcano
 * list with label/field selectors and ``limit``/``continue`` (410 for a
   continue token older than a compaction); cluster-wide lists;
 * the status subresource (GET/PUT/PATCH), the three PATCH content types
-  (:mod:`.patches`), resourceVersion preconditions, no unconditional PUT on
+  (:mod:`.patches`), server-side apply approximated (create or merge; no
+  field ownership or conflicts), resourceVersion preconditions, no unconditional PUT on
   custom resources;
 * DELETE with ``propagationPolicy`` (batch/v1 Jobs orphan by default),
   ownerReference garbage collection, graceful deletion of pods bound to a
@@ -72,7 +73,7 @@ from .kinds import (
     not_found,
 )
 from .logs import LogStore, parse_rfc3339
-from .patches import apply_patch
+from .patches import APPLY, MERGE, STRATEGIC, apply_patch
 from .schema import prune
 from .selectors import FieldSelector, parse_field_selector, parse_label_selector
 from .store import Event, Store, now_iso
@@ -385,6 +386,9 @@ class FakeKubeServer:
             return self._bind(ns_, name, body)
         if verb == "create":
             return self._create(kind, ns_, body, bool(dry_run))
+        content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
+        if verb == "patch" and content_type == APPLY:
+            return self._apply(kind, ns_, name, sub, body, query, validation, dry_run)
         if verb in ("update", "patch"):
             old = self._get(kind, ns_, name)
             if verb == "patch":
@@ -413,10 +417,61 @@ class FakeKubeServer:
             return self._delete(kind, ns_, name, query, body, bool(dry_run))
         return self._delete_collection(kind, ns, query, body)
 
+    def _apply(
+        self,
+        kind: Kind,
+        ns: str,
+        name: str,
+        sub: str,
+        body: Any,
+        query: Any,
+        validation: str,
+        dry_run: list[str],
+    ) -> web.Response:
+        """Server-side apply, approximated: create, or merge onto the stored object.
+
+        ``fieldManager`` is required as on a real server; field ownership and
+        conflicts are not modelled (every apply wins, as with ``force=true``).
+        """
+        if not query.get("fieldManager"):
+            raise invalid(
+                kind,
+                name,
+                [("fieldManager", "Required value: is required for apply patch")],
+            )
+        if not isinstance(body, dict):
+            raise bad_request("error decoding YAML: the applied object is not a map")
+        warnings: list[str] = []
+        body = _validated(kind, body, validation, warnings)
+        if (body.get("metadata") or {}).get("name", name) != name:
+            raise bad_request(
+                "the name of the object does not match the name on the URL"
+            )
+        old = self.store.get(kind, ns, name)
+        if old is None:
+            if sub:
+                raise not_found(kind, name)
+            body.setdefault("metadata", {})["name"] = name
+            return _with_warnings(self._create(kind, ns, body, bool(dry_run)), warnings)
+        new = apply_patch(
+            STRATEGIC if not kind.custom else MERGE, old, body, custom=kind.custom
+        )
+        obj = admit_update(kind, old, new, status_only=sub == "status")
+        if dry_run or obj == old:
+            return _with_warnings(_json_response(obj if dry_run else old), warnings)
+        return _with_warnings(
+            _json_response(self.store.update(kind, ns, obj)), warnings
+        )
+
     async def _body(self, request: web.Request) -> Any:
         raw = await request.read()
         if not raw:
             return None
+        if request.headers.get("Content-Type", "").startswith(APPLY):
+            try:
+                return yaml.safe_load(raw)
+            except yaml.YAMLError:
+                raise bad_request("error decoding YAML: invalid document") from None
         try:
             return json.loads(raw)
         except ValueError:
