@@ -318,6 +318,7 @@ def _volcano_job(ctx: _Context, queue: str) -> dict[str, Any]:
     tasks = []
     for role_index, role in enumerate(app.roles):
         mounts, volumes, privileged = _mounts(role, f"roles[{role_index}]")
+        policies = _volcano_policies(role, role_index) if role.max_retries > 0 else []
         specs = expand_role(ctx.name, role, role_index=role_index, rank0_env=rank0_var)
         if role_index == 0:
             specs[0] = expand_role(ctx.name, role, rank0_env=RANK0_ENV)[0]
@@ -346,7 +347,7 @@ def _volcano_job(ctx: _Context, queue: str) -> dict[str, Any]:
             }
             if role.max_retries > 0:
                 task["maxRetry"] = role.max_retries
-                task["policies"] = _volcano_policies(role, role_index)
+                task["policies"] = copy.deepcopy(policies)
             if role.min_replicas is not None:
                 task["minAvailable"] = 1 if spec.replica_id < role.min_replicas else 0
             tasks.append(task)
