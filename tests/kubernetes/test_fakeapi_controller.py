@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from kubernetes_asyncio import client
 
 from .fakeapi import wait_until
@@ -12,6 +13,12 @@ from .fakeapi.env import KubeEnv
 from .fakeapi.untyped import BatchV1Api, CoreV1Api, CustomObjectsApi
 
 VOLCANO = ("batch.volcano.sh", "v1alpha1")
+
+
+def _fake_cluster_only(env: KubeEnv) -> None:
+    """The fake node (capacity, image store, binding) exists only on the fake."""
+    if env.real:
+        pytest.skip("needs the fixture controller's fake node")
 
 
 def _volcano_job(name: str, tasks: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
@@ -288,6 +295,7 @@ async def test_volcano_pod_with_too_long_hostname_is_refused_and_job_stays_pendi
 async def test_deleting_a_running_pod_is_graceful_and_the_kubelet_confirms(
     kube_env: KubeEnv, kube_controller: FakeController
 ) -> None:
+    _fake_cluster_only(kube_env)
     ns = kube_env.namespace
     async with await kube_env.api_client() as api:
         custom, core = CustomObjectsApi(api), CoreV1Api(api)
@@ -323,6 +331,7 @@ async def _pod_status(core: Any, ns: str, name: str) -> Any:
 async def test_pod_asking_more_than_the_node_has_stays_pending_unschedulable(
     kube_env: KubeEnv, kube_controller: FakeController
 ) -> None:
+    _fake_cluster_only(kube_env)
     ns = kube_env.namespace
     async with await kube_env.api_client() as api:
         custom, core = CustomObjectsApi(api), CoreV1Api(api)
@@ -348,6 +357,7 @@ async def test_pod_asking_more_than_the_node_has_stays_pending_unschedulable(
 async def test_missing_image_leaves_the_pod_in_image_pull_back_off(
     kube_env: KubeEnv, kube_controller: FakeController
 ) -> None:
+    _fake_cluster_only(kube_env)
     ns = kube_env.namespace
     async with await kube_env.api_client() as api:
         batch, core = BatchV1Api(api), CoreV1Api(api)

@@ -24,6 +24,12 @@ from .fakeapi.untyped import (
 VOLCANO = ("batch.volcano.sh", "v1alpha1")
 
 
+@pytest.fixture(autouse=True)
+def _fake_server_only(kube_env: KubeEnv) -> None:
+    """These tests check the fake server itself (skipped on a real cluster)."""
+    kube_env.fake_server()
+
+
 def _vjob(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
     return {
         "apiVersion": "batch.volcano.sh/v1alpha1",
@@ -192,9 +198,9 @@ async def test_list_pages_with_limit_and_continue(kube_env: KubeEnv, api: Any) -
         ns, limit=2, _continue=first.metadata._continue
     )
     assert [p.metadata.name for p in second.items] == ["p2", "p3"]
-    assert kube_env.server is not None
+    server = kube_env.fake_server()
     await core.create_namespaced_pod(ns, _pod("later"))
-    kube_env.server.store.compact()  # etcd compacted past the token's revision
+    server.compact()  # etcd compacted past the token's revision
     with pytest.raises(client.ApiException) as info:
         await core.list_namespaced_pod(ns, limit=2, _continue=second.metadata._continue)
     assert info.value.status == 410

@@ -18,6 +18,12 @@ JOB = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
        "metadata": {"name": "j"}, "spec": {"tasks": []}}  # fmt: skip
 
 
+@pytest.fixture(autouse=True)
+def _fake_server_only(kube_env: KubeEnv) -> None:
+    """These tests check the fake server itself (skipped on a real cluster)."""
+    kube_env.fake_server()
+
+
 @pytest.fixture
 async def custom(kube_env: KubeEnv) -> AsyncIterator[Any]:
     async with await kube_env.api_client() as api:
@@ -25,9 +31,8 @@ async def custom(kube_env: KubeEnv) -> AsyncIterator[Any]:
 
 
 def _hooks(env: KubeEnv) -> tuple[Faults, RequestLog]:
-    assert env.faults is not None
-    assert env.requests is not None
-    return env.faults, env.requests
+    server = env.fake_server()
+    return server.faults, server.requests
 
 
 async def test_injected_500_hits_only_the_matching_request_once(

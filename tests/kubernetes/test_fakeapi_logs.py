@@ -19,6 +19,12 @@ from .fakeapi.untyped import CoreV1Api
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z ")
 
 
+@pytest.fixture(autouse=True)
+def _fake_server_only(kube_env: KubeEnv) -> None:
+    """These tests check the fake server itself (skipped on a real cluster)."""
+    kube_env.fake_server()
+
+
 @pytest.fixture
 async def core(kube_env: KubeEnv) -> AsyncIterator[Any]:
     async with await kube_env.api_client() as api:
@@ -48,8 +54,7 @@ async def _set_state(
 
 
 def _server(env: KubeEnv) -> FakeKubeServer:
-    assert env.server is not None
-    return env.server
+    return env.fake_server()
 
 
 async def test_log_read_options_tail_since_timestamps_limit(
@@ -137,6 +142,7 @@ async def test_log_of_waiting_container_is_400_and_unknown_pod_404(
 async def test_fake_log_endpoint_appends_through_http(
     kube_env: KubeEnv, core: Any
 ) -> None:
+    kube_env.fake_server()
     ns = kube_env.namespace
     await _pod(core, ns, "p", {"running": {"startedAt": "2024-01-01T00:00:00Z"}})
     api = core.api_client

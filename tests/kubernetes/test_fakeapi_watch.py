@@ -15,6 +15,12 @@ from .fakeapi.env import KubeEnv
 from .fakeapi.untyped import CoreV1Api
 
 
+@pytest.fixture(autouse=True)
+def _fake_server_only(kube_env: KubeEnv) -> None:
+    """These tests check the fake server itself (skipped on a real cluster)."""
+    kube_env.fake_server()
+
+
 def _pod(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
     return {
         "metadata": {"name": name, "labels": labels or {}},
@@ -131,22 +137,20 @@ async def test_watch_from_compacted_version_raises_410_after_the_client_retry(
     kube_env: KubeEnv, core: Any
 ) -> None:
     ns = kube_env.namespace
-    assert kube_env.server is not None
-    assert kube_env.requests is not None
+    server = kube_env.fake_server()
     old = (await core.list_namespaced_pod(ns)).metadata.resource_version
     await core.create_namespaced_pod(ns, _pod("a"))
-    kube_env.server.store.compact()
-    kube_env.requests.reset()
+    server.compact()
+    server.requests.reset()
     with pytest.raises(client.ApiException) as info:
         await _events(core, ns, 1, resource_version=old)
     assert info.value.status == 410
     assert "Expired" in str(info.value.reason)
-    assert kube_env.requests.count("watch", "pods") == 2  # Watch retries a 410 once
+    assert server.requests.count("watch", "pods") == 2  # Watch retries a 410 once
 
 
 async def test_history_window_expires_old_versions(kube_env: KubeEnv) -> None:
-    assert kube_env.server is not None
-    kube_env.server.store.history_limit = 2
+    kube_env.fake_server().store.history_limit = 2
     async with await kube_env.api_client() as api:
         core = CoreV1Api(api)
         ns = kube_env.namespace
@@ -167,8 +171,8 @@ async def test_history_window_expires_old_versions(kube_env: KubeEnv) -> None:
 async def test_expire_fault_answers_one_410_error_event(
     kube_env: KubeEnv, core: Any
 ) -> None:
-    assert kube_env.faults is not None
-    kube_env.faults.expire_next_watch()
+    faults = kube_env.fake_server().faults
+    faults.expire_next_watch()
     with pytest.raises(client.ApiException) as info:
         await _events(
             core, kube_env.namespace, 1, resource_version="1", timeout_seconds=5
@@ -186,15 +190,15 @@ async def test_dropped_stream_raises_payload_error_or_ends_cleanly(
     kube_env: KubeEnv, core: Any
 ) -> None:
     ns = kube_env.namespace
-    assert kube_env.faults is not None
+    faults = kube_env.fake_server().faults
     await core.create_namespaced_pod(ns, _pod("a"))
     await core.create_namespaced_pod(ns, _pod("b"))
-    kube_env.faults.drop_next_watch(after_events=1, abrupt=True)
+    faults.drop_next_watch(after_events=1, abrupt=True)
     got: list[str] = []
     with pytest.raises(aiohttp.ClientPayloadError):
         await _collect(core, ns, got, timeout_seconds=5)
     assert got == ["a"]
-    kube_env.faults.drop_next_watch(after_events=1, abrupt=False)
+    faults.drop_next_watch(after_events=1, abrupt=False)
     got.clear()
     await _collect(core, ns, got, timeout_seconds=5)
     assert got == ["a"]

@@ -351,6 +351,9 @@ class FakeController:
             raise
         cache = {"vjobs": self.vjobs, "bjobs": self.bjobs}[kind]
         self._apply(cache, "MODIFIED", updated)
+        # The watch event of this write will be stale against the cache, so
+        # look again ourselves (a state like Restarting has a next step).
+        self._dirty.add((kind, obj["metadata"]["name"]))
         return updated
 
     # -- watches and caches ------------------------------------------------------

@@ -38,6 +38,14 @@ class KubeEnv:
     real: bool
     logs_available: bool
 
+    def fake_server(self) -> FakeKubeServer:
+        """The fake server; skips the test on a real cluster."""
+        if self.server is None:
+            import pytest
+
+            pytest.skip("needs the fake API server (its internals or fault hooks)")
+        return self.server
+
     async def api_client(self) -> Any:
         """A new kubernetes_asyncio ApiClient for this server (caller closes it)."""
         return await config.new_client_from_config(
