@@ -8,8 +8,20 @@
   namespace is created through the API and deleted afterwards.
 * ``kube_controller``: a :class:`FakeController` reconciling that namespace
   (Volcano Jobs, batch/v1 Jobs, running pods' commands); stopped after the test.
+  On a real cluster it only plays Volcano and runs pods with
+  ``schedulerName: volcano`` (the cluster's own Job controller and kubelets
+  do the rest).
 
-The request counters are reset after the fixture's own setup requests.
+The fixture's own setup requests are not counted; the controller's requests
+never are, and fault rules spare them. Fault hooks, for example::
+
+    faults = kube_env.fake_server().faults      # skips on a real cluster
+    faults.fail_next(429, verb="get", resource="jobs", retry_after=1)
+    faults.fail_next(500, resource="jobs/status", times=3)
+    faults.expire_next_watch()                  # next watch: ERROR 410 event
+    faults.drop_next_watch(after_events=2, abrupt=True)
+    kube_env.fake_server().compact()            # older versions: 410 Expired
+    kube_env.fake_server().requests.count("list", "pods")
 """
 
 from __future__ import annotations
