@@ -379,3 +379,20 @@ async def test_missing_image_leaves_the_pod_in_image_pull_back_off(
         assert job.status.active == 1
         assert not job.status.ready
     assert kube_controller.errors == []
+
+
+async def test_volcano_exit_code_policy_aborts_the_job(
+    kube_env: KubeEnv, kube_controller: FakeController
+) -> None:
+    ns = kube_env.namespace
+    async with await kube_env.api_client() as api:
+        custom = CustomObjectsApi(api)
+        policies = [{"exitCode": 3, "action": "AbortJob"}]
+        tasks = [_task("bad", "exit 3", policies=policies), _task("slow", "sleep 30")]
+        await custom.create_namespaced_custom_object(
+            *VOLCANO, ns, "jobs", _volcano_job("ab", tasks)
+        )
+        await wait_until(lambda: _is(custom, ns, "ab", "Aborted"), timeout=10)
+        job = await custom.get_namespaced_custom_object(*VOLCANO, ns, "jobs", "ab")
+        assert job["status"]["state"]["reason"] == "PodFailed:AbortJob"
+    assert kube_controller.errors == []
