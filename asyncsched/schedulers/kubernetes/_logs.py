@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 import anyio
 
 from asyncsched.schedulers.kubernetes._client import KubeApi, KubernetesApiError
-from asyncsched.schedulers.shared.lines import LineSplitter
+from asyncsched.schedulers.shared.lines import DEFAULT_MAX_LINE_BYTES, LineSplitter
 
 __all__ = ["iter_pod_log", "parse_timestamp"]
 
@@ -109,13 +109,15 @@ async def iter_pod_log(
     pod_done: Callable[[], Awaitable[bool]] | None = None,
     container: str | None = None,
     idle_timeout: float | None = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> AsyncGenerator[str]:
     """Yield the lines of ``pod``'s log (one container), timestamps stripped.
 
     With ``follow`` the stream is re-opened after a drop from the last line
     seen, until ``pod_done()`` is true and the log is drained. A followed
     stream silent for ``idle_timeout`` seconds counts as dropped (a dead
-    connection is noticed), and is re-opened the same way.
+    connection is noticed), and is re-opened the same way. A line longer
+    than ``max_line_bytes`` comes in pieces of at most that size.
     """
     pos = _Position(_to_ns(since))
     end = _to_ns(until)
@@ -127,9 +129,12 @@ async def iter_pod_log(
             query["container"] = container
         query["sinceTime"] = pos.query_since()
         pos.begin()
-        splitter = LineSplitter()
+        splitter = LineSplitter(max_line_bytes)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         got_any = False
+        # a line over the cap comes in pieces: only the first has a timestamp,
+        # the others follow its fate (yielded or skipped) and invent no "\n"
+        continuing = keep = False
         try:
             async with api.stream(
                 path, query=query, read_timeout=idle_timeout if follow else None
@@ -137,19 +142,25 @@ async def iter_pod_log(
                 async for chunk in resp.content.iter_any():
                     for raw in splitter.feed(decoder.decode(chunk)):
                         got_any = True
-                        stamp, _, text = raw.partition(" ")
-                        try:
-                            ns = parse_timestamp(stamp)
-                        except ValueError:
-                            ns = max(pos.last, 0)
-                        if end is not None and ns > end:
-                            return
-                        if pos.accept(ns):
-                            yield text if text.endswith("\n") else text + "\n"
+                        if continuing:
+                            text = raw
+                        else:
+                            stamp, _, text = raw.partition(" ")
+                            try:
+                                ns = parse_timestamp(stamp)
+                            except ValueError:
+                                ns = max(pos.last, 0)
+                            if end is not None and ns > end:
+                                return
+                            keep = pos.accept(ns)
+                        continuing = not raw.endswith("\n")
+                        if keep:
+                            yield text
             tail = splitter.flush()
             if tail and not follow:
-                stamp, _, text = tail.partition(" ")
-                yield text + "\n"
+                text = tail if continuing else tail.partition(" ")[2]
+                if keep or not continuing:
+                    yield text + "\n"
         except KubernetesApiError as exc:
             # 400: the container has not started (or the pod is gone)
             if exc.status not in (400, 404) or not follow:

@@ -70,6 +70,10 @@ from asyncsched.schedulers.kubernetes._state import (
     volcano_state,
 )
 from asyncsched.schedulers.shared.ids import random_id
+from asyncsched.schedulers.shared.lines import (
+    DEFAULT_MAX_LINE_BYTES,
+    check_max_line_bytes,
+)
 from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.specs import (
     AppDef,
@@ -165,6 +169,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         watch_timeout: ``timeoutSeconds`` of each watch request.
         log_idle_timeout: Seconds a followed log may stay silent before its
             connection is re-opened (resuming after the last line; None: never).
+        max_line_bytes: Cap of one ``log_iter`` line in bytes (default 1 MiB);
+            a longer line comes in pieces of at most this size.
 
     Example:
         >>> async def main() -> None:
@@ -206,8 +212,10 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         resync: float = 600.0,
         watch_timeout: int = 290,
         log_idle_timeout: float | None = 300.0,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     ) -> None:
         super().__init__(BACKEND, session_name)
+        self.max_line_bytes = check_max_line_bytes(max_line_bytes)
         self._client = client
         self._docker_client = docker_client
         self._kubeconfig = kubeconfig
@@ -806,6 +814,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             follow=should_tail,
             pod_done=pod_done,
             idle_timeout=self._log_idle_timeout,
+            max_line_bytes=self.max_line_bytes,
         )
         async with aclosing(lines):  # closing this iterator releases the response
             async for line in lines:
@@ -914,7 +923,7 @@ def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
 
     Known ones: ``client``, ``docker_client``, ``kubeconfig``, ``context``,
     ``namespace``, ``qps``, ``burst``, ``max_retries``, ``resync``,
-    ``watch_timeout``, ``log_idle_timeout``.
+    ``watch_timeout``, ``log_idle_timeout``, ``max_line_bytes``.
     """
     known = {
         "client",
@@ -928,6 +937,7 @@ def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
         "resync",
         "watch_timeout",
         "log_idle_timeout",
+        "max_line_bytes",
     }
     return KubernetesScheduler(
         session_name, **{k: v for k, v in kwargs.items() if k in known}
