@@ -25,6 +25,16 @@ import yaml
 
 from asyncsched.errors import InvalidRunConfigException, SpecError
 from asyncsched.schedulers.shared.identity import RANK0_ENV
+from asyncsched.schedulers.shared.labels import (
+    LABEL_APP_ID,
+    LABEL_APP_NAME,
+    LABEL_PREFIX,
+    LABEL_REPLICA_ID,
+    LABEL_ROLE_INDEX,
+    LABEL_ROLE_NAME,
+    LABEL_SESSION,
+    LABEL_VERSION,
+)
 from asyncsched.schedulers.shared.replicas import expand_role
 from asyncsched.specs import (
     AppDef,
@@ -57,14 +67,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-LABEL_PREFIX = "asyncsched.io/"
-LABEL_APP_ID = LABEL_PREFIX + "app-id"
-LABEL_APP_NAME = LABEL_PREFIX + "app-name"
-LABEL_ROLE_NAME = LABEL_PREFIX + "role-name"
-LABEL_ROLE_INDEX = LABEL_PREFIX + "role-index"
-LABEL_REPLICA_ID = LABEL_PREFIX + "replica-id"
-LABEL_SESSION = LABEL_PREFIX + "session"
-LABEL_VERSION = LABEL_PREFIX + "version"
 
 ENV_IMAGE = "TORCHX_IMAGE"
 

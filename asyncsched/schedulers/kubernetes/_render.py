@@ -36,6 +36,16 @@ from asyncsched.schedulers.shared.identity import (
     RANK0_ENV,
     identity_env,
 )
+from asyncsched.schedulers.shared.labels import (
+    LABEL_APP_ID,
+    LABEL_APP_NAME,
+    LABEL_PREFIX,
+    LABEL_REPLICA_ID,
+    LABEL_ROLE_INDEX,
+    LABEL_ROLE_NAME,
+    LABEL_SESSION,
+    LABEL_VERSION,
+)
 from asyncsched.schedulers.shared.replicas import expand_role
 from asyncsched.specs import (
     AppDef,
@@ -75,14 +85,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-LABEL_PREFIX = "asyncsched.io/"
-LABEL_APP_ID = LABEL_PREFIX + "app-id"
-LABEL_APP_NAME = LABEL_PREFIX + "app-name"
-LABEL_ROLE_NAME = LABEL_PREFIX + "role-name"
-LABEL_ROLE_INDEX = LABEL_PREFIX + "role-index"
-LABEL_REPLICA_ID = LABEL_PREFIX + "replica-id"
-LABEL_SESSION = LABEL_PREFIX + "session"
-LABEL_VERSION = LABEL_PREFIX + "version"
 LABEL_NAME = "app.kubernetes.io/name"
 LABEL_INSTANCE = "app.kubernetes.io/instance"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"

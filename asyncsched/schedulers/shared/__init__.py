@@ -1,8 +1,10 @@
 """Building blocks every backend shares (public for scheduler plugin authors).
 
-Modules: ``lines`` (linear line assembly, regex filter), ``identity`` (the
-replica identity environment variables), ``ids`` (unique app ids),
-``taskhost`` (a task group owned by a scheduler).
+Modules: ``lines`` (linear, capped line assembly; regex filter),
+``replicas`` (one role into N replica specs: macros and identity),
+``identity`` (the replica identity environment variables), ``labels`` (the
+``asyncsched.io/*`` label keys), ``ids`` (unique app ids), ``taskhost`` (a
+task group owned by a scheduler that contains its tasks' failures).
 """
 
 from __future__ import annotations
