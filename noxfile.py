@@ -22,9 +22,10 @@ def _group(name: str) -> list[str]:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Provision system services (Docker, when root on Debian), then run pytest."""
-    provision = ROOT / "tests" / "docker" / "provision.sh"
-    if provision.exists() and not os.environ.get("ASYNCSCHED_SKIP_PROVISION"):
-        session.run("bash", str(provision), external=True)
+    for backend in ("docker", "slurm"):
+        provision = ROOT / "tests" / backend / "provision.sh"
+        if provision.exists() and not os.environ.get("ASYNCSCHED_SKIP_PROVISION"):
+            session.run("bash", str(provision), external=True)
     session.install("-e", ".[all]", *_group("test"))
     session.run("pytest", "-p", "no:cacheprovider", "--durations=15", *session.posargs)
 

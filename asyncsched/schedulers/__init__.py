@@ -103,6 +103,7 @@ _BUILTINS: dict[str, tuple[str, str | None]] = {
         "asyncsched.schedulers.docker_scheduler:create_scheduler",
         "docker",
     ),
+    "slurm": ("asyncsched.schedulers.slurm_scheduler:create_scheduler", None),
 }
 
 
