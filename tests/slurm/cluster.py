@@ -1,7 +1,8 @@
 """A private single-host Slurm cluster for tests and benchmarks (no systemd).
 
-Two logical nodes (``n1``, ``n2``, each ``slurmd`` on its own port) so that
-heterogeneous jobs can start; one ``slurmctld``; one ``munged`` (as the
+Four logical nodes (``n1``..``n4``, each ``slurmd`` on its own port) so that
+heterogeneous jobs (whose components never share a node) of up to four
+replicas can start; one ``slurmctld``; one ``munged`` (as the
 ``munge`` user, own key and socket). Everything lives in a temp dir; the
 configuration is written for this host (CPUs and memory from ``slurmd -C``).
 :func:`start_cluster` returns once ``sinfo`` shows both nodes idle;
@@ -32,6 +33,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import psutil
 
@@ -39,7 +41,8 @@ __all__ = ["BINARIES", "Cluster", "ClusterError", "missing_binaries", "start_clu
 
 BINARIES = ("slurmctld", "slurmd", "munged", "sbatch", "squeue", "sinfo", "sacct")
 PARTITION = "debug"
-NODES = ("n1", "n2")
+#: heterogeneous components never share a node: an app has at most this many replicas
+NODES = ("n1", "n2", "n3", "n4")
 MIN_JOB_AGE = 10
 
 
@@ -120,7 +123,7 @@ class Cluster:
         """Cancel all jobs, stop the daemons, kill what they left; remove the dir."""
         with contextlib.suppress(Exception):
             self.run("scancel", "--full", "-u", "root", timeout=10)
-        for name in ("slurmd-n1", "slurmd-n2", "slurmctld", "munged"):
+        for name in (*(f"slurmd-{n}" for n in NODES), "slurmctld", "munged"):
             proc = self.procs.get(name)
             if proc is not None:
                 _terminate(proc)
@@ -242,7 +245,20 @@ def _start_munged(root: Path, procs: dict[str, subprocess.Popen[bytes]]) -> None
     for path in (mdir, key):
         os.chown(path, munge.pw_uid, munge.pw_gid)
     sock = mdir / "munge.socket"
-    procs["munged"] = subprocess.Popen(
+    with (root / "munged-stderr.log").open("wb") as stderr:
+        procs["munged"] = _popen_munged(munge, mdir, key, sock, stderr)
+    deadline = time.monotonic() + 15
+    while not sock.exists():
+        if procs["munged"].poll() is not None or time.monotonic() > deadline:
+            log = (root / "munged-stderr.log").read_text(errors="replace")
+            raise ClusterError(f"munged did not start: {log}")
+        time.sleep(0.05)
+
+
+def _popen_munged(
+    munge: pwd.struct_passwd, mdir: Path, key: Path, sock: Path, stderr: IO[bytes]
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
         [
             _which("munged"),
             "--foreground",
@@ -258,15 +274,9 @@ def _start_munged(root: Path, procs: dict[str, subprocess.Popen[bytes]]) -> None
         extra_groups=[],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
-        stderr=(root / "munged-stderr.log").open("wb"),
+        stderr=stderr,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 15
-    while not sock.exists():
-        if procs["munged"].poll() is not None or time.monotonic() > deadline:
-            log = (root / "munged-stderr.log").read_text(errors="replace")
-            raise ClusterError(f"munged did not start: {log}")
-        time.sleep(0.05)
 
 
 def start_cluster(*, cpus: int | None = None, idle_deadline: float = 60) -> Cluster:
@@ -293,14 +303,15 @@ def start_cluster(*, cpus: int | None = None, idle_deadline: float = 60) -> Clus
             },
         }
         for name, argv in commands.items():
-            cluster.procs[name] = subprocess.Popen(
-                argv,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=(root / f"{name}-stdout.log").open("wb"),
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            with (root / f"{name}-stdout.log").open("wb") as out:
+                cluster.procs[name] = subprocess.Popen(
+                    argv,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
         cluster.wait_idle(idle_deadline)
     except BaseException:
         cluster.stop()

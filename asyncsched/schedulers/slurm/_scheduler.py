@@ -292,7 +292,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         await anyio.Path(script).write_text(req.materialize())
         submitted = time.time()
         try:
-            out = await self.cli.run([*req.cmd[:-1], script], cwd=cwd)
+            out = await self.cli.run([*req.cmd, script], cwd=cwd)
         except CommandFailed as exc:
             raise SubmitError(f"sbatch refused the job: {exc.stderr.strip()}") from exc
         app_id = out.strip().split(";")[0]
