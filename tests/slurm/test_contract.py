@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
@@ -14,5 +12,5 @@ pytestmark = pytest.mark.slurm
 
 class TestSlurmContract(SchedulerContract):
     @pytest.fixture
-    async def target(self, slurm: SlurmScheduler) -> AsyncIterator[ContractTarget]:
-        yield ContractTarget(slurm, cfg={}, image="/", quick_timeout=30)
+    async def target(self, slurm: SlurmScheduler) -> ContractTarget:
+        return ContractTarget(slurm, cfg={}, image="/", quick_timeout=30)
