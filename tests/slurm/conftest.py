@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import pytest
 
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
+from asyncsched.specs import AppDef, Resource, Role
 
 from .cluster import Cluster, ClusterError, missing_binaries, start_cluster
 
@@ -50,11 +53,61 @@ def slurm_cluster() -> Iterator[Cluster]:
         cluster.stop()
 
 
+@dataclass
+class AgedApps:
+    """Apps submitted when the cluster starts, so that by the time the test
+    that needs them runs they may have left the controller (``MinJobAge``)."""
+
+    state_dir: Path
+    work_dir: Path
+    ok: str
+    failed: str
+
+
+def _quick_app(name: str, script: str, replicas: int) -> AppDef:
+    role = Role(
+        "worker",
+        image="/",
+        entrypoint="sh",
+        args=["-c", script],
+        num_replicas=replicas,
+        resource=Resource(cpu=1, gpu=0, memMB=64),
+    )
+    return AppDef(name, roles=[role])
+
+
+@pytest.fixture(scope="session")
+def aged_apps(
+    slurm_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> AgedApps:
+    """Two apps of 2 replicas: one succeeds, one exits 3 in both replicas."""
+    root = tmp_path_factory.mktemp("aged")
+
+    async def submit() -> tuple[str, str]:
+        async with SlurmScheduler(
+            "pytest", slurm_conf=str(slurm_cluster.conf), state_dir=str(root / "state")
+        ) as sched:
+            cfg = {"job_dir": str(root / "ok")}
+            ok = await sched.submit(_quick_app("aged-ok", "echo done", 2), cfg)
+            cfg = {"job_dir": str(root / "failed")}
+            failed = await sched.submit(_quick_app("aged-failed", "exit 3", 2), cfg)
+            return ok, failed
+
+    ok, failed = anyio.run(submit)
+    return AgedApps(root / "state", root, ok, failed)
+
+
 @pytest.fixture
 async def slurm(
-    slurm_cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    slurm_cluster: Cluster,
+    aged_apps: AgedApps,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[SlurmScheduler]:
-    """A scheduler on the test cluster; jobs run (and log) in ``tmp_path``."""
+    """A scheduler on the test cluster; jobs run (and log) in ``tmp_path``.
+
+    (It starts ``aged_apps`` early, for the test of finished-job records.)
+    """
     monkeypatch.chdir(tmp_path)
     async with SlurmScheduler(
         "pytest",

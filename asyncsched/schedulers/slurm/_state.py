@@ -197,9 +197,11 @@ def _wait_status(raw: str) -> int | None:
 
 
 def _exit_code(job: str, derived: str) -> int | None:
-    """Per replica: its step's code (the derived code), else the job's."""
+    """Per replica: its step's code (the derived code) when non-zero, else the
+    job's (the batch script's, i.e. srun's): a step's code can reach the
+    controller after the job ended, and the completion log may then lack it."""
     code = _wait_status(derived)
-    return code if code is not None else _wait_status(job)
+    return code if code else _wait_status(job)
 
 
 def parse_squeue(text: str) -> list[Component]:
