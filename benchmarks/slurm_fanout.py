@@ -159,11 +159,16 @@ def main() -> None:
     parser.add_argument("--skip-torchx", action="store_true")
     args = parser.parse_args()
     cluster = start_cluster(cpus=args.cpus)
+    cwd = os.getcwd()
     try:
-        results = [asyncio.run(bench_asyncsched(cluster, args.apps, args.sleep))]
-        if not args.skip_torchx:
-            results.append(bench_torchx(cluster, args.apps, args.sleep))
+        with tempfile.TemporaryDirectory() as work:
+            os.chdir(work)  # the jobs write their logs to the current directory
+            results = [asyncio.run(bench_asyncsched(cluster, args.apps, args.sleep))]
+            if not args.skip_torchx:
+                results.append(bench_torchx(cluster, args.apps, args.sleep))
+            os.chdir(cwd)
     finally:
+        os.chdir(cwd)
         cluster.stop()
     print(json.dumps(results, indent=2))
 
