@@ -128,7 +128,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         mounts=False,
         retries=True,
         per_replica_status=True,
-        event_loops=("asyncio", "trio"),
+        event_loops=("asyncio",),
     )
 
     def __init__(
