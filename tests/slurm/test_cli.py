@@ -14,8 +14,6 @@ import pytest
 
 from .cluster import Cluster
 
-pytestmark = pytest.mark.slurm
-
 
 def _cli(
     cluster: Cluster, cwd: Path, *args: str, timeout: float = 60
@@ -37,6 +35,7 @@ def _cli(
     )
 
 
+@pytest.mark.slurm
 def test_run_status_log_list_cancel(slurm_cluster: Cluster, tmp_path: Path) -> None:
     run = _cli(
         slurm_cluster,
@@ -84,6 +83,7 @@ def test_run_status_log_list_cancel(slurm_cluster: Cluster, tmp_path: Path) -> N
         pytest.fail(f"not cancelled: {status.stdout}")
 
 
+@pytest.mark.slurm
 def test_unknown_partition_exits_2(slurm_cluster: Cluster, tmp_path: Path) -> None:
     run = _cli(
         slurm_cluster,
@@ -99,3 +99,22 @@ def test_unknown_partition_exits_2(slurm_cluster: Cluster, tmp_path: Path) -> No
     assert run.returncode == 2
     assert "partition" in run.stderr
     assert "nosuch" in run.stderr
+
+
+def test_missing_slurm_exits_2_with_one_line(tmp_path: Path) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    run = subprocess.run(
+        [sys.executable, "-m", "asyncsched", "run", "-s", "slurm", "--", "true"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PATH": str(empty), "ASYNCSCHED_STATE_DIR": str(tmp_path)},
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 2
+    assert run.stderr.startswith(
+        "asyncsched run: error: scheduler 'slurm' is unavailable"
+    )
+    assert len(run.stderr.strip().splitlines()) == 1
