@@ -424,6 +424,8 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
     # -- control ---------------------------------------------------------------
 
     async def _cancel_existing(self, app_id: str) -> None:
+        if app_id in self._terminal:
+            return  # finished: nothing to cancel
         await self.cli.run(["scancel", app_id])
 
     # -- logs ------------------------------------------------------------------

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from asyncsched.schedulers.api import DescribeAppResponse
-from asyncsched.specs import AppState, ReplicaStatus, RoleStatus, is_terminal
+from asyncsched.specs import AppState, ReplicaStatus, Role, RoleStatus, is_terminal
 
 __all__ = [
     "SACCT_FIELDS",
@@ -167,6 +167,10 @@ class AppView:
             num_restarts=max((c.restarts for c in self.components), default=0),
             msg=msg,
             roles_statuses=[RoleStatus(role, reps) for role, reps in roles.items()],
+            roles=[
+                Role(name=role, image=self.work_dir, num_replicas=len(reps))
+                for role, reps in roles.items()
+            ],
         )
 
 

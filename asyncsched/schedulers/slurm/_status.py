@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 import anyio
 
-from asyncsched.errors import AsyncschedError
+from asyncsched.errors import AsyncschedError, SchedulerClosedError
 from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.schedulers.slurm._state import AppView
 from asyncsched.specs import is_terminal
@@ -145,7 +145,12 @@ class StatusTracker:
                 with anyio.move_on_after(max(0.0, pause - self._min)):
                     await self._kick.wait()
         finally:
+            # only cancellation (the scheduler closing) ends the loop
             self._running = False
+            closed = SchedulerClosedError("the scheduler was closed during wait()")
+            for app_id in list(self._waiters):
+                self._errors[app_id] = closed
+                self._wake(app_id)
 
     async def _tick(self, ids: list[str], previous: dict[str, object]) -> bool:
         try:
