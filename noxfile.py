@@ -21,7 +21,7 @@ def _group(name: str) -> list[str]:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Provision system services (Docker, when root on Debian), then run pytest."""
+    """Provision system services (Docker, Slurm; when root on Debian), then run pytest."""
     for backend in ("docker", "slurm"):
         provision = ROOT / "tests" / backend / "provision.sh"
         if provision.exists() and not os.environ.get("ASYNCSCHED_SKIP_PROVISION"):
