@@ -6,7 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from asyncsched.errors import InvalidRunConfigException, SchedulerUnavailableError
+from asyncsched.errors import (
+    InvalidRunConfigException,
+    SchedulerUnavailableError,
+    SubmitError,
+)
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, Resource, Role
 
@@ -76,3 +80,19 @@ async def test_unknown_partition_lists_the_known_ones(
         assert info.value.cfg_key == "partition"
     after = slurm_cluster.run("squeue", "-h", "-t", "all", "-o", "%i").stdout
     assert set(after.split()) <= set(before.split())
+
+
+@pytest.mark.slurm
+async def test_refused_job_is_a_submit_error_and_leaves_no_job_dir(
+    slurm_cluster: Cluster, tmp_path: Path
+) -> None:
+    job_dir = tmp_path / "job"
+    async with SlurmScheduler(
+        "t", slurm_conf=str(slurm_cluster.conf), state_dir=str(tmp_path)
+    ) as sched:
+        with pytest.raises(SubmitError, match="sbatch refused the job"):
+            await sched.submit(
+                _app(), {"constraint": "no-such-feature", "job_dir": str(job_dir)}
+            )
+    assert not job_dir.exists()
+    assert not (tmp_path / "slurm").exists()  # nothing recorded

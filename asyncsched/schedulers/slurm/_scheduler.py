@@ -11,8 +11,10 @@ for jobs that left the controller, per tick).
 from __future__ import annotations
 
 import builtins
+import functools
 import logging
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -283,18 +285,30 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
                 raise SubmitError(
                     f"job_dir {job_dir!r} already exists; use a new directory"
                 ) from None
-            return await self._sbatch(req, job_dir, job_dir)
+            return await self._sbatch(req, job_dir, job_dir, created=True)
         with tempfile.TemporaryDirectory(prefix="asyncsched-slurm-") as tmp:
             return await self._sbatch(req, tmp, os.getcwd())
 
-    async def _sbatch(self, req: SlurmBatchRequest, script_dir: str, cwd: str) -> str:
+    async def _sbatch(
+        self, req: SlurmBatchRequest, script_dir: str, cwd: str, created: bool = False
+    ) -> str:
+        """Submit; a ``job_dir`` we ``created`` is removed when nothing was submitted."""
         script = os.path.join(script_dir, SCRIPT_NAME)
-        await anyio.Path(script).write_text(req.materialize())
         submitted = time.time()
         try:
+            await anyio.Path(script).write_text(req.materialize())
             out = await self.cli.run([*req.cmd, script], cwd=cwd)
-        except CommandFailed as exc:
-            raise SubmitError(f"sbatch refused the job: {exc.stderr.strip()}") from exc
+        except BaseException as exc:
+            if created:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(
+                        functools.partial(shutil.rmtree, script_dir, ignore_errors=True)
+                    )
+            if isinstance(exc, CommandFailed):
+                raise SubmitError(
+                    f"sbatch refused the job: {exc.stderr.strip()}"
+                ) from exc
+            raise
         app_id = out.strip().split(";")[0]
         if not app_id.isdigit():
             raise SubmitError(f"sbatch printed no job id: {out!r}")
