@@ -78,18 +78,23 @@ _SUBMIT_SLACK = 120.0
 _PROBE_TTL = 10.0
 
 
-class SlurmOpts(TypedDict, total=False):
-    """Run options of :class:`SlurmScheduler` (after resolution)."""
-
-    partition: str | None
-    time: str | None
-    comment: str | None
-    constraint: str | None
-    mail_user: str | None
-    mail_type: str | None
-    job_dir: str | None
-    qos: str | None
-    nomem: bool
+#: Run options of :class:`SlurmScheduler` (after resolution); TorchX's keys,
+#: hence the functional form for ``mail-user`` and ``mail-type``.
+SlurmOpts = TypedDict(
+    "SlurmOpts",
+    {
+        "partition": str | None,
+        "time": str | None,
+        "comment": str | None,
+        "constraint": str | None,
+        "mail-user": str | None,
+        "mail-type": str | None,
+        "job_dir": str | None,
+        "qos": str | None,
+        "nomem": bool,
+    },
+    total=False,
+)
 
 
 @final
