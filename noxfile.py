@@ -13,6 +13,19 @@ nox.options.error_on_external_run = True
 
 ROOT = Path(__file__).parent
 PYPROJECT = nox.project.load_toml(str(ROOT / "pyproject.toml"))
+PROVISION = [
+    ROOT / "tests" / "docker" / "provision.sh",
+    ROOT / "tests" / "web" / "provision.sh",
+    ROOT / "tests" / "slurm" / "provision.sh",
+]
+# ``nox -s bench -- NAME [args]`` runs one of these; ``nox -s bench`` runs them all.
+BENCHMARKS = {
+    "local": "local_fanout.py",
+    "docker": "docker_fanout.py",
+    "web": "web_sse_load.py",
+    "log": "log_throughput.py",
+    "slurm": "slurm_fanout.py",
+}
 
 
 def _group(name: str) -> list[str]:
@@ -21,9 +34,8 @@ def _group(name: str) -> list[str]:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Provision system services (Docker, Slurm; when root on Debian), then run pytest."""
-    for backend in ("docker", "slurm"):
-        provision = ROOT / "tests" / backend / "provision.sh"
+    """Provision system services (Docker, Chromium, Slurm: when root on Debian), run pytest."""
+    for provision in PROVISION:
         if provision.exists() and not os.environ.get("ASYNCSCHED_SKIP_PROVISION"):
             session.run("bash", str(provision), external=True)
     session.install("-e", ".[all]", *_group("test"))
@@ -57,15 +69,16 @@ def bench(session: nox.Session) -> None:
     """Run the benchmarks beside the raw floor and TorchX 0.7.0.
 
     ``nox -s bench`` runs every benchmark with its defaults;
-    ``nox -s bench -- local -n 500`` runs ``benchmarks/local_fanout.py -n 500``.
+    ``nox -s bench -- local -n 500`` runs ``benchmarks/local_fanout.py -n 500``;
+    ``nox -s bench -- web`` the SSE load test of the web example and
+    ``nox -s bench -- log --mib 128`` ``benchmarks/log_throughput.py --mib 128``.
     """
-    session.install("-e", ".[all]", "psutil", "torchx==0.7.0")
+    session.install("-e", ".[all]", "psutil", "httpx2", "torchx==0.7.0")
     scripts = {
-        p.stem.removesuffix("_fanout"): p
-        for p in (ROOT / "benchmarks").glob("*_fanout.py")
+        name: ROOT / "benchmarks" / script for name, script in BENCHMARKS.items()
     }
     if session.posargs and session.posargs[0] in scripts:
         session.run("python", str(scripts[session.posargs[0]]), *session.posargs[1:])
         return
-    for script in sorted(scripts.values()):
+    for script in scripts.values():
         session.run("python", str(script))

@@ -20,7 +20,8 @@ that describes it best, so ``except ValueError`` and friends keep working::
     ├── UnsupportedOperationError(NotImplementedError)  the backend cannot do that (logs, workspaces)
     ├── SchedulerError(RuntimeError)                  the backend failed to do what was asked
     │   └── SubmitError                               an app could not be (fully) submitted
-    │       └── AppCacheFullError(IndexError)         local cache full of unfinished apps
+    │       ├── AppCacheFullError(IndexError)         local cache full of unfinished apps
+    │       └── RunManyError(ExceptionGroup)          run_many: some apps failed; .handles
     ├── SchedulerClosedError(RuntimeError)            scheduler used after aclose()
     └── WaitTimeoutError(TimeoutError)                wait(timeout=...) ran out; .app_id, .timeout
 
@@ -41,9 +42,11 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from asyncsched.specs import AppStatus
 
 __all__ = [
@@ -58,6 +61,7 @@ __all__ = [
     "InvalidMountError",
     "InvalidRunConfigException",
     "MalformedAppHandleException",
+    "RunManyError",
     "SchedulerClosedError",
     "SchedulerError",
     "SchedulerUnavailableError",
@@ -266,6 +270,59 @@ class AppCacheFullError(SubmitError, IndexError):
 
     Also an ``IndexError``, which TorchX raises in that case.
     """
+
+
+class RunManyError(SubmitError, ExceptionGroup[Exception]):
+    """``Runner.run_many``: some apps could not be submitted; no handle is lost.
+
+    The group's ``exceptions`` are the submission errors (in the order of the
+    apps). ``handles[i]`` is the handle of the i-th app, or None when it was
+    not submitted; :attr:`started` lists the submitted ones. ``cancelled`` is
+    True when those were cancelled (``cancel_on_error=True``).
+
+    Example:
+        >>> err = RunManyError("1 of 2 apps failed", [OSError("x")], ["h", None])
+        >>> err.started, isinstance(err, ExceptionGroup)
+        (['h'], True)
+    """
+
+    handles: list[str | None]
+    cancelled: bool
+
+    def __new__(
+        cls,
+        message: str,
+        exceptions: Sequence[Exception],
+        handles: Sequence[str | None] = (),
+        cancelled: bool = False,
+    ) -> Self:
+        self = ExceptionGroup.__new__(cls, message, exceptions)
+        self.handles = list(handles)
+        self.cancelled = cancelled
+        return self
+
+    def __init__(
+        self,
+        message: str,
+        exceptions: Sequence[Exception],
+        handles: Sequence[str | None] = (),
+        cancelled: bool = False,
+    ) -> None:
+        ExceptionGroup.__init__(self, message, exceptions)
+
+    @property
+    def started(self) -> list[str]:
+        """The handles of the apps that were submitted."""
+        return [h for h in self.handles if h is not None]
+
+    def derive(self, excs: Sequence[Exception]) -> RunManyError:  # type: ignore[override]
+        return RunManyError(self.message, excs, self.handles, self.cancelled)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            type(self),
+            (self.message, list(self.exceptions), self.handles, self.cancelled),
+        )
 
 
 class SchedulerClosedError(AsyncschedError, RuntimeError):

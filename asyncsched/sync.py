@@ -549,10 +549,23 @@ class SyncRunner(_Facade):
         apps: Iterable[AppDef],
         scheduler: str,
         cfg: Mapping[str, CfgVal] | None = None,
+        *,
+        cancel_on_error: bool = False,
     ) -> builtins.list[AppHandle]:
-        """Submit every app concurrently; return the handles in order."""
+        """Submit every app concurrently; return the handles in order.
+
+        Raises:
+            RunManyError: some apps failed; ``.handles`` keeps those that
+                started (cancelled first when ``cancel_on_error``).
+        """
         return self._call(
-            partial(self._runner.run_many, builtins.list(apps), scheduler, cfg)
+            partial(
+                self._runner.run_many,
+                builtins.list(apps),
+                scheduler,
+                cfg,
+                cancel_on_error=cancel_on_error,
+            )
         )
 
     @contextmanager

@@ -37,8 +37,9 @@ from asyncsched.schedulers.api import (
     Stream,
 )
 from asyncsched.schedulers.shared.ids import make_unique
-from asyncsched.schedulers.shared.taskhost import TaskHost
+from asyncsched.schedulers.shared.taskhost import TaskHost, describe_error
 from asyncsched.specs import (
+    NONE,
     AppDef,
     AppDryRunInfo,
     AppState,
@@ -113,6 +114,7 @@ class _App:
     submitted_at: float = field(default_factory=time.time)
     fail_fast: bool = True
     replicas_scope: anyio.CancelScope | None = None
+    msg: str = NONE
 
     def notify(self) -> None:
         self.changed.set()
@@ -179,8 +181,25 @@ class InMemoryScheduler(Scheduler[dict[str, CfgVal]]):
         ]
         app = _App(request.app_id, request.app, replicas, fail_fast=request.fail_fast)
         self._apps[app.app_id] = app
-        await self._host.start_soon(self._run_app, app, request.commands)
+        await self._host.start_soon(
+            self._run_app,
+            app,
+            request.commands,
+            name=f"app:{app.app_id}",
+            on_error=lambda exc: self._app_failed(app, exc),
+        )
         return app.app_id
+
+    @staticmethod
+    def _app_failed(app: _App, exc: Exception) -> None:
+        """The task running ``app`` raised: that app alone is FAILED."""
+        app.state = AppState.FAILED
+        app.msg = f"running the app failed: {describe_error(exc)}"
+        for replica in app.replicas:
+            if not is_terminal(replica.state):
+                replica.state = AppState.FAILED
+        app.done.set()
+        app.notify()
 
     async def _run_app(
         self, app: _App, commands: dict[str, list[list[list[str]]]]
@@ -257,6 +276,7 @@ class InMemoryScheduler(Scheduler[dict[str, CfgVal]]):
             app_id=app_id,
             state=app.state,
             num_restarts=0,
+            msg=app.msg,
             roles_statuses=[RoleStatus(name, reps) for name, reps in roles.items()],
             roles=builtins.list(app.app.roles),
         )

@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, AppState, Resource, Role
-from tests.slurm.cluster import Cluster, start_cluster
+from tests.slurm.cluster import Cluster, missing_binaries, start_cluster
 
 
 def _app(i: int, sleep: float) -> AppDef:
@@ -158,6 +158,11 @@ def main() -> None:
     parser.add_argument("--cpus", type=int, default=8, help="CPUs per logical node")
     parser.add_argument("--skip-torchx", action="store_true")
     args = parser.parse_args()
+    missing = missing_binaries()
+    if missing or os.geteuid() != 0:
+        why = f"not installed: {', '.join(missing)}" if missing else "needs root"
+        print(f"slurm_fanout: skipped ({why}; see tests/slurm/provision.sh)")
+        return
     cluster = start_cluster(cpus=args.cpus)
     cwd = os.getcwd()
     try:

@@ -67,7 +67,14 @@ async def _lines(
 
 
 class SchedulerContract:
-    """Behaviour every scheduler backend must show."""
+    """Behaviour every scheduler backend must show.
+
+    Run by pytest's anyio plugin on every event loop of the ``anyio_backend``
+    fixture (asyncio and trio, see ``tests/conftest.py``); a backend bound to
+    one loop overrides ``anyio_backend`` in its subclass.
+    """
+
+    pytestmark = pytest.mark.anyio
 
     async def test_successful_app_is_succeeded(self, target: ContractTarget) -> None:
         app_id = await target.run("echo hello")

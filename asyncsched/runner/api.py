@@ -32,6 +32,7 @@ from anyio.abc import TaskStatus
 
 from asyncsched.errors import (
     InvalidArgumentError,
+    RunManyError,
     SchedulerClosedError,
     SpecError,
     UnknownAppException,
@@ -63,6 +64,12 @@ from asyncsched.specs import (
 __all__ = ["DEFAULT_SESSION_NAME", "Runner", "get_runner"]
 
 logger = logging.getLogger(__name__)
+
+#: seconds a shielded cancel (``running`` exiting on an error, ``run_many``
+#: undoing a partial failure) may take before it is abandoned and logged
+CANCEL_TIMEOUT = 30.0
+#: seconds the runner's aclose may take (closing its schedulers included)
+CLOSE_TIMEOUT = 120.0
 
 DEFAULT_SESSION_NAME = "asyncsched"
 """Session name of :func:`get_runner` when none is given."""
@@ -180,10 +187,15 @@ class Runner:
             return
         self._closed = True
         with anyio.CancelScope(shield=True):
-            # cancelling the host exits each scheduler's ``async with``
-            await self._host.aclose()
-            for sched in self._schedulers.values():
-                await sched.aclose()
+            with anyio.move_on_after(CLOSE_TIMEOUT) as scope:
+                # cancelling the host exits each scheduler's ``async with``
+                await self._host.aclose()
+                for sched in self._schedulers.values():
+                    await sched.aclose()
+        if scope.cancelled_caught:
+            logger.error(
+                "Runner(%r) did not close within %ss", self._name, CLOSE_TIMEOUT
+            )
 
     @property
     def closed(self) -> bool:
@@ -390,25 +402,74 @@ class Runner:
         apps: Iterable[AppDef],
         scheduler: str,
         cfg: Mapping[str, CfgVal] | None = None,
+        *,
+        cancel_on_error: bool = False,
     ) -> builtins.list[AppHandle]:
         """Submit every app concurrently (within ``max_concurrent_submits``).
 
-        Returns the handles in the order of ``apps``.
+        Returns the handles in the order of ``apps``. One failing submission
+        neither stops nor cancels the others: every submission runs to its
+        end, so no handle of a started app is ever lost.
 
         Raises:
-            ExceptionGroup: one or more submissions failed; apps submitted
-                before the failure keep running.
+            RunManyError: some apps could not be submitted (an
+                ``ExceptionGroup`` of their errors, also a ``SubmitError``).
+                ``.handles[i]`` is the handle of ``apps[i]`` or None; the
+                apps that started keep running, unless ``cancel_on_error``,
+                in which case they were cancelled (``.cancelled`` is True).
+
+        Example:
+            >>> async def main(runner: Runner, apps: list[AppDef]) -> None:
+            ...     try:
+            ...         handles = await runner.run_many(apps, "local_cwd")
+            ...     except RunManyError as err:
+            ...         handles = err.started  # still running: wait or cancel
         """
         apps = builtins.list(apps)
-        handles: builtins.list[AppHandle] = [""] * len(apps)
+        handles: builtins.list[AppHandle | None] = [None] * len(apps)
+        errors: dict[int, Exception] = {}
 
         async def one(i: int, app: AppDef) -> None:
-            handles[i] = await self.run(app, scheduler, cfg)
+            try:
+                handles[i] = await self.run(app, scheduler, cfg)
+            except Exception as exc:  # noqa: BLE001 - collected into RunManyError
+                errors[i] = exc
 
-        async with anyio.create_task_group() as tg:
-            for i, app in enumerate(apps):
-                tg.start_soon(one, i, app)
-        return handles
+        try:
+            async with anyio.create_task_group() as tg:
+                for i, app in enumerate(apps):
+                    tg.start_soon(one, i, app)
+        except BaseException:  # cancelled: no caller will get the handles
+            if cancel_on_error:
+                await self._cancel_quietly([h for h in handles if h is not None])
+            raise
+        if not errors:
+            return [h for h in handles if h is not None]
+        started = [h for h in handles if h is not None]
+        if cancel_on_error:
+            await self._cancel_quietly(started)
+        outcome = "cancelled" if cancel_on_error else "still running"
+        raise RunManyError(
+            f"{len(errors)} of {len(apps)} apps could not be submitted"
+            f" ({len(started)} started, {outcome})",
+            [errors[i] for i in sorted(errors)],
+            handles,
+            cancelled=cancel_on_error,
+        )
+
+    async def _cancel_quietly(self, handles: builtins.list[AppHandle]) -> None:
+        """Cancel ``handles`` (shielded, at most ``CANCEL_TIMEOUT`` s); log failures."""
+
+        async def cancel(handle: AppHandle) -> None:
+            try:
+                await self.cancel(handle)
+            except Exception:
+                logger.exception("could not cancel %s", handle)
+
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_TIMEOUT):
+            async with anyio.create_task_group() as tg:
+                for handle in handles:
+                    tg.start_soon(cancel, handle)
 
     @asynccontextmanager
     async def running(
@@ -436,11 +497,7 @@ class Runner:
             yield handle
         except BaseException:
             if not detach and not self._closed:
-                with anyio.CancelScope(shield=True):
-                    try:
-                        await self.cancel(handle)
-                    except Exception:
-                        logger.exception("could not cancel %s", handle)
+                await self._cancel_quietly([handle])
             raise
 
     # -- observation ------------------------------------------------------------
@@ -571,7 +628,8 @@ class Runner:
         finally:
             aclose = getattr(lines, "aclose", None)
             if aclose is not None:
-                with anyio.CancelScope(shield=True):
+                # closing releases a file or a response: bounded all the same
+                with anyio.CancelScope(shield=True), anyio.move_on_after(10):
                     await aclose()
 
     # -- control ---------------------------------------------------------------

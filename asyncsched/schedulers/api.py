@@ -20,9 +20,11 @@ from __future__ import annotations
 import abc
 import builtins
 import copy
+import inspect
+import logging
 import re
 import warnings
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -30,11 +32,13 @@ from types import TracebackType
 from typing import Any, ClassVar, Generic, Self, TypeVar, cast
 
 import anyio
+import sniffio
 
 from asyncsched.errors import (
     AsyncschedWarning,
     InvalidArgumentError,
     SchedulerClosedError,
+    SchedulerUnavailableError,
     SpecError,
     UnsupportedOperationError,
     WaitTimeoutError,
@@ -73,6 +77,12 @@ __all__ = [
 ]
 
 DAYS_IN_2_WEEKS = 14
+
+#: seconds ``aclose()`` may take by default (a backend may allow more, see
+#: ``Scheduler._close_timeout``); past it the rest is abandoned and logged
+CLOSE_TIMEOUT = 60.0
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -180,6 +190,7 @@ class Scheduler(abc.ABC, Generic[T]):
 
     async def __aenter__(self) -> Self:
         self._check_open()
+        self._check_event_loop()
         await self._aenter()
         return self
 
@@ -192,12 +203,24 @@ class Scheduler(abc.ABC, Generic[T]):
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Release everything the scheduler holds; idempotent, never raises."""
+        """Release everything the scheduler holds; idempotent, never raises.
+
+        Shielded from cancellation, and bounded: after ``_close_timeout()``
+        seconds (60 by default) whatever is left is abandoned and logged.
+        """
         if self._closed:
             return
         self._closed = True
+        timeout = self._close_timeout()
         with anyio.CancelScope(shield=True):
-            await self._aclose()
+            with anyio.move_on_after(timeout) as scope:
+                await self._aclose()
+        if scope.cancelled_caught:
+            logger.error("%r did not close within %ss", self, timeout)
+
+    def _close_timeout(self) -> float:
+        """Hook: how many seconds :meth:`aclose` may take."""
+        return CLOSE_TIMEOUT
 
     @property
     def closed(self) -> bool:
@@ -214,6 +237,24 @@ class Scheduler(abc.ABC, Generic[T]):
         if self._closed:
             raise SchedulerClosedError(
                 f"{type(self).__name__}({self.session_name!r}) is closed"
+            )
+
+    def _check_event_loop(self) -> None:
+        """Refuse to run on an event loop not in ``capabilities.event_loops``.
+
+        Raises:
+            SchedulerUnavailableError: e.g. the Docker backend under trio.
+        """
+        try:
+            library = sniffio.current_async_library()
+        except sniffio.AsyncLibraryNotFoundError:
+            return
+        loops = self.capabilities.event_loops
+        if library not in loops:
+            raise SchedulerUnavailableError(
+                self.backend,
+                f"{type(self).__name__} runs on {' or '.join(loops)}, not {library}",
+                f"run it under {loops[0]}",
             )
 
     # -- run options -----------------------------------------------------------
@@ -280,6 +321,7 @@ class Scheduler(abc.ABC, Generic[T]):
                 workspace support.
         """
         self._check_open()
+        self._check_event_loop()
         resolved = self.resolve_cfg(cfg)
         validate_app(app)
         app = copy.deepcopy(app)
@@ -409,13 +451,17 @@ class Scheduler(abc.ABC, Generic[T]):
         until: datetime | None = None,
         should_tail: bool = False,
         streams: Stream | str | None = None,
-    ) -> AsyncIterator[str]:
+    ) -> AsyncGenerator[str, None]:
         """Iterate over the log lines of replica ``k`` of ``role_name``.
 
         Lines keep their ``\\n`` (and ``\\r``); print them with ``end=""``.
-        ``should_tail=False`` yields what exists now and stops; ``True``
-        follows until the app is terminal and the log is drained. Each call
-        returns a fresh iterator.
+        A line longer than the scheduler's ``max_line_bytes`` (1 MiB by
+        default) comes in pieces of at most that many bytes; joined, they give
+        the line back. ``should_tail=False`` yields what exists now and
+        stops; ``True`` follows until the app is terminal and the log is
+        drained. Each call returns a fresh async generator: ``aclose()`` it
+        (or use ``contextlib.aclosing``) to release its file or connection at
+        once when you stop early.
 
         Raises:
             UnsupportedOperationError: the backend has no logs.
@@ -443,7 +489,11 @@ class Scheduler(abc.ABC, Generic[T]):
             raise InvalidArgumentError(f"{type(self).__name__} cannot tail logs")
         since, until = _as_utc(since), _as_utc(until)
         lines = self._log_iter(app_id, role_name, k, since, until, should_tail, stream)
-        return afilter_regex(pattern, lines) if pattern is not None else lines
+        if pattern is not None:
+            return afilter_regex(pattern, lines)  # closing it closes ``lines``
+        if inspect.isasyncgen(lines):
+            return cast(AsyncGenerator[str, None], lines)
+        return _closing_generator(lines)
 
     def _log_iter(
         self,
@@ -457,7 +507,11 @@ class Scheduler(abc.ABC, Generic[T]):
     ) -> AsyncIterator[str]:
         """Hook: yield whole lines (an async generator in practice).
 
-        ``since``/``until`` arrive timezone-aware (naive ones made UTC).
+        ``since``/``until`` arrive timezone-aware (naive ones made UTC). Cut
+        lines with :class:`~asyncsched.schedulers.shared.lines.LineAssembler`
+        (linear, capped) and hold no file or connection longer than needed:
+        closing the generator must release it at once (``aclosing`` the
+        generators you iterate).
         """
         raise UnsupportedOperationError(
             f"{type(self).__name__} does not support application log iteration"
@@ -465,6 +519,17 @@ class Scheduler(abc.ABC, Generic[T]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(session_name={self.session_name!r})"
+
+
+async def _closing_generator(lines: AsyncIterator[str]) -> AsyncGenerator[str, None]:
+    """An async generator over ``lines`` that closes them when it is closed."""
+    try:
+        async for line in lines:
+            yield line
+    finally:
+        aclose = getattr(lines, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 def _parse_stream(streams: Stream | str | None, caps: Capabilities) -> Stream | None:

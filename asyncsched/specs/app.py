@@ -273,7 +273,10 @@ def validate_app(app: AppDef) -> None:
     """Check ``app`` for mistakes a scheduler would only find later (or never).
 
     Overridden attributes that are not resolved yet are skipped; nothing is
-    resolved or modified.
+    resolved or modified. What ``exec`` would reject is rejected here, before
+    anything starts: a NUL byte in the app name, an image, an entrypoint, an
+    argument or the environment, and an empty environment name or one with
+    ``=``.
 
     Raises:
         SpecError: The first problem found; ``.field`` names it, e.g.
@@ -283,6 +286,7 @@ def validate_app(app: AppDef) -> None:
     roles: object = app.roles
     if not isinstance(name, str) or not name:
         raise SpecError("name", f"must be a non-empty string, got {name!r}")
+    _check_exec_safe(name, "name")
     if not isinstance(roles, list) or not roles:
         raise SpecError("roles", "an app needs at least one role")
     seen: set[str] = set()
@@ -318,11 +322,15 @@ def _validate_role(role: Role, where: str, seen: set[str]) -> None:
         raise SpecError(
             f"{where}.entrypoint", f"must be a non-empty string, got {entrypoint!r}"
         )
+    if check("entrypoint"):
+        _check_exec_safe(entrypoint, f"{where}.entrypoint")
     # An empty image is fine here: local_cwd ignores images; backends that
     # need one (docker, local_dir) reject it themselves.
     image = raw["image"]
     if check("image") and (not isinstance(image, str) or image == MISSING):
         raise SpecError(f"{where}.image", f"must be a string, got {image!r}")
+    if check("image"):
+        _check_exec_safe(image, f"{where}.image")
 
     num_replicas = raw["num_replicas"]
     if check("num_replicas") and (not _is_int(num_replicas) or num_replicas < 1):
@@ -365,12 +373,37 @@ def _validate_role(role: Role, where: str, seen: set[str]) -> None:
         not isinstance(args, list) or not all(isinstance(a, str) for a in args)
     ):
         raise SpecError(f"{where}.args", f"must be a list of str, got {args!r}")
+    if check("args"):
+        for i, arg in enumerate(args):
+            _check_exec_safe(arg, f"{where}.args[{i}]")
     env = raw["env"]
     if check("env") and (
         not isinstance(env, dict)
         or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
     ):
         raise SpecError(f"{where}.env", f"must be a dict of str to str, got {env!r}")
+    if check("env"):
+        for key, value in env.items():
+            _check_env_key(key, f"{where}.env")
+            _check_exec_safe(value, f"{where}.env[{key!r}]")
+
+
+def _check_exec_safe(value: str, where: str) -> None:
+    """exec() rejects a NUL byte in a path, an argument or the environment."""
+    if "\0" in value:
+        raise SpecError(where, f"contains a NUL byte (\\0): {value!r}")
+
+
+def _check_env_key(key: str, where: str) -> None:
+    """An environment name must be non-empty, without '=' or a NUL byte."""
+    if not key:
+        raise SpecError(where, "an environment variable name must not be empty")
+    if "=" in key:
+        raise SpecError(
+            f"{where}[{key!r}]",
+            f"an environment variable name must not contain '=': {key!r}",
+        )
+    _check_exec_safe(key, f"{where}[{key!r}]")
 
 
 def _validate_resource(res: object, where: str) -> None:

@@ -1,4 +1,7 @@
-"""The Scheduler contract suite, run against the in-memory test scheduler."""
+"""The Scheduler contract suite, run against the in-memory test scheduler.
+
+On asyncio and on trio (``@pytest.mark.anyio``), as its capabilities claim.
+"""
 
 from __future__ import annotations
 

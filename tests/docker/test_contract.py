@@ -16,6 +16,11 @@ pytestmark = pytest.mark.docker
 
 class TestDockerContract(SchedulerContract):
     @pytest.fixture
+    def anyio_backend(self) -> str:
+        """aiodocker runs on asyncio only."""
+        return "asyncio"
+
+    @pytest.fixture
     async def target(self, docker_ready: Engine) -> AsyncIterator[ContractTarget]:
         sched = DockerScheduler(SESSION, network=NETWORK, stop_timeout=1)
         try:

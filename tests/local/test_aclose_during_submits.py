@@ -62,8 +62,8 @@ async def test_aclose_while_spawning_undoes_the_submit(
     async with anyio.create_task_group() as tg:
         orig_run = s._spawner.run
 
-        async def run(*args: Any) -> Any:
-            result = await orig_run(*args)
+        async def run(*args: Any, **kwargs: Any) -> Any:
+            result = await orig_run(*args, **kwargs)
             spawned.extend(st.child.pid for st in result[1])
             tg.start_soon(s.aclose)  # closes while this submit is in flight
             await anyio.sleep(0.05)

@@ -1,4 +1,8 @@
-"""The Scheduler conformance suite, run against the local backend."""
+"""The Scheduler conformance suite, run against the local backend.
+
+Every test runs on asyncio and on trio (``@pytest.mark.anyio``, see
+``tests/conftest.py``): the local backend supports both event loops.
+"""
 
 from __future__ import annotations
 

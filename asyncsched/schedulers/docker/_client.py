@@ -14,8 +14,8 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Mapping
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,10 @@ from ._errors import docker_errors, is_conflict, is_not_found
 from ._render import LABEL_PREFIX
 
 __all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_HOST",
+    "DEFAULT_READ_TIMEOUT",
+    "client_timeout",
     "ensure_image",
     "ensure_network",
     "open_events",
@@ -43,7 +46,40 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
+#: seconds to establish a connection to the daemon
+DEFAULT_CONNECT_TIMEOUT = 10.0
+#: seconds the daemon may stay silent in a reply (streams excepted: events and
+#: followed logs may idle; only their response headers are bounded by it; image
+#: pulls, builds and pushes are aiodocker long-running calls, not bounded by it)
+DEFAULT_READ_TIMEOUT = 60.0
 _HUB_KEYS = ("https://index.docker.io/v1/", "index.docker.io", "docker.io")
+
+
+def client_timeout(connect: float, read: float) -> aiohttp.ClientTimeout:
+    """The timeouts of a scheduler's aiodocker client (no total: pulls may be long)."""
+    return aiohttp.ClientTimeout(total=None, sock_connect=connect, sock_read=read)
+
+
+@asynccontextmanager
+async def _open_stream(
+    docker: aiodocker.Docker, path: str, params: dict[str, Any]
+) -> AsyncIterator[aiohttp.ClientResponse]:
+    """``GET path`` as a stream that may idle: no read timeout once it flows.
+
+    The connection keeps the client's connect timeout, and the response
+    headers must arrive within its read timeout (a hung daemon raises
+    ``TimeoutError`` instead of hanging).
+    """
+    base = docker.session.timeout
+    timeout = aiohttp.ClientTimeout(
+        connect=base.connect, sock_connect=base.sock_connect
+    )
+    async with AsyncExitStack() as stack:
+        with anyio.fail_after(base.sock_read):
+            response = await stack.enter_async_context(
+                docker._query(path, params=params, timeout=timeout)
+            )
+        yield response
 
 
 def resolve_host(explicit: str | None, environ: Mapping[str, str] | None = None) -> str:
@@ -215,8 +251,12 @@ async def _from_helper(helper: str, server: str) -> dict[str, str] | None:
     return {"username": user, "password": secret, "serveraddress": server}
 
 
-# aiodocker has no public call for these two endpoints; keep the private
-# access in one place.
+# aiodocker has no public call for these endpoints (its events API runs a task
+# of its own and cannot be filtered per request; its log API cannot demultiplex
+# with timestamps per stream). The private ``_query``/``_query_json`` are kept in
+# this one place, aiodocker is pinned exactly in pyproject.toml, and
+# tests/docker/test_aiodocker_private_calls.py runs each of them against a real
+# engine.
 
 
 async def update_restart_policy(
@@ -233,14 +273,12 @@ async def update_restart_policy(
 def open_events(
     docker: aiodocker.Docker, filters: dict[str, list[str]]
 ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
-    """``GET /events`` as a streaming response (no timeout)."""
-    return docker._query(
-        "events", params={"filters": json.dumps(filters)}, timeout=None
-    )
+    """``GET /events`` as a streaming response (see :func:`_open_stream`)."""
+    return _open_stream(docker, "events", {"filters": json.dumps(filters)})
 
 
 def open_logs(
     docker: aiodocker.Docker, container_id: str, params: dict[str, Any]
 ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
     """``GET /containers/{id}/logs`` as a streaming (multiplexed) response."""
-    return docker._query(f"containers/{container_id}/logs", params=params, timeout=None)
+    return _open_stream(docker, f"containers/{container_id}/logs", params)

@@ -65,6 +65,14 @@ def map_error(
     if isinstance(exc, AsyncschedError):
         return exc
     text = str(getattr(exc, "message", "") or exc)
+    if isinstance(exc, TimeoutError):  # aiohttp's connect/read timeouts included
+        return SchedulerUnavailableError(
+            BACKEND,
+            f"the Docker daemon at {host} did not answer in time while trying to"
+            f" {action}",
+            "is dockerd hung or overloaded? (connect_timeout/read_timeout of"
+            " DockerScheduler set the bounds)",
+        )
     unreachable = isinstance(exc, DockerError) and exc.status == 900
     if unreachable or isinstance(exc, aiohttp.ClientConnectionError | OSError):
         if "Permission denied" in text or isinstance(exc, PermissionError):

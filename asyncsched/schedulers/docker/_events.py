@@ -101,7 +101,12 @@ class EventWatcher:
     async def run(
         self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """Watch forever; the first connection's failure is raised to the starter."""
+        """Watch forever; the first connection's failure is raised to the starter.
+
+        Once started, any failure (stream lost, a bad event) is logged and the
+        index is resynced on a new connection. Should this task die anyway, its
+        owner calls :meth:`mark_unsynced` and starts another watcher.
+        """
         backoff = 0.05
         while True:
             try:
@@ -114,6 +119,13 @@ class EventWatcher:
             self._mark_unsynced()
             await anyio.sleep(backoff)
             backoff = min(backoff * 2, self._max_backoff)
+
+    def mark_unsynced(self) -> None:
+        """The index may be stale: wake every waiter (they fall back to queries)."""
+        self.synced = False
+        self._synced_event.set()  # wake wait_synced() callers: they re-check
+        self._synced_event = anyio.Event()
+        self._index.notify_all()
 
     def _mark_unsynced(self) -> None:
         self.synced = False

@@ -15,6 +15,7 @@ delete any app. Status comes from one Docker events stream per scheduler
 from __future__ import annotations
 
 import builtins
+import contextlib
 import copy
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -45,6 +46,9 @@ from asyncsched.schedulers.api import (
     Stream,
 )
 from asyncsched.schedulers.docker._client import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_READ_TIMEOUT,
+    client_timeout,
     ensure_image,
     ensure_network,
     registry_auth,
@@ -81,6 +85,10 @@ from asyncsched.schedulers.docker._workspace import (
     push_image,
 )
 from asyncsched.schedulers.shared.ids import make_unique
+from asyncsched.schedulers.shared.lines import (
+    DEFAULT_MAX_LINE_BYTES,
+    check_max_line_bytes,
+)
 from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.specs import (
     AppDef,
@@ -107,6 +115,9 @@ T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 _LIVE = ("created", "running", "restarting", "paused")
+
+#: seconds a failed submit may spend removing what it created (shielded)
+UNDO_TIMEOUT = 60.0
 
 
 class DockerOpts(TypedDict, total=False):
@@ -143,6 +154,14 @@ class DockerScheduler(
             submitting or cancelling (the daemon serialises most of them).
         stop_timeout: Seconds ``cancel`` lets a container handle SIGTERM
             before Docker kills it.
+        max_line_bytes: Cap of one ``log_iter`` line in bytes (default 1 MiB);
+            a longer line comes in pieces of at most this size.
+        connect_timeout: Seconds to connect to the daemon.
+        read_timeout: Seconds the daemon may stay silent in a reply (and
+            before the headers of a stream). Past either bound a call raises
+            :class:`~asyncsched.errors.SchedulerUnavailableError`, so a hung
+            daemon never hangs the caller. Not applied to a ``client`` passed
+            in.
 
     Example:
         >>> async def main() -> None:
@@ -178,12 +197,23 @@ class DockerScheduler(
         network: str = DEFAULT_NETWORK,
         max_concurrency: int = 8,
         stop_timeout: int = 10,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
     ) -> None:
         super().__init__("docker", session_name)
+        self.max_line_bytes = check_max_line_bytes(max_line_bytes)
         if max_concurrency < 1:
             raise InvalidArgumentError(
                 f"max_concurrency must be >= 1, got {max_concurrency}"
             )
+        if not connect_timeout > 0 or not read_timeout > 0:
+            raise InvalidArgumentError(
+                "connect_timeout and read_timeout must be > 0, got"
+                f" {connect_timeout} and {read_timeout}"
+            )
+        self._connect_timeout = connect_timeout
+        self._read_timeout = read_timeout
         self._host = resolve_host(docker_host)
         self._client = client
         self._owns_client = client is None
@@ -222,7 +252,10 @@ class DockerScheduler(
         self._check_open()
         if self._client is None:
             self._check_loop()
-            self._client = aiodocker.Docker(url=self._host)
+            self._client = aiodocker.Docker(
+                url=self._host,
+                timeout=client_timeout(self._connect_timeout, self._read_timeout),
+            )
         return self._client
 
     def _lock(self, name: str) -> anyio.Lock:
@@ -344,10 +377,19 @@ class DockerScheduler(
             )
             await self._run_all([_bind(self._start, docker, cid) for cid in created])
         except BaseException:
+            # by label too: a create cancelled in flight may still have
+            # happened (an app id is fresh, so the label is ours alone)
             with anyio.CancelScope(shield=True):
-                # by label too: a create cancelled in flight may still have
-                # happened (an app id is fresh, so the label is ours alone)
-                await self._remove(job.app_id, created)
+                with anyio.move_on_after(UNDO_TIMEOUT) as undo:
+                    await self._remove(job.app_id, created)
+                if undo.cancelled_caught:
+                    logger.error(
+                        "could not remove the containers of %s within %ss;"
+                        " remove them with delete(%r)",
+                        job.app_id,
+                        UNDO_TIMEOUT,
+                        job.app_id,
+                    )
             raise
         return job.app_id
 
@@ -551,9 +593,19 @@ class DockerScheduler(
         async with self._lock("watcher"):
             if self._watcher is None:
                 candidate = EventWatcher(self._docker(), self._host, self._index)
-                await self._tasks.start(candidate.run, name="docker-events")
+                await self._tasks.start(
+                    candidate.run,
+                    name="docker-events",
+                    on_error=lambda exc: self._watcher_died(candidate),
+                )
                 self._watcher = candidate
             return self._watcher
+
+    def _watcher_died(self, watcher: EventWatcher) -> None:
+        """The events task crashed: the next call starts (and resyncs) a new one."""
+        if self._watcher is watcher:
+            self._watcher = None
+        watcher.mark_unsynced()  # waiters wake and fall back to queries
 
     async def _view(self, app_id: str) -> AppView | None:
         docker = self._docker()
@@ -612,9 +664,9 @@ class DockerScheduler(
         ]
 
     async def _wait(self, app_id: str) -> DescribeAppResponse | None:
-        watcher = await self._ensure_watching()
         delay = 0.1
         while True:
+            watcher = await self._ensure_watching()  # restarted should it die
             changed = self._index.changed(app_id)
             view = await self._view(app_id)
             if view is None:
@@ -650,7 +702,13 @@ class DockerScheduler(
                 )
                 record.cancelled = True
                 self._index.notify(record.app_id)
-                await docker.containers.container(record.id).stop(t=self._stop_timeout)
+                # the daemon replies once the container stopped: up to t later
+                await docker.containers.container(record.id).stop(
+                    t=self._stop_timeout,
+                    timeout=client_timeout(
+                        self._connect_timeout, self._read_timeout + self._stop_timeout
+                    ),
+                )
         except SchedulerError as exc:
             if not is_not_found(exc.__cause__):
                 raise
@@ -683,7 +741,7 @@ class DockerScheduler(
         if not matches:
             roles = [r.role for r in view.records]
             raise UnknownReplicaError(app_id, role_name, k, sorted(set(roles)))
-        async for line in iter_container_log(
+        batches = iter_container_log(
             self._docker(),
             self._host,
             matches[0].id,
@@ -691,8 +749,13 @@ class DockerScheduler(
             until=until,
             should_tail=should_tail,
             streams=streams,
-        ):
-            yield line
+            max_line_bytes=self.max_line_bytes,
+        )
+        # closing this generator closes the HTTP response at once
+        async with contextlib.aclosing(batches):
+            async for batch in batches:
+                for line in batch:
+                    yield line
 
 
 def _bind(func: Callable[..., Awaitable[T]], *args: Any) -> Callable[[], Awaitable[T]]:
@@ -746,9 +809,18 @@ def create_scheduler(session_name: str, **kwargs: Any) -> DockerScheduler:
     """Registry factory; unknown keyword arguments are ignored.
 
     Known ones: ``docker_host``, ``client``, ``network``, ``max_concurrency``,
-    ``stop_timeout``.
+    ``stop_timeout``, ``max_line_bytes``, ``connect_timeout``, ``read_timeout``.
     """
-    known = {"docker_host", "client", "network", "max_concurrency", "stop_timeout"}
+    known = {
+        "docker_host",
+        "client",
+        "network",
+        "max_concurrency",
+        "stop_timeout",
+        "max_line_bytes",
+        "connect_timeout",
+        "read_timeout",
+    }
     return DockerScheduler(
         session_name, **{k: v for k, v in kwargs.items() if k in known}
     )

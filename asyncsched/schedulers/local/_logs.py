@@ -13,6 +13,11 @@ page-cache copy of at most one pipe buffer (64 KiB), microseconds, far cheaper
 than a thread hop per chunk; the per-line cost is zero (lines are only found
 with ``bytes.rfind``).
 
+Reading (:func:`read_line_batches`) is the other way round: the open, every
+read and every index load run in a worker thread, never on the loop, and the
+lines are cut by the shared, capped
+:class:`~asyncsched.schedulers.shared.lines.LineAssembler`.
+
 Example:
     >>> paths = log_paths("/logs/sess/app-x/trainer/0")
     >>> paths["combined"]
@@ -32,6 +37,10 @@ from datetime import UTC, datetime
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
+
+from asyncsched.errors import SchedulerError
+from asyncsched.schedulers.shared.lines import DEFAULT_MAX_LINE_BYTES, LineAssembler
 
 __all__ = [
     "INDEX_ENTRY",
@@ -43,14 +52,18 @@ __all__ = [
     "log_paths",
     "open_log_fds",
     "pump",
-    "read_lines",
+    "read_line_batches",
 ]
 
 logger = logging.getLogger(__name__)
 
 STREAMS = ("stdout", "stderr", "combined")
 INDEX_ENTRY = struct.Struct("<Qd")
-_READ_SIZE = 1 << 16
+_PIPE_READ_SIZE = 1 << 16
+#: seconds a log file open may take before log_iter gives up
+_OPEN_TIMEOUT = 60.0
+_READ_SIZE = 1 << 20  # one read of a log file (a worker-thread hop each)
+_FEED_SIZE = 1 << 17  # ...assembled in slices that stay in the CPU cache
 _COMBINED_PARTIAL_LIMIT = 1 << 16  # an unterminated line longer than this is flushed
 _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 
@@ -203,7 +216,7 @@ async def pump(fd: int, log: ReplicaLog, stream: str) -> None:
     try:
         while True:
             try:
-                data = os.read(fd, _READ_SIZE)
+                data = os.read(fd, _PIPE_READ_SIZE)
             except BlockingIOError:
                 await anyio.wait_readable(fd)
                 continue
@@ -213,7 +226,7 @@ async def pump(fd: int, log: ReplicaLog, stream: str) -> None:
             await anyio.lowlevel.checkpoint()
     finally:
         with contextlib.suppress(OSError):
-            while data := os.read(fd, _READ_SIZE):
+            while data := os.read(fd, _PIPE_READ_SIZE):
                 log.write(stream, data)
         log.end_stream(stream)
         os.close(fd)
@@ -230,6 +243,11 @@ def _as_epoch(when: datetime | None) -> float | None:
     return when.timestamp()
 
 
+def _open_read(path: str) -> int:
+    """Open ``path`` for reading (blocking: a worker thread)."""
+    return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+
+
 class _Index:
     """Incrementally loaded ``(end_offset, time)`` entries of one stream."""
 
@@ -240,15 +258,19 @@ class _Index:
         self.ends: list[int] = []
         self.times: list[float] = []
 
+    def covers(self, offset: int) -> bool:
+        """True when the loaded entries reach ``offset`` of the log."""
+        return bool(self.ends) and self.ends[-1] >= offset
+
     def load(self) -> None:
+        """Read the entries appended since the last load (blocking: a worker thread)."""
         try:
             fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             return
         try:
-            os.lseek(fd, self._pos, os.SEEK_SET)
             chunks = [self._rest]
-            while data := os.read(fd, 1 << 20):
+            while data := os.pread(fd, 1 << 20, self._pos):
                 chunks.append(data)
                 self._pos += len(data)
         finally:
@@ -261,74 +283,94 @@ class _Index:
             self.times.append(when)
 
     def time_of(self, line_end: int) -> float:
-        """Arrival time of the chunk that completed the line ending at ``line_end``."""
+        """Arrival time of the chunk that completed the line ending at ``line_end``.
+
+        Never reads: load the index (in a thread) before asking. An offset
+        past the loaded entries (the index lags the log) is "now".
+        """
         i = bisect.bisect_left(self.ends, line_end)
         if i == len(self.ends):
-            self.load()
-            i = bisect.bisect_left(self.ends, line_end)
-            if i == len(self.ends):
-                return time.time()  # the index lags the log (another process)
+            return time.time()
         return self.times[i]
 
 
-async def read_lines(
+async def read_line_batches(
     path: str,
     *,
     index: str | None,
     since: datetime | None,
     until: datetime | None,
     follow: Follow | None,
-) -> AsyncGenerator[str, None]:
-    """Yield the lines of ``path`` (with ``\\n``, ``\\r`` kept, bad UTF-8 replaced).
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> AsyncGenerator[list[str], None]:
+    """Yield the lines of ``path`` in batches (one per read of the file).
 
+    Lines keep ``\\n`` and ``\\r``; bad UTF-8 is replaced; a line longer than
+    ``max_line_bytes`` comes in pieces (see :mod:`~asyncsched.schedulers.shared.lines`).
     Without ``follow`` it reads what exists now and stops (a trailing partial
-    line is yielded as is). With ``follow`` it re-reads each time ``follow``
-    says more may come, and stops after draining once it says the log is final.
-    ``since``/``until`` keep lines whose arrival time lies within them.
+    line is yielded as is). With ``follow`` it reads again each time
+    ``follow`` says more may come, and stops after draining once it says the
+    log is final. ``since``/``until`` keep lines whose arrival time lies
+    within them.
+
+    The open, every read and every index load run in a worker thread: the
+    loop never waits for the disk. The file stays open while the generator
+    lives (so a log deleted by its owner is still drained) and is closed when
+    it ends or is closed: ``aclose()`` releases it at once.
     """
     t_since, t_until = _as_epoch(since), _as_epoch(until)
     timed = t_since is not None or t_until is not None
     idx = _Index(index) if timed and index is not None else None
-    if idx is not None:
-        idx.load()
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    assembler = LineAssembler(max_line_bytes)
+    pos = 0  # bytes of the file read
+    line_end = 0  # file offset where the next item starts
+    final = follow is None
+    fd = -1
+    # shielded: a cancelled open must not leak its fd (a thread cannot be
+    # abandoned, so the bound only matters for a pathological file system)
+    with anyio.CancelScope(shield=True), anyio.move_on_after(_OPEN_TIMEOUT):
+        fd = await anyio.to_thread.run_sync(_open_read, path)
+    if fd < 0:
+        raise SchedulerError(f"opening {path!r} took more than {_OPEN_TIMEOUT}s")
     try:
-        offset = 0  # bytes of the file consumed into complete lines
-        buf = b""
-        final = follow is None
         while True:
-            while data := os.read(fd, _READ_SIZE):
-                buf += data
-                cut = buf.rfind(b"\n")
-                if cut < 0:
-                    continue
-                region, buf = buf[: cut + 1], buf[cut + 1 :]
+            data = await anyio.to_thread.run_sync(os.pread, fd, _READ_SIZE, pos)
+            pos += len(data)
+            if data:
                 if idx is None:
-                    text = region.decode("utf-8", "replace")
-                    for line in text.split("\n")[:-1]:
-                        yield line + "\n"
+                    batch = []
+                    for cut in range(0, len(data), _FEED_SIZE):
+                        batch += assembler.feed(data[cut : cut + _FEED_SIZE])
                 else:
-                    pos = offset
-                    for raw in region.split(b"\n")[:-1]:
-                        pos += len(raw) + 1
-                        when = idx.time_of(pos)
+                    if not idx.covers(pos):
+                        await anyio.to_thread.run_sync(idx.load)
+                    batch = []
+                    for raw in assembler.feed_raw(data):
+                        line_end += len(raw)
+                        when = idx.time_of(line_end)
                         if t_until is not None and when > t_until:
+                            if batch:
+                                yield batch
                             return
                         if t_since is None or when >= t_since:
-                            yield (raw + b"\n").decode("utf-8", "replace")
-                offset += len(region)
-                await anyio.lowlevel.checkpoint()
+                            batch.append(raw.decode("utf-8", "replace"))
+                if batch:
+                    yield batch
+            if len(data) == _READ_SIZE:
+                continue  # more is there already
             if final:
                 break
             assert follow is not None
-            final = not await follow(offset + len(buf))
-        if buf:
-            if idx is not None:
-                when = idx.time_of(offset + len(buf))
-                if (t_until is not None and when > t_until) or (
-                    t_since is not None and when < t_since
-                ):
-                    return
-            yield buf.decode("utf-8", "replace")
+            final = not await follow(pos)
     finally:
-        os.close(fd)
+        os.close(fd)  # closing a regular file does not wait for the disk
+    tail = assembler.flush_raw()
+    if not tail:
+        return
+    if idx is not None:
+        when = idx.time_of(line_end + len(tail))
+        if (t_until is not None and when > t_until) or (
+            t_since is not None and when < t_since
+        ):
+            return
+    yield [tail.decode("utf-8", "replace")]

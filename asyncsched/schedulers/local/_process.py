@@ -43,6 +43,8 @@ __all__ = [
     "Child",
     "Guardian",
     "PdeathsigMode",
+    "SPAWN_TIMEOUT",
+    "SpawnTimeoutError",
     "Spawner",
     "find_executable",
     "pid_start_time",
@@ -425,15 +427,42 @@ class Guardian:
         await child.reap()
 
 
-class _Job:
-    __slots__ = ("args", "done", "error", "func", "result")
+#: how long :meth:`Spawner.run` waits (shielded) for a job before giving up
+SPAWN_TIMEOUT = 60.0
 
-    def __init__(self, func: Callable[..., Any], args: tuple[Any, ...]) -> None:
+
+class SpawnTimeoutError(TimeoutError):
+    """A spawner job did not finish within its deadline (it is undone later)."""
+
+
+class _Job:
+    __slots__ = (
+        "abandoned",
+        "args",
+        "done",
+        "error",
+        "finished",
+        "func",
+        "lock",
+        "result",
+        "undo",
+    )
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        args: tuple[Any, ...],
+        undo: Callable[[Any], object] | None,
+    ) -> None:
         self.func = func
         self.args = args
+        self.undo = undo
         self.done = anyio.Event()
         self.result: Any = None
         self.error: BaseException | None = None
+        self.lock = threading.Lock()
+        self.finished = False
+        self.abandoned = False
 
 
 class Spawner:
@@ -479,6 +508,16 @@ class Spawner:
                 job.result = job.func(*job.args)
             except BaseException as exc:  # noqa: BLE001 - re-raised in the awaiting task
                 job.error = exc
+            with job.lock:
+                job.finished = True
+                abandoned = job.abandoned
+            if abandoned:  # its caller gave up waiting: undo what it started
+                if job.error is None and job.undo is not None:
+                    try:
+                        job.undo(job.result)
+                    except Exception:
+                        logger.exception("undoing an abandoned spawner job failed")
+                continue
             self._done.append(job)
             if self._jobs.empty():
                 with contextlib.suppress(BlockingIOError):
@@ -489,25 +528,44 @@ class Spawner:
             self._done.popleft().done.set()
 
     async def dispatch(self) -> None:
-        """Wake the tasks whose jobs finished; runs until cancelled."""
+        """Wake the tasks whose jobs finished; runs until cancelled.
+
+        Restartable: jobs finished while it was not running are completed first.
+        """
         while True:
+            self._complete()
             await anyio.wait_readable(self._rfd)
             with contextlib.suppress(BlockingIOError):
                 while os.read(self._rfd, 4096):
                     pass
-            self._complete()
 
-    async def run(self, func: Callable[..., Any], *args: Any) -> Any:
+    async def run(
+        self,
+        func: Callable[..., Any],
+        *args: Any,
+        undo: Callable[[Any], object] | None = None,
+        timeout: float = SPAWN_TIMEOUT,  # noqa: ASYNC109 - a bound, not a wrapper
+    ) -> Any:
         """Run ``func(*args)`` in the thread and return its result (or raise).
 
-        Not cancellable once queued: what the job starts must not be lost.
+        Not cancellable once queued: what the job starts must not be lost. The
+        wait is bounded by ``timeout``: past it, :class:`SpawnTimeoutError` is
+        raised and, when the job finishes later, ``undo(result)`` runs in the
+        thread (so nothing it started is left behind).
         """
         if not self._threads or self._closed:
             raise SchedulerClosedError("the spawner is not running")
-        job = _Job(func, args)
+        job = _Job(func, args, undo)
         self._jobs.put(job)
         with anyio.CancelScope(shield=True):
-            await job.done.wait()
+            with anyio.move_on_after(timeout):
+                await job.done.wait()
+        if not job.done.is_set():
+            with job.lock:
+                job.abandoned = not job.finished
+            if job.abandoned:
+                raise SpawnTimeoutError(f"the spawner job did not finish in {timeout}s")
+            # finished a moment ago (result and error are set): no need to wait
         if job.error is not None:
             raise job.error
         return job.result

@@ -184,14 +184,27 @@ def cancel_remote(app_dir: str) -> dict[str, Any] | None:
     return record
 
 
-async def escalate_remote(app_dir: str, grace: float) -> None:
-    """After ``grace`` seconds, SIGKILL the groups of a remotely cancelled app."""
-    deadline = anyio.current_time() + grace
-    while anyio.current_time() < deadline:
-        record = await anyio.to_thread.run_sync(load_record, app_dir)
-        if record_done(record) or record is None:
-            return
-        await anyio.sleep(min(0.1, max(0.0, deadline - anyio.current_time())))
-    record = await anyio.to_thread.run_sync(load_record, app_dir)
+def _remote_done(app_dir: str) -> bool:
+    """True when the app's record is gone or says no more output will come (blocking)."""
+    record = load_record(app_dir)
+    return record is None or record_done(record)
+
+
+def _kill_remote(app_dir: str) -> None:
+    """SIGKILL every live replica group of the app's record (blocking)."""
+    record = load_record(app_dir)
     if record is not None:
         _signal_replicas(record, signal.SIGKILL)
+
+
+async def escalate_remote(app_dir: str, grace: float) -> None:
+    """After ``grace`` seconds, SIGKILL the groups of a remotely cancelled app.
+
+    The record reads and the ``/proc`` checks run in a worker thread.
+    """
+    deadline = anyio.current_time() + grace
+    while anyio.current_time() < deadline:
+        if await anyio.to_thread.run_sync(_remote_done, app_dir):
+            return
+        await anyio.sleep(min(0.1, max(0.0, deadline - anyio.current_time())))
+    await anyio.to_thread.run_sync(_kill_remote, app_dir)

@@ -156,6 +156,8 @@ def _entry(path: str, report: PruneReport) -> _Entry | None:
     record_file = os.path.join(app_dir, RECORD_NAME)
     record = read_json(record_file)
     if record is None:
+        if not os.path.exists(path):  # a concurrent prune removed the app
+            return None
         if not os.path.exists(app_dir):  # the logs were deleted: dangling
             return _Entry(path, app_id, app_dir, finished_at=0.0)
         report.unreadable.append(record_file)

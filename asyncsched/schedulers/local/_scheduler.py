@@ -8,7 +8,7 @@ fail-fast, ``list()``, ``since``/``until``, honest ``should_tail``, cross-proces
 status/logs/cancel through on-disk records, and no orphans even when the owning
 process is SIGKILLed (see ``docs/backends/local.md``).
 
-Supports asyncio (anyio-only code; trio is untested). POSIX only.
+Runs on asyncio and trio (anyio-only code, tested on both). POSIX only.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from datetime import datetime
 from typing import Any, cast, final
 
 import anyio
-from anyio.abc import TaskGroup
 
 from asyncsched.errors import (
     AppCacheFullError,
@@ -57,13 +56,15 @@ from asyncsched.schedulers.local._logs import (
     close_log_fds,
     index_path,
     open_log_fds,
-    read_lines,
+    read_line_batches,
 )
 from asyncsched.schedulers.local._opts import LocalOpts
 from asyncsched.schedulers.local._process import (
+    SPAWN_TIMEOUT,
     Guardian,
     PdeathsigMode,
     Spawner,
+    SpawnTimeoutError,
     find_executable,
     resolve_pdeathsig,
 )
@@ -95,6 +96,10 @@ from asyncsched.schedulers.local._supervisor import (
     supervisor_info,
 )
 from asyncsched.schedulers.shared.ids import make_unique
+from asyncsched.schedulers.shared.lines import (
+    DEFAULT_MAX_LINE_BYTES,
+    check_max_line_bytes,
+)
 from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.specs import (
     AppDef,
@@ -160,6 +165,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
             (default: the guardian process alone protects, see
             ``docs/backends/local.md``), ``"auto"`` (``setpriv`` if present,
             else a ``preexec_fn``), ``"setpriv"`` or ``"preexec"``.
+        max_line_bytes: Cap of one ``log_iter`` line in bytes (default 1 MiB);
+            a longer line comes in pieces of at most this size.
 
     Raises:
         InvalidArgumentError: ``cache_size`` is not positive.
@@ -183,7 +190,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         list=True,
         retries=True,
         per_replica_status=True,
-        event_loops=("asyncio",),
+        event_loops=("asyncio", "trio"),
     )
 
     def __init__(
@@ -198,8 +205,10 @@ class LocalScheduler(Scheduler[LocalOpts]):
         state_dir: str | None = None,
         pdeathsig: PdeathsigMode = "off",
         retention: Retention | None = DEFAULT_RETENTION,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     ) -> None:
         super().__init__("local", session_name)
+        self.max_line_bytes = check_max_line_bytes(max_line_bytes)
         if cache_size <= 0:
             raise InvalidArgumentError(
                 f"cache_size must be greater than zero, got {cache_size}"
@@ -216,7 +225,6 @@ class LocalScheduler(Scheduler[LocalOpts]):
         self._evicted: set[str] = set()
         self._retention = retention
         self._host = TaskHost(f"LocalScheduler({session_name!r})")
-        self._tg: TaskGroup | None = None
         self._spawn_cfg: SpawnConfig | None = None
         self._runtime_lock: anyio.Lock | None = None
         self._remote_cancels: list[anyio.Event] = []
@@ -289,28 +297,34 @@ class LocalScheduler(Scheduler[LocalOpts]):
     async def _aenter(self) -> None:
         await self._host.enter()
 
-    async def _ensure_runtime(self) -> tuple[TaskGroup, SpawnConfig]:
-        if self._tg is not None and self._spawn_cfg is not None:
-            return self._tg, self._spawn_cfg
+    def _close_timeout(self) -> float:
+        # both graces, the SIGKILL wait (10 s), then writer and host (<= 30 s each)
+        return self.close_grace + self.cancel_grace + 80.0
+
+    async def _ensure_runtime(self) -> SpawnConfig:
+        if self._spawn_cfg is not None:
+            return self._spawn_cfg
         if self._runtime_lock is None:
             self._runtime_lock = anyio.Lock()
         async with self._runtime_lock:
-            if self._tg is None:
-                self._tg = await self._host.group()
+            await self._host.group()
             if self._spawn_cfg is None:
                 setpriv, use_preexec = await resolve_pdeathsig(self._pdeathsig)
                 guardian = Guardian()
                 guardian.start()
                 devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
                 self._spawner.start()
-                self._tg.start_soon(self._spawner.dispatch, name="local:spawner")
-                self._tg.start_soon(self._writer.run, name="local:records")
+                # host-level loops: restarted (and logged) should they raise
+                await self._host.start_service(
+                    self._spawner.dispatch, name="local:spawner"
+                )
+                await self._host.start_service(self._writer.run, name="local:records")
                 self._spawn_cfg = SpawnConfig(
                     setpriv, use_preexec, devnull, guardian, self._spawner
                 )
                 if self._retention is not None:
                     await self._prune(self._retention)
-        return self._tg, self._spawn_cfg
+        return self._spawn_cfg
 
     async def _prune(self, retention: Retention) -> None:
         """Apply the retention policy once; a failure is logged, never raised."""
@@ -526,13 +540,24 @@ class LocalScheduler(Scheduler[LocalOpts]):
         dryrun_info: AppDryRunInfo[Any],
         launches: builtins.list[ReplicaLaunch],
     ) -> LocalApp:
-        tg, spawn_cfg = await self._ensure_runtime()
+        spawn_cfg = await self._ensure_runtime()
         self._check_open()
         # dirs, log files and processes are made in the spawner thread
         try:
             fds, started = await self._spawner.run(
-                _prepare_and_spawn, request.log_dir, launches, spawn_cfg
+                _prepare_and_spawn,
+                request.log_dir,
+                launches,
+                spawn_cfg,
+                undo=lambda result: _undo_spawn(
+                    request.log_dir, result[0], result[1], spawn_cfg
+                ),
             )
+        except SpawnTimeoutError as exc:
+            raise SubmitError(
+                f"starting the replicas of {request.app_id} took longer than"
+                f" {SPAWN_TIMEOUT}s (what started is stopped when the start ends)"
+            ) from exc
         except _SpawnFailed as exc:
             raise SubmitError(
                 f"failed to start a replica of {request.app_id}: {exc}"
@@ -548,17 +573,25 @@ class LocalScheduler(Scheduler[LocalOpts]):
                 _undo_spawn, request.log_dir, fds, started, spawn_cfg
             )
             self._check_open()
-        return self._supervise(request, dryrun_info, launches, fds, started, tg)
+        try:
+            app = self._build_app(request, launches, fds)
+        except Exception as exc:
+            # never leave started replicas unsupervised
+            await anyio.to_thread.run_sync(
+                _undo_spawn, request.log_dir, fds, started, spawn_cfg
+            )
+            raise SubmitError(
+                f"failed to supervise the replicas of {request.app_id}: {exc}"
+            ) from exc
+        return self._supervise(app, dryrun_info, started)
 
-    def _supervise(
+    def _build_app(
         self,
         request: PopenRequest,
-        dryrun_info: AppDryRunInfo[Any],
         launches: builtins.list[ReplicaLaunch],
         fds: builtins.list[dict[str, tuple[int, int]]],
-        started: builtins.list[Started],
-        tg: TaskGroup,
     ) -> LocalApp:
+        """The supervisor of a spawned app (no side effect: undone by a kill)."""
         assert self._spawn_cfg is not None
         replicas = [
             Replica(launch, ReplicaLog(launch.log_dir, f))
@@ -586,17 +619,27 @@ class LocalScheduler(Scheduler[LocalOpts]):
             fail_fast=request.fail_fast,
             cancel_grace=self.cancel_grace,
             spawn=self._spawn_cfg,
-            tg=tg,
+            host=self._host,
             writer=self._writer,
             state_dir=self.state_dir,
             supervisor=supervisor_info(),
         )
+        return app
+
+    def _supervise(
+        self,
+        app: LocalApp,
+        dryrun_info: AppDryRunInfo[Any],
+        started: builtins.list[Started],
+    ) -> LocalApp:
+        """Watch the spawned replicas of ``app`` (no await: never interrupted)."""
+        assert self._spawn_cfg is not None
         app.start(started)
         self._apps[app.app_id] = app
         self._app_defs[app.app_id] = dryrun_info.app
         guardian = self._spawn_cfg.guardian
         if guardian.has_pending:
-            tg.start_soon(guardian.flush)
+            self._host.spawn(guardian.flush, name="local:guardian")
         return app
 
     # -- observation ----------------------------------------------------------------------
@@ -729,11 +772,13 @@ class LocalScheduler(Scheduler[LocalOpts]):
             return
         app_dir = str(record["app_dir"])
         updated = await anyio.to_thread.run_sync(remote.cancel_remote, app_dir)
-        if updated is not None and remote.supervisor_alive(updated):
-            tg, _ = await self._ensure_runtime()
+        if updated is not None and await anyio.to_thread.run_sync(
+            remote.supervisor_alive, updated
+        ):
+            await self._ensure_runtime()
             done = anyio.Event()
             self._remote_cancels.append(done)
-            tg.start_soon(self._escalate_remote, app_dir, done)
+            self._host.spawn(self._escalate_remote, app_dir, done, name="local:cancel")
 
     async def _escalate_remote(self, app_dir: str, done: anyio.Event) -> None:
         try:
@@ -773,22 +818,24 @@ class LocalScheduler(Scheduler[LocalOpts]):
                     str(record["app_dir"]), os.path.join(replica_dir, f"{stream}.log")
                 )
         path = os.path.join(replica_dir, f"{stream}.log")
-        lines = read_lines(
+        batches = read_line_batches(
             path,
             index=index_path(replica_dir, stream),
             since=since,
             until=until,
             follow=follow,
+            max_line_bytes=self.max_line_bytes,
         )
-        try:
-            async for line in lines:
-                yield line
-        except FileNotFoundError:
-            raise SchedulerError(
-                f"log file {path!r} of {app_id} does not exist (was it deleted?)"
-            ) from None
-        finally:
-            await lines.aclose()
+        # one generator layer per line; closing this one closes the reader
+        async with contextlib.aclosing(batches):
+            try:
+                async for batch in batches:
+                    for line in batch:
+                        yield line
+            except FileNotFoundError:
+                raise SchedulerError(
+                    f"log file {path!r} of {app_id} does not exist (was it deleted?)"
+                ) from None
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -854,7 +901,7 @@ def _prepare_and_spawn(
     try:
         # extend() keeps what started before a failure
         started.extend(spawn_child(launch, cfg) for launch in launches)
-    except OSError as exc:
+    except Exception as exc:  # any failure (OSError, ValueError...): all or nothing
         _undo_spawn(app_dir, fds, started, cfg)
         raise _SpawnFailed(str(exc)) from exc
     return fds, started
@@ -935,14 +982,18 @@ def _local_follow(log: ReplicaLog, stream: str) -> Follow:
 
 
 def _remote_follow(app_dir: str, path: str) -> Follow:
+    def grown_or_done(pos: int) -> bool | None:
+        # blocking: a stat and a record read, in a worker thread
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_size > pos:
+                return True
+        return False if remote.record_done(remote.load_record(app_dir)) else None
+
     async def follow(pos: int) -> bool:
         while True:
-            with contextlib.suppress(OSError):
-                if os.stat(path).st_size > pos:
-                    return True
-            record = await anyio.to_thread.run_sync(remote.load_record, app_dir)
-            if remote.record_done(record):
-                return False
+            more = await anyio.to_thread.run_sync(grown_or_done, pos)
+            if more is not None:
+                return more
             await anyio.sleep(0.05)
 
     return follow
@@ -950,7 +1001,13 @@ def _remote_follow(app_dir: str, path: str) -> Follow:
 
 # -- factories ------------------------------------------------------------------------------
 
-_SCHEDULER_PARAMS = ("cancel_grace", "close_grace", "state_dir", "pdeathsig")
+_SCHEDULER_PARAMS = (
+    "cancel_grace",
+    "close_grace",
+    "state_dir",
+    "pdeathsig",
+    "max_line_bytes",
+)
 
 
 def create_scheduler(

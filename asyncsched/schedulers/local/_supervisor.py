@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-from anyio.abc import TaskGroup
 
 from asyncsched.schedulers.local._logs import ReplicaLog, pump
 from asyncsched.schedulers.local._process import (
@@ -40,6 +39,7 @@ from asyncsched.schedulers.local._state import (
     app_state,
     decide_retry,
 )
+from asyncsched.schedulers.shared.taskhost import TaskHost, describe_error
 from asyncsched.specs import NONE, AppState, RetryPolicy, is_terminal
 
 __all__ = [
@@ -58,6 +58,10 @@ logger = logging.getLogger(__name__)
 
 #: after a replica's leader exits, how long its pipes may take to reach EOF
 DRAIN_TIMEOUT = 2.0
+#: how long a SIGKILLed leader may take to become a zombie and be reaped
+REAP_TIMEOUT = 5.0
+#: how long closing the record writer waits for the batch in flight
+WRITER_CLOSE_TIMEOUT = 30.0
 
 
 @dataclass
@@ -207,8 +211,9 @@ class RecordWriter:
         # written and the records stay stale (aclose writes those once more).
         # An error is not retried (waiters must not wait for it forever).
         written = False
+        failures: list[tuple[int, Exception]] = []
         try:
-            await anyio.to_thread.run_sync(_write_records, jobs)
+            failures = await anyio.to_thread.run_sync(_write_records, jobs)
             written = True
         except Exception:
             written = True
@@ -218,6 +223,8 @@ class RecordWriter:
                 for app, seq in zip(apps, seqs, strict=True):
                     app._written_seq = max(app._written_seq, seq)
             self._notify()
+        for i, exc in failures:  # one app's record failing fails that app only
+            apps[i].record_failed(exc, closing=self.closed)
 
     async def aclose(self) -> None:
         """Stop the writer task (after the batch in flight) and release waiters."""
@@ -226,7 +233,8 @@ class RecordWriter:
             self._scope.cancel()
         if self._stopped is not None:
             with anyio.CancelScope(shield=True):
-                await self._stopped.wait()
+                with anyio.move_on_after(WRITER_CLOSE_TIMEOUT):
+                    await self._stopped.wait()
         self._notify()
 
 
@@ -273,6 +281,37 @@ class Replica:
     attempts: list[dict[str, Any]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class ExitFacts:
+    """What a replica's exit depends on in its files, read in a worker thread."""
+
+    error_text: str | None = None
+    error_mtime: float | None = None
+    cancel_requested: bool = False
+
+
+def read_exit_facts(
+    error_file: str, app_dir: str, rc: int | None, attempt: int
+) -> ExitFacts:
+    """Read the reply file of a failed exit (kept as ``<file>.<attempt>``, the
+    next attempt may write its own) and whether another process asked for a
+    cancel (blocking)."""
+    cancel = os.path.exists(os.path.join(app_dir, CANCEL_MARKER))
+    if rc == 0:
+        return ExitFacts(cancel_requested=cancel)
+    try:
+        mtime = os.stat(error_file).st_mtime
+        with open(error_file, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return ExitFacts(cancel_requested=cancel)
+    with contextlib.suppress(ValueError):
+        text = json.dumps(json.loads(text), separators=(",", ":"))
+    with contextlib.suppress(OSError):
+        os.replace(error_file, f"{error_file}.{attempt}")
+    return ExitFacts(text, mtime, cancel)
+
+
 class LocalApp:
     """Supervise the replicas of one app (spawn, reap, retry, cancel, record)."""
 
@@ -288,7 +327,7 @@ class LocalApp:
         fail_fast: bool,
         cancel_grace: float,
         spawn: SpawnConfig,
-        tg: TaskGroup,
+        host: TaskHost,
         writer: RecordWriter,
         state_dir: str | None = None,
         supervisor: dict[str, Any] | None = None,
@@ -302,7 +341,7 @@ class LocalApp:
         self.fail_fast = fail_fast
         self.cancel_grace = cancel_grace
         self._spawn_cfg = spawn
-        self._tg = tg
+        self._host = host
         self._state_dir = state_dir
         self._pointer_written = False
         self.state = AppState.PENDING
@@ -310,6 +349,8 @@ class LocalApp:
         self.num_restarts = 0
         self.cancelled = False
         self.failed = False
+        #: set when a supervising task of this app failed (the app is FAILED)
+        self.internal_error: str | None = None
         self.closing = False
         self.created = time.time()
         self.last_updated = self.created
@@ -356,7 +397,7 @@ class LocalApp:
                 "offsets": replica.log.offsets(),
             }
         )
-        self._tg.start_soon(
+        self._host.spawn(
             self._watch,
             replica,
             child,
@@ -364,6 +405,7 @@ class LocalApp:
             started.out_r,
             started.err_r,
             name=f"replica:{self.app_id}/{launch.role}/{launch.replica_id}",
+            on_error=lambda exc: self._watch_failed(replica, child, exc),
         )
 
     # -- reaping -------------------------------------------------------------------
@@ -377,6 +419,8 @@ class LocalApp:
         err_r: int,
     ) -> None:
         rc: int | None = None
+        error: Exception | None = None
+        facts = ExitFacts()
         try:
             async with anyio.create_task_group() as pumps:
                 pumps.start_soon(pump, out_r, replica.log, "stdout")
@@ -386,23 +430,95 @@ class LocalApp:
                     await child.wait_exit()
                     clean = True
                 finally:
-                    with anyio.CancelScope(shield=True):
+                    # bounded: at most REAP_TIMEOUT for the exit, as much to reap
+                    with (
+                        anyio.CancelScope(shield=True),
+                        anyio.move_on_after(2 * REAP_TIMEOUT),
+                    ):
                         if not clean:  # cancelled: the scheduler is going away
                             child.signal(signal.SIGKILL)
-                            with anyio.move_on_after(5):
+                            with anyio.move_on_after(REAP_TIMEOUT):
                                 await child.wait_exit()
                         # the leader is a zombie: its group id cannot be reused yet
                         child.signal(signal.SIGKILL)
-                        rc = await child.reap()
-                        self._spawn_cfg.guardian.remove(child.pid)
+                        with anyio.move_on_after(REAP_TIMEOUT):
+                            rc = await child.reap()
+                        if rc is not None:
+                            self._spawn_cfg.guardian.remove(child.pid)
+                        # the files the exit depends on, read off the loop
+                        facts = await anyio.to_thread.run_sync(
+                            read_exit_facts,
+                            replica.launch.error_file,
+                            self.app_dir,
+                            rc,
+                            len(replica.attempts) - 1,
+                        )
                 pumps.cancel_scope.deadline = anyio.current_time() + DRAIN_TIMEOUT
-        except Exception:  # never let a replica take the scheduler's group down
-            logger.exception("supervising %s failed", self.app_id)
+        except Exception as exc:  # noqa: BLE001 - e.g. an unwritable log: fail the app
+            error = exc
         finally:
             exited.set()
-            self._on_exit(replica, child, rc)
+            self._on_exit(replica, child, rc, facts)
+        if error is not None:
+            launch = replica.launch
+            logger.error(
+                "%s: supervising replica %s/%s failed",
+                self.app_id,
+                launch.role,
+                launch.replica_id,
+                exc_info=error,
+            )
+            self.fail_internal(
+                f"supervising replica {launch.role}/{launch.replica_id} failed", error
+            )
 
-    def _on_exit(self, replica: Replica, child: Child, rc: int | None) -> None:
+    def _watch_failed(self, replica: Replica, child: Child, exc: Exception) -> None:
+        """The watcher of ``replica`` crashed: fail the app, never leak ``child``."""
+        if replica.child is child:
+            replica.child = None
+            replica.exit_code = child.returncode
+            replica.state = AppState.FAILED
+        if replica.exited is not None:
+            replica.exited.set()
+        if child.returncode is None:  # not reaped yet: kill and reap it aside
+            child.signal(signal.SIGKILL)
+            self._host.spawn(self._reap_lost, child, name=f"reap:{self.app_id}")
+        launch = replica.launch
+        self.fail_internal(
+            f"supervising replica {launch.role}/{launch.replica_id} failed", exc
+        )
+
+    async def _reap_lost(self, child: Child) -> None:
+        with anyio.move_on_after(REAP_TIMEOUT):
+            await child.wait_exit()
+        with anyio.move_on_after(REAP_TIMEOUT):
+            await child.reap()
+            self._spawn_cfg.guardian.remove(child.pid)
+
+    def fail_internal(self, what: str, exc: BaseException) -> None:
+        """A task supervising this app failed: the app is FAILED, ``msg`` says why.
+
+        The other replicas are terminated (as by fail-fast); other apps are
+        not affected. A finished app keeps its final state.
+        """
+        if self.finished.is_set() or self.internal_error is not None:
+            return
+        text = f"{what}: {describe_error(exc)}"
+        self.internal_error = text
+        if not self.cancelled:
+            self.failed = True
+            self.msg = text
+        self._restart_batch.clear()
+        for r in self.replicas:
+            r.restarting = False
+            if r.child is None and not is_terminal(r.state):
+                r.state = AppState.FAILED
+        self._terminate_all(self.cancel_grace)
+        self._update_state()
+
+    def _on_exit(
+        self, replica: Replica, child: Child, rc: int | None, facts: ExitFacts
+    ) -> None:
         if replica.child is not child:  # pragma: no cover - defensive
             return
         replica.child = None
@@ -410,17 +526,16 @@ class LocalApp:
         attempt = replica.attempts[-1]
         attempt["exit_code"] = rc
         attempt["finished"] = time.time()
-        if rc != 0:
-            self._load_error_file(replica)
+        if rc != 0 and facts.error_text is not None:
+            replica.structured_error = facts.error_text
+            replica.error_mtime = facts.error_mtime
         if self.cancelled or self.closing:
             replica.state = AppState.SUCCEEDED if rc == 0 else AppState.CANCELLED
         elif replica.restarting:
             replica.state = AppState.PENDING
-        elif self.failed and self.fail_fast:
+        elif self.failed and (self.fail_fast or self.internal_error is not None):
             replica.state = AppState.SUCCEEDED if rc == 0 else AppState.CANCELLED
-        elif not is_terminal(self.state) and os.path.exists(
-            os.path.join(self.app_dir, CANCEL_MARKER)
-        ):
+        elif not is_terminal(self.state) and facts.cancel_requested:
             # cancelled by another process: checked before the exit code, since
             # a replica may well exit 0 on the SIGTERM of that cancel
             replica.state = AppState.SUCCEEDED if rc == 0 else AppState.CANCELLED
@@ -430,22 +545,6 @@ class LocalApp:
         else:
             self._on_failure(replica)
         self._after_change()
-
-    def _load_error_file(self, replica: Replica) -> None:
-        path = replica.launch.error_file
-        try:
-            mtime = os.stat(path).st_mtime
-            with open(path, encoding="utf-8", errors="replace") as f:
-                text = f.read()
-        except OSError:
-            return
-        with contextlib.suppress(ValueError):
-            text = json.dumps(json.loads(text), separators=(",", ":"))
-        replica.structured_error = text
-        replica.error_mtime = mtime
-        # keep each attempt's reply file: the next attempt may write its own
-        with contextlib.suppress(OSError):
-            os.replace(path, f"{path}.{len(replica.attempts) - 1}")
 
     def _on_failure(self, replica: Replica) -> None:
         launch = replica.launch
@@ -517,7 +616,7 @@ class LocalApp:
             (r.state for r in self.replicas),
             cancelled=self.cancelled,
             failed=self.failed,
-            fail_fast=self.fail_fast,
+            fail_fast=self.fail_fast or self.internal_error is not None,
         )
         if new != self.state:
             self.state = new
@@ -540,7 +639,9 @@ class LocalApp:
         if child is None or exited is None:
             return
         child.signal(signal.SIGTERM)
-        self._tg.start_soon(self._escalate, child, exited, grace)
+        self._host.spawn(
+            self._escalate, child, exited, grace, name=f"escalate:{self.app_id}"
+        )
 
     async def _escalate(self, child: Child, exited: anyio.Event, grace: float) -> None:
         with anyio.move_on_after(grace):
@@ -702,14 +803,33 @@ class LocalApp:
         success = self.success_file() if self.finished.is_set() else None
         return (self.record_path, self.snapshot(), self.app_dir, success, pointer)
 
+    def record_failed(self, exc: Exception, *, closing: bool = False) -> None:
+        """Writing this app's record failed: the app is FAILED (``msg`` says why).
+
+        Other processes could no longer follow the app, so it is not left
+        running half-visible. While closing (the temporary log dir may already
+        be gone) or once finished, the error is only logged.
+        """
+        if closing or self.closing or self.finished.is_set():
+            logger.debug("cannot write the record of %s: %s", self.app_id, exc)
+            return
+        logger.error("writing the record of %s failed", self.app_id, exc_info=exc)
+        self.fail_internal(f"writing the app record {self.record_path!r} failed", exc)
+
     async def flush(self) -> None:
         """Write the record now (and SUCCESS once finished), off the loop."""
         await self._writer.write([self])
 
 
-def _write_records(jobs: list[_RecordJob]) -> None:
-    for job in jobs:
-        _write_record(*job)
+def _write_records(jobs: list[_RecordJob]) -> list[tuple[int, Exception]]:
+    """Write each job; return the failures (index, error): one never stops the rest."""
+    failures: list[tuple[int, Exception]] = []
+    for i, job in enumerate(jobs):
+        try:
+            _write_record(*job)
+        except Exception as exc:  # noqa: BLE001 - reported to the app it belongs to
+            failures.append((i, exc))
+    return failures
 
 
 def _write_record(
@@ -719,12 +839,9 @@ def _write_record(
     success: dict[str, Any] | None,
     pointer: tuple[str, str, str] | None,
 ) -> None:
-    try:
-        if success is not None:  # before the record: readers of a finished
-            # record (other processes) always find SUCCESS next to it
-            write_json_atomic(os.path.join(app_dir, "SUCCESS"), success)
-        write_json_atomic(path, data)
-        if pointer is not None:  # after the record: a pointer never dangles
-            write_pointer(*pointer, app_dir)
-    except OSError as exc:  # the temp log dir may be gone at close
-        logger.debug("cannot write the record %s: %s", path, exc)
+    if success is not None:  # before the record: readers of a finished
+        # record (other processes) always find SUCCESS next to it
+        write_json_atomic(os.path.join(app_dir, "SUCCESS"), success)
+    write_json_atomic(path, data)
+    if pointer is not None:  # after the record: a pointer never dangles
+        write_pointer(*pointer, app_dir)

@@ -2,6 +2,8 @@
 
 ``srun`` writes each replica's stdout and stderr to
 ``slurm-{job id}-{role}-{replica}.out|.err`` in the job's working directory.
+Lines go through the shared :class:`LineAssembler` (linear, capped at
+``max_line_bytes``, UTF-8 safe across chunk boundaries).
 
 Example:
     >>> async def main(path: str) -> None:
@@ -11,17 +13,16 @@ Example:
 
 from __future__ import annotations
 
-import codecs
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
 
-from asyncsched.schedulers.shared.lines import LineSplitter
+from asyncsched.schedulers.shared.lines import DEFAULT_MAX_LINE_BYTES, LineAssembler
 
 __all__ = ["CHUNK", "iter_file", "log_path"]
 
-CHUNK = 64 * 1024
+CHUNK = 256 * 1024
 _POLL = 0.1
 
 
@@ -40,33 +41,33 @@ def _read(path: str, offset: int) -> bytes | None:
 
 
 async def iter_file(
-    path: str, follow: Callable[[], Awaitable[bool]] | None
+    path: str,
+    follow: Callable[[], Awaitable[bool]] | None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> AsyncIterator[str]:
     """Yield the lines of ``path``; with ``follow``, keep reading while
-    ``follow()`` says the job may still write (it is called when no data is
+    ``follow()`` says the job may still write (it is asked when no data is
     left), then drain what is left. A missing file is empty."""
-    splitter = LineSplitter()
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    lines = LineAssembler(max_line_bytes)
     offset = 0
     while True:
         data = await anyio.to_thread.run_sync(_read, path, offset)
         if data:
             offset += len(data)
-            for line in splitter.feed(decoder.decode(data)):
+            for line in lines.feed(data):
                 yield line
             continue
-        if follow is None or not await follow():
-            # one last read: the job may have written between the two checks
-            data = await anyio.to_thread.run_sync(_read, path, offset)
-            if data:
-                offset += len(data)
-                for line in splitter.feed(decoder.decode(data)):
-                    yield line
-                continue
+        if follow is not None and await follow():
+            await anyio.sleep(_POLL)
+            continue
+        # the job may have written between the last read and the check
+        data = await anyio.to_thread.run_sync(_read, path, offset)
+        if not data:
             break
-        await anyio.sleep(_POLL)
-    for line in splitter.feed(decoder.decode(b"", final=True)):
-        yield line
-    tail = splitter.flush()
+        offset += len(data)
+        for line in lines.feed(data):
+            yield line
+        follow = None  # finished: read to the end, then stop
+    tail = lines.flush()
     if tail:
         yield tail

@@ -40,6 +40,10 @@ from asyncsched.schedulers.api import (
     Stream,
 )
 from asyncsched.schedulers.local._records import default_state_dir
+from asyncsched.schedulers.shared.lines import (
+    DEFAULT_MAX_LINE_BYTES,
+    check_max_line_bytes,
+)
 from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.schedulers.slurm._commands import BACKEND, CommandFailed, SlurmCli
 from asyncsched.schedulers.slurm._logs import iter_file, log_path
@@ -108,6 +112,8 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             ``$ASYNCSCHED_STATE_DIR``, ``$XDG_STATE_HOME/asyncsched`` or
             ``~/.local/state/asyncsched``).
         command_timeout: Seconds any Slurm command may take.
+        max_line_bytes: Cap of one ``log_iter`` line in bytes (default 1 MiB);
+            longer lines come in pieces.
         min_interval: Shortest pause between two status ticks of ``wait``.
         max_interval: Longest pause (backoff while nothing changes).
 
@@ -135,7 +141,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         mounts=False,
         retries=True,
         per_replica_status=True,
-        event_loops=("asyncio",),
+        event_loops=("asyncio", "trio"),
     )
 
     def __init__(
@@ -145,10 +151,12 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         slurm_conf: str | None = None,
         state_dir: str | None = None,
         command_timeout: float = 30.0,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         min_interval: float = 0.25,
         max_interval: float = 2.0,
     ) -> None:
         super().__init__(BACKEND, session_name)
+        self.max_line_bytes = check_max_line_bytes(max_line_bytes)
         env = {"SLURM_CONF": slurm_conf} if slurm_conf else {}
         self.cli = SlurmCli(env, timeout=command_timeout)
         self.registry = Registry(state_dir or default_state_dir())
@@ -484,18 +492,27 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
                 ]
             return bool(checked[1])
 
-        async for line in iter_file(path, running if should_tail else None):
+        async for line in iter_file(
+            path, running if should_tail else None, self.max_line_bytes
+        ):
             yield line
 
 
-_PARAMS = ("slurm_conf", "state_dir", "command_timeout", "min_interval", "max_interval")
+_PARAMS = (
+    "slurm_conf",
+    "state_dir",
+    "command_timeout",
+    "max_line_bytes",
+    "min_interval",
+    "max_interval",
+)
 
 
 def create_scheduler(session_name: str, **kwargs: Any) -> SlurmScheduler:
     """Registry factory; unknown keyword arguments are ignored.
 
     Known ones: ``slurm_conf``, ``state_dir``, ``command_timeout``,
-    ``min_interval``, ``max_interval``.
+    ``max_line_bytes``, ``min_interval``, ``max_interval``.
     """
     return SlurmScheduler(
         session_name, **{k: v for k, v in kwargs.items() if k in _PARAMS}
