@@ -103,6 +103,10 @@ _BUILTINS: dict[str, tuple[str, str | None]] = {
         "asyncsched.schedulers.docker_scheduler:create_scheduler",
         "docker",
     ),
+    "kubernetes": (
+        "asyncsched.schedulers.kubernetes_scheduler:create_scheduler",
+        "kubernetes",
+    ),
     "slurm": ("asyncsched.schedulers.slurm_scheduler:create_scheduler", None),
 }
 

@@ -313,7 +313,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             out = await self.cli.run([*req.cmd, script], cwd=cwd)
         except BaseException as exc:
             if created:
-                with anyio.CancelScope(shield=True):
+                with anyio.CancelScope(shield=True), anyio.move_on_after(10):
                     await anyio.to_thread.run_sync(
                         functools.partial(shutil.rmtree, script_dir, ignore_errors=True)
                     )

@@ -1,0 +1,319 @@
+"""One list+watch cache of one resource type, namespace and label selector.
+
+The informer lists the objects, then watches from the list's
+``resourceVersion`` with bookmarks, keeping a local copy that ``describe``
+and ``wait`` read, so waiting on N apps costs one open watch, not N polls:
+
+* BOOKMARK events only advance the resourceVersion;
+* a 410 Gone (an HTTP 410 or an ERROR event) or any other ERROR event means
+  the version is too old: list again, never retry the stale version;
+* a stream that drops (a payload error, a reset, an early clean EOF)
+  reconnects from the last version seen, after a jittered backoff;
+* a watch that ends at its ``timeoutSeconds`` reconnects at once;
+* every ``resync`` seconds the cache is rebuilt by a fresh list.
+
+Objects are indexed by name and by a key (e.g. the app-id label); a waiter
+gets an event that fires when an object with its key changes.
+
+Example:
+    >>> async def main(api: KubeApi) -> None:
+    ...     pods = Informer(api, "/api/v1/namespaces/ns/pods", "a=b", key=lambda o: "x")
+    ...     async with anyio.create_task_group() as tg:
+    ...         await tg.start(pods.run)
+    ...         print(len(pods.objects))
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+from anyio.abc import TaskStatus
+
+from asyncsched.schedulers.kubernetes._client import KubeApi, KubernetesApiError
+
+__all__ = ["Informer"]
+
+logger = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+_RELIST, _DROPPED, _ENDED = "relist", "dropped", "ended"
+
+
+def _rv(obj: JSON) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+class Informer:
+    """List+watch cache of ``path`` (a collection URL) filtered by ``selector``.
+
+    Args:
+        api: The connection.
+        path: Collection path, e.g. ``/api/v1/namespaces/ns/pods``.
+        selector: Label selector sent with every list and watch.
+        key: Maps an object to its waiter key (e.g. its app id).
+        resync: Seconds between full re-lists.
+        watch_timeout: ``timeoutSeconds`` of each watch request.
+        backoff: First reconnect delay (doubles, jittered, capped at 30 s).
+        optional: A refused list (401/403) leaves the cache empty (and
+            retried every ``resync``) instead of failing.
+    """
+
+    def __init__(
+        self,
+        api: KubeApi,
+        path: str,
+        selector: str,
+        *,
+        key: Callable[[JSON], str],
+        resync: float = 600.0,
+        watch_timeout: int = 290,
+        backoff: float = 0.1,
+        optional: bool = False,
+    ) -> None:
+        self.api = api
+        self.path = path
+        self.selector = selector
+        self.key = key
+        self.resync = resync
+        self.watch_timeout = watch_timeout
+        self.backoff = backoff
+        self.objects: dict[str, JSON] = {}
+        self.by_key: dict[str, dict[str, JSON]] = {}
+        self.resource_version = ""
+        self.optional = optional
+        #: the server does not serve this type (404 on list, e.g. no Volcano
+        #: CRD), or, when ``optional``, does not let us list it (401/403)
+        self.absent = False
+        self.denied = False
+        self.lists = 0
+        self.watches = 0
+        self._waiters: dict[str, anyio.Event] = {}
+
+    # -- reading ---------------------------------------------------------------
+
+    def get(self, name: str) -> JSON | None:
+        """The cached object named ``name``."""
+        return self.objects.get(name)
+
+    def with_key(self, key: str) -> list[JSON]:
+        """The cached objects whose key is ``key``."""
+        return list(self.by_key.get(key, {}).values())
+
+    def changed(self, key: str) -> anyio.Event:
+        """An event set the next time an object with ``key`` changes (or on re-list)."""
+        event = self._waiters.get(key)
+        if event is None:
+            event = self._waiters[key] = anyio.Event()
+        return event
+
+    def upsert(self, obj: JSON) -> None:
+        """Store ``obj`` unless the cache holds a newer version of it."""
+        name = obj["metadata"]["name"]
+        old = self.objects.get(name)
+        if old is not None and _newer(old, obj):
+            return
+        self._store(name, obj)
+
+    # -- the loop --------------------------------------------------------------
+
+    async def run(
+        self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """List, report started, then watch forever (until cancelled).
+
+        An error of the first list is raised to the starter; later errors are
+        logged and retried with backoff.
+        """
+        started = False
+        failures = relists = 0
+        while True:
+            try:
+                await self._list()
+            except KubernetesApiError as exc:
+                denied = self.optional and exc.status in (401, 403)
+                if exc.status != 404 and not denied:
+                    if not started:
+                        raise
+                    failures += 1
+                    logger.warning("listing %s failed: %s", self.path, exc)
+                    await anyio.sleep(self._delay(failures))
+                    continue
+                self.absent = True
+                self.denied = denied
+                if denied:
+                    logger.info("not allowed to list %s: %s", self.path, exc.message)
+                self._replace({}, "")
+                if not started:
+                    task_status.started()
+                    started = True
+                await anyio.sleep(self.resync)
+                continue
+            except Exception as exc:
+                if not started:
+                    raise
+                failures += 1
+                logger.warning("listing %s failed: %s", self.path, exc)
+                await anyio.sleep(self._delay(failures))
+                continue
+            self.absent = self.denied = False
+            failures = 0
+            if not started:
+                task_status.started()
+                started = True
+            began = time.monotonic()
+            await self._watch_until(began + self.resync)
+            if time.monotonic() - began < 1.0:
+                # the watch asked for a re-list at once: do not hammer the server
+                relists += 1
+                await anyio.sleep(self._delay(relists))
+            else:
+                relists = 0
+
+    async def _watch_until(self, deadline: float) -> None:
+        failures = 0
+        while (left := deadline - time.monotonic()) > 0:
+            timeout = max(1, min(self.watch_timeout, int(left)))
+            began = time.monotonic()
+            outcome, events = await self._watch_once(timeout)
+            if outcome == _RELIST:
+                return
+            early = time.monotonic() - began < timeout - 1
+            if outcome == _DROPPED or (early and events == 0):
+                failures += 1
+                await anyio.sleep(self._delay(failures))
+            else:
+                failures = 0
+
+    async def _list(self) -> None:
+        data = await self.api.request(
+            "GET",
+            self.path,
+            query={"labelSelector": self.selector},
+            map_denied=not self.optional,
+        )
+        self.lists += 1
+        items = {
+            item["metadata"]["name"]: item for item in (data or {}).get("items") or []
+        }
+        rv = str(((data or {}).get("metadata") or {}).get("resourceVersion") or "")
+        self._replace(items, rv)
+
+    async def _watch_once(self, seconds: int) -> tuple[str, int]:
+        import aiohttp
+
+        query = {
+            "watch": True,
+            "labelSelector": self.selector,
+            "resourceVersion": self.resource_version,
+            "allowWatchBookmarks": True,
+            "timeoutSeconds": seconds,
+        }
+        events = 0
+        self.watches += 1
+        try:
+            async with self.api.stream(
+                self.path, query=query, read_timeout=seconds + 30
+            ) as resp:
+                buffer = b""
+                async for chunk in resp.content.iter_any():
+                    buffer += chunk
+                    *lines, buffer = buffer.split(b"\n")
+                    for line in lines:
+                        if not line.strip():
+                            continue
+                        events += 1
+                        if not self._apply(json.loads(line)):
+                            return _RELIST, events
+        except KubernetesApiError as exc:
+            if exc.status == 410:
+                return _RELIST, events
+            logger.warning("watch of %s refused: %s", self.path, exc)
+            return _DROPPED, events
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            logger.info("watch of %s dropped: %r", self.path, exc)
+            return _DROPPED, events
+        except Exception as exc:  # noqa: BLE001 -- denied, unreachable: keep going
+            logger.warning("watch of %s failed: %s", self.path, exc)
+            return _DROPPED, events
+        return _ENDED, events
+
+    def _apply(self, event: JSON) -> bool:
+        """Apply one watch event; False when a re-list is needed."""
+        kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            logger.info("watch of %s: %s; re-listing", self.path, obj.get("message"))
+            return False
+        rv = _rv(obj)
+        if kind == "BOOKMARK":
+            self.resource_version = rv or self.resource_version
+            return True
+        name = obj.get("metadata", {}).get("name")
+        if name is None:
+            return True
+        if kind == "DELETED":
+            self._delete(name)
+        else:
+            self._store(name, obj)
+        if rv:
+            self.resource_version = rv
+        return True
+
+    # -- the cache -------------------------------------------------------------
+
+    def _store(self, name: str, obj: JSON) -> None:
+        old = self.objects.get(name)
+        if old is not None:
+            self._unindex(name, old)
+        self.objects[name] = obj
+        key = self.key(obj)
+        self.by_key.setdefault(key, {})[name] = obj
+        self._notify(key)
+        if old is not None and self.key(old) != key:
+            self._notify(self.key(old))
+
+    def _delete(self, name: str) -> None:
+        old = self.objects.pop(name, None)
+        if old is not None:
+            self._unindex(name, old)
+            self._notify(self.key(old))
+
+    def _unindex(self, name: str, obj: JSON) -> None:
+        key = self.key(obj)
+        bucket = self.by_key.get(key)
+        if bucket is not None:
+            bucket.pop(name, None)
+            if not bucket:
+                del self.by_key[key]
+
+    def _replace(self, items: dict[str, JSON], rv: str) -> None:
+        self.objects = items
+        self.by_key = {}
+        for name, obj in items.items():
+            self.by_key.setdefault(self.key(obj), {})[name] = obj
+        self.resource_version = rv
+        waiters, self._waiters = self._waiters, {}
+        for event in waiters.values():
+            event.set()
+
+    def _notify(self, key: str) -> None:
+        event = self._waiters.pop(key, None)
+        if event is not None:
+            event.set()
+
+    def _delay(self, failures: int) -> float:
+        delay: float = min(self.backoff * 2 ** (failures - 1), 30.0)
+        return delay * random.uniform(0.5, 1.5)
+
+
+def _newer(a: JSON, b: JSON) -> bool:
+    """True when ``a`` is a strictly newer version than ``b`` (numeric versions)."""
+    try:
+        return int(_rv(a)) > int(_rv(b))
+    except ValueError:
+        return False

@@ -1,0 +1,187 @@
+"""Pod logs as whole lines: read, follow, resume without duplicates.
+
+Logs are always requested with ``timestamps=true``: the timestamp of each
+line filters ``since``/``until`` exactly (the API's ``sinceTime`` has whole
+seconds only) and lets a dropped follow stream resume at the last line seen,
+skipping the lines already yielded. Timestamps are stripped from the output;
+every yielded line ends in ``\\n``.
+
+A follow ends once the pod is terminal and its log is drained. Closing the
+iterator (``aclose()``) releases the HTTP response.
+
+Example:
+    >>> async def main(api: KubeApi, pod_done: Callable[[], Awaitable[bool]]) -> None:
+    ...     async for line in iter_pod_log(api, "ns", "pod-0", follow=True,
+    ...                                    pod_done=pod_done):
+    ...         print(line, end="")
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+import random
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from datetime import UTC, datetime
+
+import anyio
+
+from asyncsched.schedulers.kubernetes._client import KubeApi, KubernetesApiError
+from asyncsched.schedulers.shared.lines import DEFAULT_MAX_LINE_BYTES, LineSplitter
+
+__all__ = ["iter_pod_log", "parse_timestamp"]
+
+logger = logging.getLogger(__name__)
+
+_NS = 1_000_000_000
+
+
+def parse_timestamp(stamp: str) -> int:
+    """RFC 3339 (nano) timestamp -> nanoseconds since the epoch.
+
+    Example:
+        >>> parse_timestamp("1970-01-01T00:00:01.5Z")
+        1500000000
+    """
+    base, _, frac = stamp.rstrip("Z").partition(".")
+    frac, _, _ = frac.partition("+")
+    seconds = int(datetime.fromisoformat(base).replace(tzinfo=UTC).timestamp())
+    return seconds * _NS + int((frac + "000000000")[:9] or 0)
+
+
+def _to_ns(when: datetime | None) -> int | None:
+    if when is None:
+        return None
+    return int(when.timestamp()) * _NS + when.microsecond * 1000
+
+
+def _since_time(ns: int) -> str:
+    return datetime.fromtimestamp(ns // _NS, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class _Position:
+    """Where the reader is: the last timestamp yielded and how many lines had it.
+
+    A resumed stream starts at the second of the last line (``sinceTime`` has
+    whole seconds): :meth:`begin` marks the point, and :meth:`accept` drops
+    the lines before it and as many lines *at* it as were yielded already.
+    """
+
+    def __init__(self, since: int | None) -> None:
+        self.since = since
+        self.last = -1
+        self.at_last = 0
+        self._resume = -1
+        self._skip = 0
+
+    def query_since(self) -> str | None:
+        start = self.last if self.last >= 0 else self.since
+        return _since_time(start) if start is not None else None
+
+    def begin(self) -> None:
+        """A new stream starts (from :meth:`query_since`)."""
+        self._resume, self._skip = self.last, self.at_last
+
+    def accept(self, ns: int) -> bool:
+        """True when the line is new (not yielded before) and within ``since``."""
+        if self.since is not None and ns < self.since:
+            return False
+        if ns < self._resume:
+            return False
+        if ns == self._resume and self._skip > 0:
+            self._skip -= 1
+            return False
+        if ns == self.last:
+            self.at_last += 1
+        else:
+            self.last, self.at_last = ns, 1
+        return True
+
+
+async def iter_pod_log(
+    api: KubeApi,
+    namespace: str,
+    pod: str,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    follow: bool = False,
+    pod_done: Callable[[], Awaitable[bool]] | None = None,
+    container: str | None = None,
+    idle_timeout: float | None = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> AsyncGenerator[str]:
+    """Yield the lines of ``pod``'s log (one container), timestamps stripped.
+
+    With ``follow`` the stream is re-opened after a drop from the last line
+    seen, until ``pod_done()`` is true and the log is drained. A followed
+    stream silent for ``idle_timeout`` seconds counts as dropped (a dead
+    connection is noticed), and is re-opened the same way. A line longer
+    than ``max_line_bytes`` comes in pieces of at most that size.
+    """
+    pos = _Position(_to_ns(since))
+    end = _to_ns(until)
+    path = f"/api/v1/namespaces/{namespace}/pods/{pod}/log"
+    failures = 0
+    while True:
+        query: dict[str, object] = {"timestamps": True, "follow": follow}
+        if container:
+            query["container"] = container
+        query["sinceTime"] = pos.query_since()
+        pos.begin()
+        splitter = LineSplitter(max_line_bytes)
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        got_any = False
+        # a line over the cap comes in pieces: only the first has a timestamp,
+        # the others follow its fate (yielded or skipped) and invent no "\n"
+        continuing = keep = False
+        try:
+            async with api.stream(
+                path, query=query, read_timeout=idle_timeout if follow else None
+            ) as resp:
+                async for chunk in resp.content.iter_any():
+                    for raw in splitter.feed(decoder.decode(chunk)):
+                        got_any = True
+                        if continuing:
+                            text = raw
+                        else:
+                            stamp, _, text = raw.partition(" ")
+                            try:
+                                ns = parse_timestamp(stamp)
+                            except ValueError:
+                                ns = max(pos.last, 0)
+                            if end is not None and ns > end:
+                                return
+                            keep = pos.accept(ns)
+                        continuing = not raw.endswith("\n")
+                        if keep:
+                            yield text
+            tail = splitter.flush()
+            if tail and not follow:
+                text = tail if continuing else tail.partition(" ")[2]
+                if keep or not continuing:
+                    yield text + "\n"
+        except KubernetesApiError as exc:
+            # 400: the container has not started (or the pod is gone)
+            if exc.status not in (400, 404) or not follow:
+                if exc.status in (400, 404):
+                    return
+                raise
+        except Exception as exc:
+            if not follow or not _is_drop(exc):
+                raise
+            logger.info("log stream of %s dropped: %r; resuming", pod, exc)
+        else:
+            if not follow:
+                return
+        if pod_done is None or await pod_done():
+            follow = False  # one last plain read drains what the stream missed
+            continue
+        failures = 0 if got_any else failures + 1
+        await anyio.sleep(min(0.05 * 2**failures, 2.0) * random.uniform(0.5, 1.5))
+
+
+def _is_drop(exc: BaseException) -> bool:
+    import aiohttp
+
+    return isinstance(exc, (aiohttp.ClientError, TimeoutError))

@@ -1,0 +1,944 @@
+"""Run apps on Kubernetes as Volcano Jobs or Indexed Jobs (``kubernetes``).
+
+Talks to the API server through one ``kubernetes_asyncio`` ``ApiClient`` per
+scheduler (``pip install 'asyncsched[kubernetes]'``). Status comes from one
+shared list+watch cache per namespace and resource type (Volcano Jobs, batch
+Jobs, pods), selected by ``app.kubernetes.io/managed-by=asyncsched``:
+``describe`` reads the cache and ``wait`` sleeps until the cache changes, so
+waiting on any number of apps costs a few open watches.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+from collections.abc import AsyncIterator, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypedDict, cast, final
+
+import anyio
+
+from asyncsched._version import __version__
+from asyncsched.errors import (
+    InvalidRunConfigException,
+    SchedulerUnavailableError,
+    SubmitError,
+    UnknownAppException,
+    UnknownReplicaError,
+)
+from asyncsched.schedulers.api import (
+    Capabilities,
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+)
+from asyncsched.schedulers.kubernetes._client import (
+    BACKEND,
+    MERGE_PATCH_CT,
+    KubeApi,
+    KubernetesApiError,
+    import_client,
+    load_api_client,
+)
+from asyncsched.schedulers.kubernetes._informer import Informer
+from asyncsched.schedulers.kubernetes._logs import iter_pod_log
+from asyncsched.schedulers.kubernetes._render import (
+    ANNOTATION_CANCELLED,
+    JOB_APIS,
+    LABEL_APP_ID,
+    LABEL_APP_NAME,
+    LABEL_MANAGED_BY,
+    LABEL_REPLICA_ID,
+    LABEL_ROLE_NAME,
+    LABEL_SESSION,
+    LABEL_VERSION,
+    MANAGED_BY,
+    KubernetesJob,
+    format_job,
+    job_name,
+    render_job,
+    sanitize_label_value,
+)
+from asyncsched.schedulers.kubernetes._state import (
+    completion_index,
+    describe_indexed,
+    describe_volcano,
+    indexed_state,
+    volcano_state,
+)
+from asyncsched.schedulers.shared.ids import random_id
+from asyncsched.schedulers.shared.lines import (
+    DEFAULT_MAX_LINE_BYTES,
+    check_max_line_bytes,
+)
+from asyncsched.schedulers.shared.taskhost import TaskHost
+from asyncsched.specs import (
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    CfgVal,
+    Role,
+    Workspace,
+    is_terminal,
+    runopts,
+)
+
+__all__ = [
+    "KubernetesJob",
+    "KubernetesOpts",
+    "KubernetesScheduler",
+    "create_scheduler",
+]
+
+logger = logging.getLogger(__name__)
+
+#: seconds a failed submit may spend deleting what it created
+_UNDO_TIMEOUT = 60.0
+
+JSON = dict[str, Any]
+VOLCANO_JOBS = "/apis/batch.volcano.sh/v1alpha1/namespaces/{ns}/jobs"
+BATCH_JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
+PODS = "/api/v1/namespaces/{ns}/pods"
+SERVICES = "/api/v1/namespaces/{ns}/services"
+SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
+#: how long a terminal app's pods may lag behind its Job in the cache
+_POD_SETTLE = 5.0
+#: seconds between polls of a Volcano job asyncsched did not create
+_FOREIGN_POLL = 5.0
+
+
+class KubernetesOpts(TypedDict, total=False):
+    """Run options of :class:`KubernetesScheduler` (after resolution)."""
+
+    namespace: str
+    queue: str | None
+    job_api: str
+    service_account: str | None
+    priority_class: str | None
+    image_repo: str | None
+    reserved_millicpu: int
+    reserved_memmb: int
+    efa_device_count: int | None
+    node_selector: dict[str, str] | None
+    tolerations: list[str] | None
+    image_pull_secrets: list[str] | None
+    context: str | None
+    validate_spec: bool
+
+
+@dataclass
+class _Namespace:
+    """The three caches of one namespace."""
+
+    name: str
+    volcano: Informer
+    batch: Informer
+    pods: Informer
+
+
+def _app_key(obj: JSON) -> str:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return str(labels.get(LABEL_APP_ID) or obj["metadata"]["name"])
+
+
+@final
+class KubernetesScheduler(Scheduler[KubernetesOpts]):
+    """Run each app as a Volcano Job (default) or as Indexed Jobs.
+
+    App ids are ``namespace:name``. ``cancel`` aborts the app (pods and logs
+    stay readable); :meth:`delete` removes it. Logs are the container's
+    output as Kubernetes keeps it: stdout and stderr merged into one stream.
+
+    Args:
+        session_name: Recorded in the ``asyncsched.io/session`` label.
+        client: A ``kubernetes_asyncio`` ``ApiClient`` to use (not closed by
+            :meth:`aclose`); by default one is made from the in-cluster
+            config, else the kubeconfig.
+        docker_client: An aiodocker client to push ``images_to_push`` with.
+        kubeconfig: Path of the kubeconfig (default ``$KUBECONFIG``).
+        context: Kubeconfig context (default: the current one).
+        namespace: Namespace of ``list()`` (default: the context's, else
+            ``default``).
+        qps: Client-side request rate limit (``<= 0`` disables it).
+        burst: Requests allowed at once above ``qps``.
+        max_retries: Retries of a 429, a 5xx or a connection error.
+        resync: Seconds between full re-lists of the caches.
+        watch_timeout: ``timeoutSeconds`` of each watch request.
+        log_idle_timeout: Seconds a followed log may stay silent before its
+            connection is re-opened (resuming after the last line; None: never).
+        max_line_bytes: Cap of one ``log_iter`` line in bytes (default 1 MiB);
+            a longer line comes in pieces of at most this size.
+
+    Example:
+        >>> async def main() -> None:
+        ...     role = Role("hi", image="busybox", entrypoint="echo", args=["hello"])
+        ...     async with KubernetesScheduler("demo") as sched:
+        ...         app_id = await sched.submit(AppDef("hi", roles=[role]),
+        ...                                     {"queue": "default"})
+        ...         status = await sched.wait(app_id, timeout=600)
+        ...         async for line in sched.log_iter(app_id, "hi"):
+        ...             print(line, end="")
+    """
+
+    capabilities = Capabilities(
+        logs=True,
+        log_streams=frozenset({Stream.COMBINED}),
+        log_since_until=True,
+        log_tail=True,
+        cancel=True,
+        list=True,
+        workspaces=True,
+        mounts=True,
+        retries=True,
+        per_replica_status=True,
+        event_loops=("asyncio",),
+    )
+
+    def __init__(
+        self,
+        session_name: str,
+        *,
+        client: Any = None,
+        docker_client: Any = None,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        namespace: str | None = None,
+        qps: float = 50.0,
+        burst: int = 100,
+        max_retries: int = 5,
+        resync: float = 600.0,
+        watch_timeout: int = 290,
+        log_idle_timeout: float | None = 300.0,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    ) -> None:
+        super().__init__(BACKEND, session_name)
+        self.max_line_bytes = check_max_line_bytes(max_line_bytes)
+        self._client = client
+        self._docker_client = docker_client
+        self._kubeconfig = kubeconfig
+        self._context = context
+        self._namespace = namespace
+        self._qps = qps
+        self._burst = burst
+        self._max_retries = max_retries
+        self._resync = resync
+        self._watch_timeout = watch_timeout
+        self._log_idle_timeout = log_idle_timeout
+        self._api_: KubeApi | None = None
+        self._namespaces: dict[str, _Namespace] = {}
+        self._tasks = TaskHost("KubernetesScheduler")
+        self._lock = anyio.Lock()
+
+    # -- lifecycle -------------------------------------------------------------
+
+    async def _aenter(self) -> None:
+        await self._tasks.enter()
+
+    async def _aclose(self) -> None:
+        await self._tasks.aclose()
+        if self._api_ is not None:
+            await self._api_.aclose()
+        self._api_ = None
+
+    async def _api(self, context: str | None = None) -> KubeApi:
+        self._check_open()
+        if self._api_ is not None:
+            if context and context != self._context:
+                raise InvalidRunConfigException(
+                    f"this scheduler talks to context {self._context!r}; make"
+                    f" another scheduler for context {context!r}",
+                    "context",
+                    {"context": context},
+                )
+            return self._api_
+        async with self._lock:
+            if self._api_ is None:
+                self._context = context or self._context
+                client, owns = self._client, False
+                if client is None:
+                    client = await load_api_client(
+                        kubeconfig=self._kubeconfig, context=self._context
+                    )
+                    owns = True
+                if self._namespace is None:
+                    self._namespace = await _context_namespace(
+                        self._kubeconfig, self._context, injected=not owns
+                    )
+                self._api_ = KubeApi(
+                    client,
+                    qps=self._qps,
+                    burst=self._burst,
+                    max_retries=self._max_retries,
+                    owns_client=owns,
+                )
+            return self._api_
+
+    @property
+    def api(self) -> KubeApi | None:
+        """The connection, once made (for request accounting)."""
+        return self._api_
+
+    # -- run options -----------------------------------------------------------
+
+    def _run_opts(self) -> runopts:
+        opts = runopts()
+        opts.add("namespace", type_=str, default="default", help="namespace to run in")
+        opts.add(
+            "queue",
+            type_=str,
+            help="Volcano queue to schedule the job in (required with job_api=volcano)",
+        )
+        opts.add(
+            "job_api",
+            type_=str,
+            default="volcano",
+            help="volcano (a Volcano Job, as TorchX) or indexed (one batch/v1"
+            " Indexed Job per role plus a headless Service; no Volcano needed)",
+        )
+        opts.add("service_account", type_=str, help="service account of the pods")
+        opts.add("priority_class", type_=str, help="PriorityClass of the Volcano job")
+        opts.add(
+            "reserved_millicpu",
+            type_=int,
+            default=100,
+            help="millicpu subtracted from the cpu request (left to system pods)",
+        )
+        opts.add(
+            "reserved_memmb",
+            type_=int,
+            default=1024,
+            help="MB subtracted from the memory request (left to system pods)",
+        )
+        opts.add(
+            "efa_device_count",
+            type_=int,
+            help="override the vpc.amazonaws.com/efa limit (0 removes it)",
+        )
+        opts.add(
+            "node_selector",
+            type_=dict[str, str],
+            help="node labels the pods must match (K1:v1,K2:v2)",
+        )
+        opts.add(
+            "tolerations",
+            type_=list[str],
+            help="taints the pods tolerate, each KEY[=VALUE][:EFFECT]",
+        )
+        opts.add(
+            "image_pull_secrets",
+            type_=list[str],
+            help="names of Secrets used to pull the images",
+        )
+        opts.add("context", type_=str, help="kubeconfig context to use")
+        opts.add(
+            "validate_spec",
+            type_=bool,
+            default=False,
+            help="validate the manifests with a server-side dry run (dryRun=All)"
+            " during submit_dryrun (needs cluster access)",
+        )
+        return opts
+
+    def workspace_opts(self) -> runopts:
+        """``image_repo`` (where local images are pushed) and ``quiet``."""
+        opts = runopts()
+        opts.add(
+            "image_repo",
+            type_=str,
+            help="repository local sha256: images (and workspace builds) are pushed"
+            " to before submitting, e.g. registry.example.com/team/app",
+        )
+        opts.add(
+            "quiet",
+            type_=bool,
+            default=False,
+            help="suppress the workspace image build output",
+        )
+        return opts
+
+    async def build_workspace_and_update_role(
+        self, role: Role, workspace: str | Workspace, cfg: KubernetesOpts
+    ) -> None:
+        """Build ``workspace`` over ``role.image`` with the local Docker engine.
+
+        The role then points at the built image id; the dry run maps it to
+        ``<image_repo>:<hash>`` and ``schedule`` pushes it there first.
+
+        Raises:
+            InvalidRunConfigException: no ``image_repo`` (the cluster could not
+                pull a local image).
+            SchedulerUnavailableError: the ``docker`` extra is missing.
+        """
+        if not cfg.get("image_repo"):
+            raise InvalidRunConfigException(
+                "a workspace is built into a local image that the cluster cannot"
+                " pull: set image_repo to a repository it can",
+                "image_repo",
+                dict(cast(Mapping[str, CfgVal], cfg)),
+            )
+        aiodocker, docker_client, workspace_mod = _docker_modules()
+        docker = self._docker_client or aiodocker.Docker()
+        try:
+            context = await anyio.to_thread.run_sync(
+                workspace_mod.build_context, workspace
+            )
+            label = (
+                workspace
+                if isinstance(workspace, str)
+                else ",".join(workspace.projects)
+            )
+            role.image = await workspace_mod.build_image(
+                docker,
+                docker_client.resolve_host(None),
+                context,
+                base_image=role.image,
+                workspace=label,
+                labels={LABEL_VERSION: __version__, LABEL_SESSION: self.session_name},
+                quiet=bool(cfg.get("quiet")),
+            )
+        finally:
+            if self._docker_client is None:
+                await docker.close()
+
+    def _validate(self, app: AppDef, scheduler: str, cfg: Any) -> None:
+        """Kubernetes accepts roles without resources (no requests), as TorchX does."""
+
+    # -- submission ------------------------------------------------------------
+
+    async def _submit_dryrun(
+        self, app: AppDef, cfg: KubernetesOpts
+    ) -> AppDryRunInfo[KubernetesJob]:
+        import_client()
+        values = cast(Mapping[str, CfgVal], cfg)
+        job_api = str(cfg.get("job_api") or "volcano")
+        if job_api not in JOB_APIS:
+            raise InvalidRunConfigException(
+                f"job_api must be one of {list(JOB_APIS)}, got {job_api!r}",
+                "job_api",
+                dict(values),
+            )
+        name = job_name(app.name, random_id())
+        job = render_job(
+            app, values, name=name, session=self.session_name, version=__version__
+        )
+        if cfg.get("validate_spec"):
+            api = await self._api(cfg.get("context"))
+            for manifest in job.manifests:
+                try:
+                    await api.request(
+                        "POST",
+                        _collection(manifest, job.namespace),
+                        query={"dryRun": "All"},
+                        body=manifest,
+                    )
+                except KubernetesApiError as exc:
+                    raise SubmitError(
+                        f"invalid job spec ({manifest['kind']} "
+                        f"{manifest['metadata']['name']}): {exc.message}"
+                    ) from exc
+        return AppDryRunInfo(job, format_job)
+
+    async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
+        """Create the manifests (after pushing ``images_to_push``); return the app id.
+
+        All or nothing: if a later manifest fails, the earlier ones are deleted.
+
+        Raises:
+            SubmitError: the server rejected a manifest (409: the name is taken).
+        """
+        self._check_open()
+        job: KubernetesJob = dryrun_info.request
+        cfg = dryrun_info._cfg or {}
+        context = cfg.get("context")
+        api = await self._api(str(context) if context else None)
+        await self._push_images(job)
+        ns = await self._watch(job.namespace)
+        created: list[str] = []
+        in_flight = ""
+        try:
+            for manifest in job.manifests:
+                path = _collection(manifest, job.namespace)
+                in_flight = f"{path}/{manifest['metadata']['name']}"
+                obj = await self._create(api, path, manifest)
+                created.append(in_flight)
+                in_flight = ""
+                if manifest["kind"] == "Job":
+                    target = ns.volcano if _is_volcano(manifest) else ns.batch
+                    target.upsert(obj)
+        except BaseException as exc:
+            # a refused create made nothing (and a 409 names someone else's
+            # object); a cancelled or lost one may have landed: delete it too
+            if in_flight and not isinstance(exc, SubmitError):
+                created.append(in_flight)
+            # bounded: a hung API server must not hang the failed submit
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_UNDO_TIMEOUT):
+                for path in reversed(created):
+                    try:
+                        await _delete(api, path)
+                    except Exception as cleanup:  # noqa: BLE001 - the first error wins
+                        logger.warning("could not delete %s: %s", path, cleanup)
+            raise
+        return job.app_id
+
+    async def _create(self, api: KubeApi, path: str, manifest: JSON) -> JSON:
+        name = manifest["metadata"]["name"]
+        try:
+            result: JSON = await api.request("POST", path, body=manifest)
+            return result
+        except KubernetesApiError as exc:
+            if exc.status == 409 and exc.attempts > 1:
+                # a retried create: the first attempt may have landed, its
+                # answer lost (a 5xx from a proxy, a dropped connection)
+                mine = await self._created_by_this_submit(api, path, manifest)
+                if mine is not None:
+                    return mine
+            if exc.status == 409:
+                raise SubmitError(
+                    f"{manifest['kind']} {name!r} already exists in that namespace"
+                    f" (the name is taken; dry-run again for a new one): {exc.message}"
+                ) from exc
+            if exc.status == 404 and _is_volcano(manifest):
+                raise SubmitError(
+                    "the server does not serve batch.volcano.sh/v1alpha1 Jobs:"
+                    " install Volcano, or use -cfg job_api=indexed"
+                ) from exc
+            raise SubmitError(
+                f"the server rejected {manifest['kind']} {name!r}: {exc.message}"
+            ) from exc
+
+    async def _created_by_this_submit(
+        self, api: KubeApi, path: str, manifest: JSON
+    ) -> JSON | None:
+        """The existing object, when its labels say it is this very app."""
+        try:
+            existing: JSON = await api.request(
+                "GET", f"{path}/{manifest['metadata']['name']}"
+            )
+        except KubernetesApiError:
+            return None
+        wanted = _labels(manifest)
+        if wanted and all(_labels(existing).get(k) == v for k, v in wanted.items()):
+            return existing
+        return None
+
+    async def _push_images(self, job: KubernetesJob) -> None:
+        if not job.images_to_push:
+            return
+        aiodocker, docker_client, workspace_mod = _docker_modules()
+        docker = self._docker_client or aiodocker.Docker()
+        try:
+            for image, (repo, _tag) in job.images_to_push.items():
+                auth = await docker_client.registry_auth(repo)
+                await workspace_mod.push_image(
+                    docker, docker_client.resolve_host(None), image, repo, auth
+                )
+        finally:
+            if self._docker_client is None:
+                await docker.close()
+
+    # -- the caches ------------------------------------------------------------
+
+    async def _watch(self, namespace: str) -> _Namespace:
+        ns = self._namespaces.get(namespace)
+        if ns is not None:
+            return ns
+        api = await self._api()
+        async with self._lock:
+            ns = self._namespaces.get(namespace)
+            if ns is None:
+                kwargs: dict[str, Any] = {
+                    "key": _app_key,
+                    "resync": self._resync,
+                    "watch_timeout": self._watch_timeout,
+                }
+                # either job kind may be off limits (RBAC for the one in use)
+                ns = _Namespace(
+                    name=namespace,
+                    volcano=Informer(
+                        api,
+                        VOLCANO_JOBS.format(ns=namespace),
+                        SELECTOR,
+                        optional=True,
+                        **kwargs,
+                    ),
+                    batch=Informer(
+                        api,
+                        BATCH_JOBS.format(ns=namespace),
+                        SELECTOR,
+                        optional=True,
+                        **kwargs,
+                    ),
+                    pods=Informer(api, PODS.format(ns=namespace), SELECTOR, **kwargs),
+                )
+                for informer in (ns.volcano, ns.batch, ns.pods):
+                    # one after the other: a refusal surfaces as itself, not
+                    # inside an exception group
+                    await self._tasks.start(
+                        informer.run, name=f"kube-watch {informer.path}"
+                    )
+                self._namespaces[namespace] = ns
+            return ns
+
+    async def _lookup(self, app_id: str) -> tuple[str, _Namespace, list[JSON]] | None:
+        """``(job_api, caches, jobs)`` of the app, or None when it does not exist."""
+        namespace, _, name = app_id.rpartition(":")
+        if not name or "/" in name or "/" in namespace:
+            return None
+        await self._api()  # knows the default namespace once connected
+        namespace = namespace or self._namespace or "default"
+        ns = await self._watch(namespace)
+        _check_allowed(ns)
+        job = ns.volcano.get(name)
+        if job is not None:
+            return "volcano", ns, [job]
+        jobs = ns.batch.with_key(name)
+        if jobs:
+            return "indexed", ns, jobs
+        # not cached: made by another process a moment ago, or gone
+        api = await self._api()
+        if not ns.volcano.absent:
+            try:
+                job = await api.request("GET", f"{ns.volcano.path}/{name}")
+            except KubernetesApiError as exc:
+                if exc.status != 404:
+                    raise
+            else:
+                if _managed(job):  # a job of someone else's is described, not cached
+                    ns.volcano.upsert(job)
+                return "volcano", ns, [job]
+        if not ns.batch.absent:
+            data = await api.request(
+                "GET", ns.batch.path, query={"labelSelector": f"{LABEL_APP_ID}={name}"}
+            )
+            jobs = [j for j in (data or {}).get("items") or [] if _managed(j)]
+            for j in jobs:
+                ns.batch.upsert(j)
+            if jobs:
+                return "indexed", ns, jobs
+        return None
+
+    # -- observation -----------------------------------------------------------
+
+    async def describe(self, app_id: str) -> DescribeAppResponse | None:
+        """State, per-replica status (from the pods) and messages; None if unknown."""
+        self._check_open()
+        found = await self._lookup(app_id)
+        if found is None:
+            return None
+        return _describe(app_id, *found)
+
+    async def list(self) -> builtins.list[ListAppResponse]:
+        """The asyncsched apps in the scheduler's namespace (jobs without status too)."""
+        self._check_open()
+        await self._api()
+        namespace = self._namespace or "default"
+        ns = await self._watch(namespace)
+        _check_allowed(ns)
+        rows = [
+            ListAppResponse(
+                app_id=f"{namespace}:{name}",
+                state=volcano_state(job),
+                name=_labels(job).get(LABEL_APP_NAME, ""),
+            )
+            for name, job in ns.volcano.objects.items()
+        ]
+        for key, jobs in ns.batch.by_key.items():
+            pods = ns.pods.with_key(key)
+            first = next(iter(jobs.values()))
+            rows.append(
+                ListAppResponse(
+                    app_id=f"{namespace}:{key}",
+                    state=indexed_state(builtins.list(jobs.values()), pods),
+                    name=_labels(first).get(LABEL_APP_NAME, ""),
+                )
+            )
+        return rows
+
+    async def _wait(self, app_id: str) -> DescribeAppResponse | None:
+        settle_deadline: float | None = None
+        while True:
+            found = await self._lookup(app_id)
+            if found is None:
+                return None
+            kind, ns, jobs = found
+            name = _app_key(jobs[0])
+            informer = ns.volcano if kind == "volcano" else ns.batch
+            changed = informer.changed(name)
+            pods_changed = ns.pods.changed(name)
+            desc = _describe(app_id, kind, ns, jobs)
+            if is_terminal(desc.state):
+                # the pods' final status travels on another watch: let it land
+                live = [
+                    p
+                    for p in ns.pods.with_key(name)
+                    if (p.get("status") or {}).get("phase") in ("Pending", "Running")
+                ]
+                now = anyio.current_time()
+                if settle_deadline is None:
+                    settle_deadline = now + _POD_SETTLE
+                if (
+                    not live
+                    or desc.state == AppState.CANCELLED
+                    or now >= settle_deadline
+                ):
+                    return desc
+                with anyio.move_on_after(settle_deadline - now):
+                    await pods_changed.wait()
+                continue
+            if _managed(jobs[0]):
+                await changed.wait()
+            else:  # not ours: no cache sees it change, so poll it
+                with anyio.move_on_after(_FOREIGN_POLL):
+                    await changed.wait()
+
+    # -- control ---------------------------------------------------------------
+
+    async def _cancel_existing(self, app_id: str) -> None:
+        found = await self._lookup(app_id)
+        if found is None:
+            return
+        kind, ns, jobs = found
+        if is_terminal(_describe(app_id, kind, ns, jobs).state):
+            return
+        api = await self._api()
+        if kind == "volcano":
+            name = jobs[0]["metadata"]["name"]
+            obj = await api.request(
+                "PATCH",
+                f"{ns.volcano.path}/{name}/status",
+                body={"status": {"state": {"phase": "Aborted"}}},
+                content_type=MERGE_PATCH_CT,
+            )
+            ns.volcano.upsert(obj)
+            return
+        for job in jobs:
+            obj = await api.request(
+                "PATCH",
+                f"{ns.batch.path}/{job['metadata']['name']}",
+                body={
+                    "metadata": {"annotations": {ANNOTATION_CANCELLED: "true"}},
+                    "spec": {"suspend": True},
+                },
+                content_type=MERGE_PATCH_CT,
+            )
+            ns.batch.upsert(obj)
+
+    async def delete(self, app_id: str) -> None:
+        """Delete the app's Job(s) (and Service); their pods go with them.
+
+        Unlike :meth:`cancel`, logs and status are gone afterwards. Unknown
+        apps are ignored.
+        """
+        self._check_open()
+        found = await self._lookup(app_id)
+        if found is None:
+            return
+        kind, ns, jobs = found
+        api = await self._api()
+        if kind == "volcano":
+            await _delete(api, f"{ns.volcano.path}/{jobs[0]['metadata']['name']}")
+            return
+        name = _app_key(jobs[0])
+        for job in jobs:
+            await _delete(api, f"{ns.batch.path}/{job['metadata']['name']}")
+        await _delete(api, f"{SERVICES.format(ns=ns.name)}/{name}")
+
+    # -- logs ------------------------------------------------------------------
+
+    async def _log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int,
+        since: datetime | None,
+        until: datetime | None,
+        should_tail: bool,
+        streams: Stream | None,
+    ) -> AsyncIterator[str]:
+        found = await self._lookup(app_id)
+        if found is None:
+            raise UnknownAppException(f"{self.backend}://{self.session_name}/{app_id}")
+        kind, ns, jobs = found
+        desc = _describe(app_id, kind, ns, jobs)
+        roles = {r.role: len(r.replicas) for r in desc.roles_statuses}
+        role_label = sanitize_label_value(role_name)
+        if not 0 <= k < roles.get(role_name, roles.get(role_label, 0)):
+            raise UnknownReplicaError(app_id, role_name, k, list(roles))
+        name = _app_key(jobs[0])
+        namespace = app_id.rpartition(":")[0] or self._namespace or "default"
+
+        def find_pod() -> JSON | None:
+            pods = [
+                p
+                for p in ns.pods.with_key(name)
+                if _labels(p).get(LABEL_ROLE_NAME) == role_label
+                and (
+                    _labels(p).get(LABEL_REPLICA_ID) == str(k)
+                    if kind == "volcano"
+                    else completion_index(p) == k
+                )
+            ]
+            pods.sort(key=lambda p: str(p["metadata"].get("creationTimestamp") or ""))
+            return pods[-1] if pods else None
+
+        async def app_over() -> bool:
+            current = await self._lookup(app_id)
+            return current is None or is_terminal(_describe(app_id, *current).state)
+
+        pod = find_pod()
+        while pod is None:
+            if not should_tail or await app_over():
+                return
+            changed = ns.pods.changed(name)
+            if (pod := find_pod()) is None:
+                await changed.wait()
+                pod = find_pod()
+        pod_name = pod["metadata"]["name"]
+
+        async def pod_done() -> bool:
+            current = ns.pods.get(pod_name)
+            if current is None:
+                return True
+            phase = (current.get("status") or {}).get("phase")
+            return phase in ("Succeeded", "Failed") or await app_over()
+
+        lines = iter_pod_log(
+            await self._api(),
+            namespace,
+            pod_name,
+            since=since,
+            until=until,
+            follow=should_tail,
+            pod_done=pod_done,
+            idle_timeout=self._log_idle_timeout,
+            max_line_bytes=self.max_line_bytes,
+        )
+        async with aclosing(lines):  # closing this iterator releases the response
+            async for line in lines:
+                yield line
+
+
+def _docker_modules() -> tuple[Any, Any, Any]:
+    """aiodocker and the Docker backend's client/workspace helpers (the docker extra)."""
+    try:
+        import aiodocker
+
+        from asyncsched.schedulers.docker import _client, _workspace
+    except ImportError as exc:
+        raise SchedulerUnavailableError(
+            BACKEND,
+            "building or pushing local images needs aiodocker",
+            "pip install 'asyncsched[docker]'",
+        ) from exc
+    return aiodocker, _client, _workspace
+
+
+def _is_volcano(manifest: JSON) -> bool:
+    return str(manifest.get("apiVersion", "")).startswith("batch.volcano.sh/")
+
+
+def _check_allowed(ns: _Namespace) -> None:
+    if ns.volcano.denied and ns.batch.denied:
+        raise SchedulerUnavailableError(
+            BACKEND,
+            f"not allowed to list Volcano jobs nor batch jobs in {ns.name!r}",
+            "grant the RBAC Role in docs/backends/kubernetes.md",
+        )
+
+
+def _labels(obj: JSON) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def _managed(obj: JSON) -> bool:
+    return _labels(obj).get(LABEL_MANAGED_BY) == MANAGED_BY
+
+
+def _describe(
+    app_id: str, kind: str, ns: _Namespace, jobs: builtins.list[JSON]
+) -> DescribeAppResponse:
+    pods = ns.pods.with_key(_app_key(jobs[0]))
+    if kind == "volcano":
+        return describe_volcano(app_id, jobs[0], pods)
+    return describe_indexed(app_id, jobs, pods)
+
+
+def _collection(manifest: JSON, namespace: str) -> str:
+    api_version, kind = manifest["apiVersion"], manifest["kind"]
+    if _is_volcano(manifest):
+        return VOLCANO_JOBS.format(ns=namespace)
+    if kind == "Service":
+        return SERVICES.format(ns=namespace)
+    if kind == "Job":
+        return BATCH_JOBS.format(ns=namespace)
+    raise SubmitError(f"cannot create a {api_version} {kind}")
+
+
+async def _delete(api: KubeApi, path: str) -> None:
+    try:
+        await api.request(
+            "DELETE",
+            path,
+            body={
+                "kind": "DeleteOptions",
+                "apiVersion": "v1",
+                "propagationPolicy": "Background",
+            },
+        )
+    except KubernetesApiError as exc:
+        if exc.status != 404:
+            raise
+
+
+async def _context_namespace(
+    kubeconfig: str | None, context: str | None, *, injected: bool
+) -> str:
+    """The namespace of the kubeconfig context in use, else ``default``."""
+    if injected:
+        return "default"
+    k8s = import_client()
+
+    def read() -> str:
+        import os
+
+        path = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        try:
+            contexts, active = k8s.config.list_kube_config_contexts(config_file=path)
+        except Exception:  # noqa: BLE001 - in-cluster, or no kubeconfig at all
+            return "default"
+        chosen = active
+        for item in contexts or []:
+            if context and item.get("name") == context:
+                chosen = item
+        return str(((chosen or {}).get("context") or {}).get("namespace") or "default")
+
+    return await anyio.to_thread.run_sync(read)
+
+
+def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
+    """Registry factory; unknown keyword arguments are ignored.
+
+    Known ones: ``client``, ``docker_client``, ``kubeconfig``, ``context``,
+    ``namespace``, ``qps``, ``burst``, ``max_retries``, ``resync``,
+    ``watch_timeout``, ``log_idle_timeout``, ``max_line_bytes``.
+    """
+    known = {
+        "client",
+        "docker_client",
+        "kubeconfig",
+        "context",
+        "namespace",
+        "qps",
+        "burst",
+        "max_retries",
+        "resync",
+        "watch_timeout",
+        "log_idle_timeout",
+        "max_line_bytes",
+    }
+    return KubernetesScheduler(
+        session_name, **{k: v for k, v in kwargs.items() if k in known}
+    )

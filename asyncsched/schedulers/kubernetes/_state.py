@@ -1,0 +1,328 @@
+"""Kubernetes objects -> app and replica states, without I/O.
+
+Volcano job phases map as TorchX maps them (reference B.12, with
+``Completing`` RUNNING); a phase this module does not know is UNKNOWN, never
+an error. Replicas take their state, exit code and hostname from their pods;
+a replica whose pod is not there yet falls back to Volcano's
+``taskStatusCount`` (or PENDING). An ``indexed`` app is the sum of its role
+Jobs' conditions.
+
+Example:
+    >>> volcano_state({"status": {"state": {"phase": "Completed"}}})
+    SUCCEEDED (4)
+    >>> volcano_state({"status": {"state": {"phase": "Exploding"}}})
+    UNKNOWN (7)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from asyncsched.schedulers.api import DescribeAppResponse
+from asyncsched.schedulers.kubernetes._render import (
+    ANNOTATION_CANCELLED,
+    COMPLETION_INDEX,
+    LABEL_REPLICA_ID,
+    LABEL_ROLE_INDEX,
+    LABEL_ROLE_NAME,
+)
+from asyncsched.specs import AppState, ReplicaStatus, Role, RoleStatus, is_terminal
+
+__all__ = [
+    "JOB_STATE",
+    "POD_STATE",
+    "TASK_STATE",
+    "completion_index",
+    "describe_indexed",
+    "describe_volcano",
+    "indexed_state",
+    "volcano_state",
+]
+
+JSON = dict[str, Any]
+
+JOB_STATE: dict[str, AppState] = {
+    "Pending": AppState.PENDING,
+    "Aborting": AppState.RUNNING,
+    "Aborted": AppState.CANCELLED,
+    "Running": AppState.RUNNING,
+    "Restarting": AppState.RUNNING,
+    "Completing": AppState.RUNNING,
+    "Completed": AppState.SUCCEEDED,
+    "Terminating": AppState.RUNNING,
+    "Terminated": AppState.FAILED,
+    "Failed": AppState.FAILED,
+}
+
+TASK_STATE: dict[str, AppState] = {
+    "Pending": AppState.PENDING,
+    "Allocated": AppState.PENDING,
+    "Pipelined": AppState.PENDING,
+    "Binding": AppState.PENDING,
+    "Bound": AppState.PENDING,
+    "Running": AppState.RUNNING,
+    "Releasing": AppState.RUNNING,
+    "Succeeded": AppState.SUCCEEDED,
+    "Failed": AppState.FAILED,
+    "Unknown": AppState.UNKNOWN,
+}
+
+POD_STATE: dict[str, AppState] = {
+    "Pending": AppState.PENDING,
+    "Running": AppState.RUNNING,
+    "Succeeded": AppState.SUCCEEDED,
+    "Failed": AppState.FAILED,
+    "Unknown": AppState.UNKNOWN,
+}
+
+#: container waiting reasons that will not fix themselves (reported in ``msg``)
+_STUCK = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+    }
+)
+
+
+def volcano_state(job: JSON) -> AppState:
+    """The app state of a Volcano Job; no status yet is UNKNOWN (as TorchX)."""
+    phase = ((job.get("status") or {}).get("state") or {}).get("phase")
+    if not phase:
+        return AppState.UNKNOWN
+    return JOB_STATE.get(str(phase), AppState.UNKNOWN)
+
+
+def _labels(obj: JSON) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def _newest(pods: Iterable[JSON]) -> JSON | None:
+    best = None
+    for pod in pods:
+        stamp = str(pod["metadata"].get("creationTimestamp") or "")
+        if best is None or stamp >= str(
+            best["metadata"].get("creationTimestamp") or ""
+        ):
+            best = pod
+    return best
+
+
+def _container_status(pod: JSON) -> JSON:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return statuses[0] if statuses else {}
+
+
+def _replica(
+    replica_id: int,
+    role: str,
+    pod: JSON | None,
+    namespace: str,
+    fallback: AppState,
+) -> tuple[ReplicaStatus, str]:
+    """The replica's status and a message when it failed or is stuck."""
+    if pod is None:
+        return ReplicaStatus(replica_id, fallback, role, ""), ""
+    status = pod.get("status") or {}
+    state = POD_STATE.get(str(status.get("phase")), AppState.UNKNOWN)
+    ip = status.get("podIP")
+    hostname = f"{ip.replace('.', '-')}.{namespace}.pod.cluster.local" if ip else ""
+    cstate = _container_status(pod).get("state") or {}
+    terminated = cstate.get("terminated") or {}
+    exit_code = terminated.get("exitCode")
+    name = pod["metadata"]["name"]
+    msg = ""
+    if state == AppState.FAILED:
+        reason = terminated.get("reason") or status.get("reason") or "failed"
+        msg = f"{name}: {reason}" + (
+            f" (exit code {exit_code})" if exit_code is not None else ""
+        )
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            msg = f"{name}: {cond.get('reason') or 'not scheduled'}: "
+            msg += str(cond.get("message") or "")
+    waiting = cstate.get("waiting") or {}
+    if waiting.get("reason") in _STUCK:
+        msg = f"{name}: {waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
+    replica = ReplicaStatus(
+        replica_id,
+        state,
+        role,
+        hostname,
+        exit_code=int(exit_code) if exit_code is not None else None,
+        num_restarts=int(_container_status(pod).get("restartCount") or 0),
+    )
+    return replica, msg
+
+
+def _response(
+    app_id: str,
+    state: AppState,
+    roles: dict[int, tuple[str, list[ReplicaStatus]]],
+    msgs: list[str],
+    num_restarts: int,
+) -> DescribeAppResponse:
+    ordered = [roles[i] for i in sorted(roles)]
+    return DescribeAppResponse(
+        app_id=app_id,
+        state=state,
+        num_restarts=num_restarts,
+        msg="; ".join(m for m in msgs if m),
+        roles_statuses=[
+            RoleStatus(name, sorted(reps, key=lambda r: r.id)) for name, reps in ordered
+        ],
+        roles=[
+            Role(name=name, image="", num_replicas=len(reps)) for name, reps in ordered
+        ],
+    )
+
+
+def describe_volcano(app_id: str, job: JSON, pods: list[JSON]) -> DescribeAppResponse:
+    """Describe a Volcano app from its Job and its (cached) pods.
+
+    Roles and replicas come from the Job's task templates (role names as the
+    user wrote them, not normalised).
+    """
+    namespace = app_id.partition(":")[0]
+    state = volcano_state(job)
+    status = job.get("status") or {}
+    counts = status.get("taskStatusCount") or {}
+    by_replica: dict[tuple[str, str], list[JSON]] = {}
+    for pod in pods:
+        labels = _labels(pod)
+        key = (labels.get(LABEL_ROLE_NAME, ""), labels.get(LABEL_REPLICA_ID, ""))
+        by_replica.setdefault(key, []).append(pod)
+    roles: dict[int, tuple[str, list[ReplicaStatus]]] = {}
+    msgs: list[str] = []
+    for task in (job.get("spec") or {}).get("tasks") or []:
+        labels = _labels(task.get("template") or {})
+        role = labels.get(LABEL_ROLE_NAME)
+        if role is None:
+            continue
+        replica_id = labels.get(LABEL_REPLICA_ID, "0")
+        phases = (counts.get(task.get("name")) or {}).get("phase") or {}
+        fallback = (
+            TASK_STATE.get(next(iter(phases)), AppState.UNKNOWN)
+            if phases
+            else (state if is_terminal(state) else AppState.PENDING)
+        )
+        newest = _newest(by_replica.get((role, replica_id), []))
+        replica, msg = _replica(int(replica_id), role, newest, namespace, fallback)
+        if state == AppState.CANCELLED and replica.state not in (
+            AppState.SUCCEEDED,
+            AppState.FAILED,
+        ):
+            replica.state = AppState.CANCELLED
+        msgs.append(msg)
+        index = int(labels.get(LABEL_ROLE_INDEX, "0"))
+        roles.setdefault(index, (role, []))[1].append(replica)
+    return _response(app_id, state, roles, msgs, int(status.get("retryCount") or 0))
+
+
+def _condition(job: JSON, kind: str) -> bool:
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind and cond.get("status") == "True":
+            return True
+    return False
+
+
+def _job_state(job: JSON, pods: list[JSON]) -> AppState:
+    if (job["metadata"].get("annotations") or {}).get(ANNOTATION_CANCELLED):
+        return AppState.CANCELLED
+    if _condition(job, "Failed"):
+        return AppState.FAILED
+    if _condition(job, "Complete"):
+        return AppState.SUCCEEDED
+    status = job.get("status") or {}
+    if any((p.get("status") or {}).get("phase") == "Running" for p in pods):
+        return AppState.RUNNING
+    if int(status.get("succeeded") or 0) > 0 or int(status.get("failed") or 0) > 0:
+        return AppState.RUNNING
+    return AppState.PENDING
+
+
+def indexed_state(jobs: list[JSON], pods: Iterable[JSON] = ()) -> AppState:
+    """The app state of an ``indexed`` app: cancelled, failed, done, or the least."""
+    if not jobs:
+        return AppState.UNKNOWN
+    states = [_job_state(j, _role_pods(j, pods)) for j in jobs]
+    for terminal in (AppState.CANCELLED, AppState.FAILED):
+        if terminal in states:
+            return terminal
+    if all(s == AppState.SUCCEEDED for s in states):
+        return AppState.SUCCEEDED
+    if any(s in (AppState.RUNNING, AppState.SUCCEEDED) for s in states):
+        return AppState.RUNNING
+    return AppState.PENDING
+
+
+def _role_pods(job: JSON, pods: Iterable[JSON]) -> list[JSON]:
+    role = _labels(job).get(LABEL_ROLE_NAME)
+    return [p for p in pods if _labels(p).get(LABEL_ROLE_NAME) == role]
+
+
+def completion_index(pod: JSON) -> int | None:
+    """The Indexed Job completion index of ``pod`` (annotation, then label)."""
+    meta = pod.get("metadata") or {}
+    value = (meta.get("annotations") or {}).get(COMPLETION_INDEX)
+    if value is None:
+        value = (meta.get("labels") or {}).get(COMPLETION_INDEX)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _index_set(spec: object) -> set[int]:
+    """``"0-2,4"`` (a Job's ``completedIndexes``) -> ``{0, 1, 2, 4}``."""
+    out: set[int] = set()
+    for part in str(spec or "").split(","):
+        first, _, last = part.partition("-")
+        if first.strip().isdigit():
+            end = last if last.strip().isdigit() else first
+            out.update(range(int(first), int(end) + 1))
+    return out
+
+
+def describe_indexed(
+    app_id: str, jobs: list[JSON], pods: list[JSON]
+) -> DescribeAppResponse:
+    """Describe an ``indexed`` app from its role Jobs and their pods."""
+    namespace = app_id.partition(":")[0]
+    state = indexed_state(jobs, pods)
+    roles: dict[int, tuple[str, list[ReplicaStatus]]] = {}
+    msgs: list[str] = []
+    restarts = 0
+    for job in jobs:
+        labels = _labels(job)
+        role = labels.get(LABEL_ROLE_NAME, job["metadata"]["name"])
+        job_state = _job_state(job, _role_pods(job, pods))
+        by_index: dict[int, list[JSON]] = {}
+        for pod in _role_pods(job, pods):
+            index = completion_index(pod)
+            if index is not None:
+                by_index.setdefault(index, []).append(pod)
+        restarts += int((job.get("status") or {}).get("failed") or 0)
+        replicas = []
+        done = _index_set((job.get("status") or {}).get("completedIndexes"))
+        for i in range(int((job.get("spec") or {}).get("completions") or 0)):
+            if i in done:
+                fallback = AppState.SUCCEEDED
+            else:
+                fallback = job_state if is_terminal(job_state) else AppState.PENDING
+            replica, msg = _replica(
+                i, role, _newest(by_index.get(i, [])), namespace, fallback
+            )
+            if job_state == AppState.CANCELLED and replica.state not in (
+                AppState.SUCCEEDED,
+                AppState.FAILED,
+            ):
+                replica.state = AppState.CANCELLED
+            replicas.append(replica)
+            msgs.append(msg)
+        index = int(labels.get(LABEL_ROLE_INDEX, "0"))
+        roles[index] = (role, replicas)
+    return _response(app_id, state, roles, msgs, restarts)

@@ -1,0 +1,37 @@
+"""TorchX's module path for the Kubernetes backend (``kubernetes``).
+
+The implementation lives in :mod:`asyncsched.schedulers.kubernetes`; this
+module re-exports it. Importing it and calling ``run_opts()`` work without the
+``kubernetes`` extra; ``submit_dryrun`` and ``describe`` then raise
+:class:`~asyncsched.errors.SchedulerUnavailableError` naming
+``pip install 'asyncsched[kubernetes]'``.
+
+Example:
+    >>> from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
+    >>> KubernetesScheduler("demo").run_opts().get("queue") is not None
+    True
+"""
+
+from __future__ import annotations
+
+from asyncsched.schedulers.kubernetes._client import KubernetesApiError
+from asyncsched.schedulers.kubernetes._render import (
+    KubernetesJob,
+    normalize_str,
+    sanitize_label_value,
+)
+from asyncsched.schedulers.kubernetes._scheduler import (
+    KubernetesOpts,
+    KubernetesScheduler,
+    create_scheduler,
+)
+
+__all__ = [
+    "KubernetesApiError",
+    "KubernetesJob",
+    "KubernetesOpts",
+    "KubernetesScheduler",
+    "create_scheduler",
+    "normalize_str",
+    "sanitize_label_value",
+]

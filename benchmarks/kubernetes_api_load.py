@@ -1,0 +1,182 @@
+"""API-server load of waiting on N Kubernetes apps, and the cost of a rate limit.
+
+Against the fake API server of the test suite (``tests/kubernetes/fakeapi``,
+real HTTP on 127.0.0.1, in this process), for N in 10, 100, 1000 Volcano apps
+that never finish (no controller runs, so they stay without a status):
+
+* ``informer``: N concurrent ``KubernetesScheduler.wait`` calls, which read
+  the shared list+watch caches. The watches are shortened
+  (``--watch-timeout``, ``--resync``) so that reconnects and re-lists happen
+  inside the window; the rate at the defaults (290 s / 600 s) is printed too.
+* ``polling``: TorchX's approach, one loop per app calling the Volcano job's
+  ``get_namespaced_custom_object_status`` every ``--poll-interval`` seconds
+  (TorchX ``Runner.wait``'s default is 10 s), through kubernetes_asyncio.
+
+Requests are counted by the server in a steady-state window after every
+waiter has started. Then 200 apps are submitted concurrently with the
+client-side rate limit on (qps 50, burst 100: the defaults) and off.
+
+Run: ``python benchmarks/kubernetes_api_load.py`` (about 2 minutes), or
+``--sizes 10,100 --window 10`` for a quicker look.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from kubernetes_asyncio import client, config
+
+from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
+from asyncsched.specs import AppDef, Role
+from tests.kubernetes.fakeapi import FakeKubeServer
+
+NS = "bench"
+CFG: dict[str, Any] = {"namespace": NS, "queue": "default"}
+DEFAULT_WATCH_TIMEOUT = 290
+DEFAULT_RESYNC = 600.0
+
+
+def app(i: int) -> AppDef:
+    role = Role("worker", image="busybox", entrypoint="sleep", args=["3600"])
+    return AppDef(f"load{i}", roles=[role])
+
+
+def api_requests(server: FakeKubeServer) -> int:
+    """Requests from clients (the fake's own fixture controller excluded)."""
+    return int(server.requests.count())
+
+
+async def submit_all(sched: KubernetesScheduler, n: int) -> tuple[list[str], float]:
+    started = time.perf_counter()
+    ids = await asyncio.gather(*(sched.submit(app(i), CFG) for i in range(n)))
+    return list(ids), time.perf_counter() - started
+
+
+async def informer_rate(
+    server: FakeKubeServer, kubeconfig: str, n: int, args: argparse.Namespace
+) -> float:
+    async with KubernetesScheduler(
+        "bench",
+        kubeconfig=kubeconfig,
+        namespace=NS,
+        qps=0,
+        watch_timeout=args.watch_timeout,
+        resync=args.resync,
+    ) as sched:
+        ids, _ = await submit_all(sched, n)
+        waiters = [asyncio.create_task(sched.wait(i)) for i in ids]
+        await asyncio.sleep(1.0)  # every waiter is parked on the caches
+        before = api_requests(server)
+        await asyncio.sleep(args.window)
+        spent = api_requests(server) - before
+        for task in waiters:
+            task.cancel()
+        await asyncio.gather(*waiters, return_exceptions=True)
+    rate: float = spent * 60.0 / args.window
+    return rate
+
+
+async def polling_rate(
+    server: FakeKubeServer, kubeconfig: str, n: int, args: argparse.Namespace
+) -> float:
+    async with KubernetesScheduler(
+        "bench", kubeconfig=kubeconfig, namespace=NS, qps=0
+    ) as sched:
+        ids, _ = await submit_all(sched, n)
+    api = await config.new_client_from_config(config_file=kubeconfig)
+    custom = client.CustomObjectsApi(api)
+
+    async def poll(app_id: str) -> None:
+        namespace, _, name = app_id.partition(":")
+        while True:  # TorchX: describe() is one status GET per app per interval
+            await custom.get_namespaced_custom_object_status(
+                "batch.volcano.sh", "v1alpha1", namespace, "jobs", name
+            )
+            await asyncio.sleep(args.poll_interval)
+
+    pollers = []
+    for i, app_id in enumerate(ids):  # spread the polls as independent waits do
+        pollers.append(asyncio.create_task(poll(app_id)))
+        if i % 50 == 49:
+            await asyncio.sleep(0)
+    await asyncio.sleep(args.poll_interval)  # every poller has started
+    before = api_requests(server)
+    await asyncio.sleep(args.window)
+    spent = api_requests(server) - before
+    for task in pollers:
+        task.cancel()
+    await asyncio.gather(*pollers, return_exceptions=True)
+    await api.close()
+    rate: float = spent * 60.0 / args.window
+    return rate
+
+
+async def submit_timing(kubeconfig: str, n: int, qps: float) -> float:
+    async with KubernetesScheduler(
+        "bench", kubeconfig=kubeconfig, namespace=NS, qps=qps, burst=100
+    ) as sched:
+        await sched.list()  # caches up: time the submits only
+        _, seconds = await submit_all(sched, n)
+    return seconds
+
+
+@contextlib.asynccontextmanager
+async def fresh_server(tmp: Path) -> Any:
+    async with FakeKubeServer(bookmark_interval=60.0) as server:
+        server.create_namespace(NS)
+        path = server.write_kubeconfig(tmp / "kubeconfig", namespace=NS)
+        yield server, str(path)
+
+
+async def main(args: argparse.Namespace) -> None:
+    sizes = [int(s) for s in args.sizes.split(",")]
+    per_watch = 60.0 / args.watch_timeout + 60.0 / args.resync
+    at_defaults = 3 * (60.0 / DEFAULT_WATCH_TIMEOUT + 60.0 / DEFAULT_RESYNC)
+    print(
+        f"window {args.window:.0f} s; informer watch_timeout {args.watch_timeout} s,"
+        f" resync {args.resync:.0f} s (3 caches: ~{3 * per_watch:.1f} req/min"
+        f" expected; ~{at_defaults:.2f} req/min at the defaults);"
+        f" polling every {args.poll_interval:.0f} s\n"
+    )
+    print("| apps | informer req/min | polling req/min (TorchX) |")
+    print("|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        for n in sizes:
+            async with fresh_server(tmp) as (server, kubeconfig):
+                informer = await informer_rate(server, kubeconfig, n, args)
+            async with fresh_server(tmp) as (server, kubeconfig):
+                polling = await polling_rate(server, kubeconfig, n, args)
+            print(f"| {n} | {informer:.1f} | {polling:.1f} |", flush=True)
+        print(f"\n| submit {args.submit} apps concurrently | seconds |")
+        print("|---|---:|")
+        for label, qps in (("rate limit on (qps 50, burst 100)", 50.0), ("off", 0.0)):
+            async with fresh_server(tmp) as (_, kubeconfig):
+                seconds = await submit_timing(kubeconfig, args.submit, qps)
+            print(f"| {label} | {seconds:.2f} |", flush=True)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10,100,1000")
+    parser.add_argument("--window", type=float, default=20.0, help="seconds counted")
+    parser.add_argument("--watch-timeout", type=int, default=5)
+    parser.add_argument("--resync", type=float, default=30.0)
+    parser.add_argument("--poll-interval", type=float, default=10.0)
+    parser.add_argument("--submit", type=int, default=200)
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(parse_args()))

@@ -1,0 +1,59 @@
+"""What the ``kube_env`` fixture hands a test: where the API server is.
+
+Example::
+
+    async def test_something(kube_env: KubeEnv) -> None:
+        async with await kube_env.api_client() as api:
+            await CoreV1Api(api).list_namespaced_pod(kube_env.namespace)
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes_asyncio import config
+
+from .faults import Faults, RequestLog
+from .server import FakeKubeServer
+
+
+@dataclass
+class KubeEnv:
+    """An API server and a fresh namespace for one test.
+
+    ``server``/``faults``/``requests`` are None against a real cluster
+    (``ASYNCSCHED_TEST_KUBECONFIG``); ``logs_available`` says whether pod
+    output can be produced (the fake's log endpoint exists).
+    """
+
+    kubeconfig: str
+    namespace: str
+    context: str | None
+    server: FakeKubeServer | None
+    faults: Faults | None
+    requests: RequestLog | None
+    real: bool
+    logs_available: bool
+
+    def fake_server(self) -> FakeKubeServer:
+        """The fake server; skips the test on a real cluster."""
+        if self.server is None:
+            import pytest
+
+            pytest.skip("needs the fake API server (its internals or fault hooks)")
+        return self.server
+
+    async def api_client(self) -> Any:
+        """A new kubernetes_asyncio ApiClient for this server (caller closes it)."""
+        return await config.new_client_from_config(
+            config_file=self.kubeconfig, context=self.context
+        )
+
+
+def unique_namespace(test_name: str) -> str:
+    """A DNS-1123 label derived from the test name plus a random suffix."""
+    base = re.sub(r"[^a-z0-9-]+", "-", test_name.lower()).strip("-")[:40].strip("-")
+    return f"{base or 't'}-{secrets.token_hex(3)}"

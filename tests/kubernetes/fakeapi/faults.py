@@ -1,0 +1,247 @@
+"""Fault injection and request accounting for the fake API server.
+
+:class:`Faults` holds one-shot (or N-shot) rules the server consumes as
+requests arrive:
+
+* ``fail_next(status, verb=..., resource=..., times=..., retry_after=...)``:
+  answer matching requests with a ``Status`` error (500, 429 with a
+  ``Retry-After`` header, 409 Conflict, ...);
+* ``expire_next_watch(times=1)``: the next watch(es) get one ERROR event
+  carrying a 410 Expired ``Status``, then the stream ends;
+* ``drop_next_watch(after_events=N, abrupt=True)``: cut the next watch
+  stream after N events -- abruptly (the connection is reset mid-chunk, so
+  aiohttp raises ``ClientPayloadError``) or cleanly (a normal end of stream).
+
+:class:`RequestLog` counts requests by verb (``get``, ``list``, ``watch``,
+``create``, ``update``, ``patch``, ``delete``, ``log``) and resource.
+
+The same rules can be set over HTTP: ``POST /fake/faults`` with a JSON body
+``{"fail": {"status": 500, "verb": "get", "resource": "jobs", "times": 1}}``,
+``{"expire_watch": 1}``, ``{"drop_watch": {"after_events": 2, "abrupt": true}}``
+or ``{"reset": true}``; ``GET /fake/requests`` answers the counters.
+
+Example::
+
+    faults.fail_next(429, verb="get", resource="jobs", retry_after=1)
+    requests.count("get", "jobs")   # how many GETs on jobs so far
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from .kinds import ApiError
+
+_REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    409: "Conflict",
+    410: "Expired",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the server saw: verb, API group, resource (plural), subresource, ns, name."""
+
+    verb: str
+    group: str
+    resource: str
+    subresource: str = ""
+    namespace: str = ""
+    name: str = ""
+    controller: bool = False  # sent by the fixture controller (its User-Agent)
+    path: str = ""
+
+
+@dataclass
+class FailRule:
+    status: int
+    verb: str | None = None
+    resource: str | None = None
+    group: str | None = None
+    name: str | None = None
+    times: int = 1
+    retry_after: int | None = None
+    message: str | None = None
+    include_controller: bool = False
+    path: str | None = None
+
+    def matches(self, req: Request) -> bool:
+        return (
+            (self.include_controller or not req.controller)
+            and (self.verb is None or self.verb == req.verb)
+            and (self.resource is None or self.resource in (req.resource, _full(req)))
+            and (self.group is None or self.group == req.group)
+            and (self.name is None or self.name == req.name)
+            and (self.path is None or self.path in req.path)
+        )
+
+    def error(self) -> ApiError:
+        reason = _REASONS.get(self.status, "Unknown")
+        message = self.message or f"injected fault: {reason}"
+        headers = {}
+        details: dict[str, Any] = {}
+        if self.retry_after is not None:
+            headers["Retry-After"] = str(self.retry_after)
+            details["retryAfterSeconds"] = self.retry_after
+        return ApiError(self.status, reason, message, details, headers)
+
+
+def _full(req: Request) -> str:
+    return f"{req.resource}/{req.subresource}" if req.subresource else req.resource
+
+
+@dataclass
+class WatchDrop:
+    after_events: int
+    abrupt: bool
+
+
+@dataclass
+class Faults:
+    """Pending fault rules; the server consumes them as requests arrive."""
+
+    rules: list[FailRule] = field(default_factory=list)
+    expire_watches: int = 0
+    drops: list[WatchDrop] = field(default_factory=list)
+
+    def fail_next(
+        self,
+        status: int,
+        *,
+        verb: str | None = None,
+        resource: str | None = None,
+        group: str | None = None,
+        name: str | None = None,
+        times: int = 1,
+        retry_after: int | None = None,
+        message: str | None = None,
+        include_controller: bool = False,
+        path: str | None = None,
+    ) -> None:
+        """Answer the next ``times`` matching requests with ``status``.
+
+        ``resource`` is a plural (``"jobs"``) or plural/subresource
+        (``"jobs/status"``, ``"pods/log"``); ``verb`` one of the counted verbs;
+        ``path`` a substring of the URL path. The fixture controller's own
+        requests are spared unless ``include_controller``.
+        """
+        self.rules.append(
+            FailRule(
+                status,
+                verb,
+                resource,
+                group,
+                name,
+                times,
+                retry_after,
+                message,
+                include_controller,
+                path,
+            )
+        )
+
+    def expire_next_watch(self, times: int = 1) -> None:
+        """The next ``times`` watches answer a 410 ERROR event and end."""
+        self.expire_watches += times
+
+    def drop_next_watch(self, after_events: int = 0, *, abrupt: bool = True) -> None:
+        """Cut the next watch stream after ``after_events`` events."""
+        self.drops.append(WatchDrop(after_events, abrupt))
+
+    def reset(self) -> None:
+        self.rules.clear()
+        self.expire_watches = 0
+        self.drops.clear()
+
+    # -- used by the server --------------------------------------------------
+    def take_failure(self, req: Request) -> ApiError | None:
+        for rule in self.rules:
+            if rule.matches(req):
+                rule.times -= 1
+                if rule.times <= 0:
+                    self.rules.remove(rule)
+                return rule.error()
+        return None
+
+    def take_expiry(self) -> bool:
+        if self.expire_watches > 0:
+            self.expire_watches -= 1
+            return True
+        return False
+
+    def take_drop(self) -> WatchDrop | None:
+        return self.drops.pop(0) if self.drops else None
+
+    def configure(self, spec: dict[str, Any]) -> None:
+        """Apply a ``/fake/faults`` JSON body (see the module docstring)."""
+        if spec.get("reset"):
+            self.reset()
+        if "fail" in spec:
+            self.fail_next(**spec["fail"])
+        if "expire_watch" in spec:
+            self.expire_next_watch(int(spec["expire_watch"]))
+        if "drop_watch" in spec:
+            self.drop_next_watch(**spec["drop_watch"])
+
+
+class RequestLog:
+    """Every API request the server answered, countable by verb and resource."""
+
+    def __init__(self) -> None:
+        self.requests: list[Request] = []
+
+    def record(self, req: Request) -> None:
+        self.requests.append(req)
+
+    def count(
+        self,
+        verb: str | None = None,
+        resource: str | None = None,
+        *,
+        group: str | None = None,
+        namespace: str | None = None,
+        include_controller: bool = False,
+    ) -> int:
+        """Requests matching every given filter.
+
+        ``resource`` ``"jobs"`` counts the jobs and their subresources;
+        ``"jobs/status"`` only the status subresource. The fixture
+        controller's requests are left out unless ``include_controller``.
+        """
+        return sum(
+            1
+            for r in self.requests
+            if (include_controller or not r.controller)
+            and (verb is None or r.verb == verb)
+            and (
+                resource is None
+                or resource == _full(r)
+                or ("/" not in resource and resource == r.resource)
+            )
+            and (group is None or r.group == group)
+            and (namespace is None or r.namespace == namespace)
+        )
+
+    def by_verb(self) -> Counter[str]:
+        """Requests per verb (the fixture controller's left out)."""
+        return Counter(r.verb for r in self.requests if not r.controller)
+
+    def snapshot(self) -> dict[str, int]:
+        """``{"verb resource[/sub]": n}`` (the fixture controller's left out)."""
+        return dict(
+            Counter(f"{r.verb} {_full(r)}" for r in self.requests if not r.controller)
+        )
+
+    def reset(self) -> None:
+        self.requests.clear()

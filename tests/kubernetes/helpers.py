@@ -1,0 +1,57 @@
+"""Shared pieces of the Kubernetes backend tests (not fixtures: see conftest)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+
+from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
+from asyncsched.specs import AppDef, AppState, CfgVal, Resource, Role
+
+from .fakeapi.env import KubeEnv
+
+IMAGE = "busybox:1.36"
+JOB_APIS = ("volcano", "indexed")
+
+
+def make_app(script: str, *, replicas: int = 1, name: str = "app") -> AppDef:
+    return AppDef(
+        name,
+        roles=[
+            Role(
+                "worker",
+                image=IMAGE,
+                entrypoint="sh",
+                args=["-c", script],
+                num_replicas=replicas,
+                resource=Resource(cpu=1, gpu=0, memMB=128),
+            )
+        ],
+    )
+
+
+def cfg_for(env: KubeEnv, job_api: str) -> dict[str, CfgVal]:
+    return {"namespace": env.namespace, "queue": "default", "job_api": job_api}
+
+
+@asynccontextmanager
+async def scheduler(env: KubeEnv, **kwargs: Any) -> AsyncIterator[KubernetesScheduler]:
+    kwargs.setdefault("namespace", env.namespace)
+    async with KubernetesScheduler(
+        "k8s-test", kubeconfig=env.kubeconfig, context=env.context, **kwargs
+    ) as sched:
+        yield sched
+
+
+async def wait_for_state(
+    sched: KubernetesScheduler, app_id: str, state: AppState, timeout: float = 15
+) -> None:
+    with anyio.fail_after(timeout):
+        while True:
+            desc = await sched.describe(app_id)
+            if desc is not None and desc.state == state:
+                return
+            await anyio.sleep(0.02)

@@ -1,0 +1,85 @@
+"""``asyncsched run/status/log/list/cancel -s kubernetes`` through the real CLI.
+
+The CLI runs in a subprocess (``python -m asyncsched``) with ``KUBECONFIG``
+pointing at the test's API server; the test's event loop keeps serving it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from .fakeapi.env import KubeEnv
+
+pytestmark = pytest.mark.usefixtures("kube_controller")
+
+
+class Cli:
+    def __init__(self, env: KubeEnv, tmp_path: Path) -> None:
+        self.env = {
+            **os.environ,
+            "KUBECONFIG": env.kubeconfig,
+            "ASYNCSCHED_STATE_DIR": str(tmp_path / "state"),
+            "NO_COLOR": "1",
+        }
+
+    async def __call__(self, *args: str) -> tuple[int, str, str]:
+        with anyio.fail_after(60):
+            done = await anyio.run_process(
+                [sys.executable, "-m", "asyncsched", *args], env=self.env, check=False
+            )
+        return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+async def test_run_status_log_list_cancel(kube_env: KubeEnv, tmp_path: Path) -> None:
+    if not kube_env.logs_available or kube_env.context is not None:
+        pytest.skip("needs the fake kubelet and the kubeconfig's current context")
+    cli = Cli(kube_env, tmp_path)
+    ns = kube_env.namespace
+    code, out, err = await cli(
+        "run", "-s", "kubernetes", "-cfg", f"namespace={ns},queue=default",
+        "--image", "busybox:1.36", "--name", "hello", "--", "sh", "-c", "echo hi there",
+    )  # fmt: skip
+    assert code == 0, err
+    handle = out.strip().splitlines()[-1]
+    assert handle.startswith("kubernetes://")
+    assert f"/{ns}:hello-" in handle
+    with anyio.fail_after(20):
+        while True:
+            code, out, err = await cli("status", handle)
+            assert code == 0, err
+            if "SUCCEEDED" in out:
+                break
+            await anyio.sleep(0.1)
+    code, out, err = await cli("log", f"{handle}/hello")
+    assert code == 0, err
+    assert "hi there" in out
+    code, out, err = await cli("list", "-s", "kubernetes")
+    assert code == 0, err
+    assert handle.rpartition("/")[2] in out
+
+    code, out, err = await cli(
+        "run", "-s", "kubernetes", "-cfg", f"namespace={ns},job_api=indexed",
+        "--image", "busybox:1.36", "--name", "sleeper", "--", "sleep", "30",
+    )  # fmt: skip
+    assert code == 0, err
+    sleeper = out.strip().splitlines()[-1]
+    code, out, err = await cli("cancel", sleeper)
+    assert code == 0, err
+    with anyio.fail_after(20):
+        while "CANCELLED" not in (await cli("status", sleeper))[1]:
+            await anyio.sleep(0.1)
+
+
+async def test_run_without_queue_is_a_clear_error(
+    kube_env: KubeEnv, tmp_path: Path
+) -> None:
+    code, _out, err = await Cli(kube_env, tmp_path)(
+        "run", "-s", "kubernetes", "--image", "busybox", "--", "echo", "x",
+    )  # fmt: skip
+    assert code != 0
+    assert "queue" in err

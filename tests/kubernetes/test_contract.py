@@ -1,0 +1,37 @@
+"""The Scheduler conformance suite against the Kubernetes backend, both job APIs."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.conformance import ContractTarget, SchedulerContract
+
+from .fakeapi.controller import FakeController
+from .fakeapi.env import KubeEnv
+from .helpers import IMAGE, JOB_APIS, cfg_for, scheduler
+
+
+class TestKubernetesContract(SchedulerContract):
+    @pytest.fixture
+    def anyio_backend(self) -> str:
+        """kubernetes_asyncio (aiohttp) runs on asyncio only."""
+        return "asyncio"
+
+    @pytest.fixture(params=JOB_APIS)
+    async def target(
+        self,
+        request: pytest.FixtureRequest,
+        kube_env: KubeEnv,
+        kube_controller: FakeController,
+    ) -> AsyncIterator[ContractTarget]:
+        if not kube_env.logs_available and "log" in request.node.name:
+            pytest.skip("pods cannot run on this API server (no fake kubelet)")
+        async with scheduler(kube_env) as sched:
+            yield ContractTarget(
+                sched,
+                cfg=cfg_for(kube_env, request.param),
+                image=IMAGE,
+                quick_timeout=20,
+            )

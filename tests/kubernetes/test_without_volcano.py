@@ -1,0 +1,44 @@
+"""On a cluster without Volcano: ``indexed`` apps work, ``volcano`` says what to do."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from asyncsched.errors import SubmitError
+from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
+from asyncsched.specs import AppState
+
+from .fakeapi import FakeKubeServer
+from .fakeapi.controller import FakeController
+from .helpers import make_app
+
+NS = "no-volcano"
+
+
+@pytest.fixture
+async def plain_cluster(tmp_path: Path) -> AsyncIterator[str]:
+    """A fake API server that serves no Volcano CRD, with the Job controller."""
+    async with FakeKubeServer(volcano=False, bookmark_interval=0.2) as server:
+        server.create_namespace(NS)
+        kubeconfig = str(server.write_kubeconfig(tmp_path / "kubeconfig", namespace=NS))
+        async with FakeController(kubeconfig, NS, volcano=False):
+            yield kubeconfig
+
+
+async def test_indexed_apps_run_and_volcano_ones_are_refused_clearly(
+    plain_cluster: str,
+) -> None:
+    async with KubernetesScheduler("t", kubeconfig=plain_cluster) as sched:
+        app_id = await sched.submit(
+            make_app("echo hi", replicas=2), {"namespace": NS, "job_api": "indexed"}
+        )
+        desc = await sched.wait(app_id, timeout=20)
+        assert desc is not None
+        assert desc.state == AppState.SUCCEEDED
+        assert [r.app_id for r in await sched.list()] == [app_id]
+        assert await sched.describe(f"{NS}:no-such-app") is None
+        with pytest.raises(SubmitError, match="job_api=indexed"):
+            await sched.submit(make_app("echo hi"), {"namespace": NS, "queue": "q"})
