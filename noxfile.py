@@ -16,6 +16,7 @@ PYPROJECT = nox.project.load_toml(str(ROOT / "pyproject.toml"))
 PROVISION = [
     ROOT / "tests" / "docker" / "provision.sh",
     ROOT / "tests" / "web" / "provision.sh",
+    ROOT / "tests" / "slurm" / "provision.sh",
 ]
 # ``nox -s bench -- NAME [args]`` runs one of these; ``nox -s bench`` runs them all.
 BENCHMARKS = {
@@ -23,6 +24,7 @@ BENCHMARKS = {
     "docker": "docker_fanout.py",
     "web": "web_sse_load.py",
     "log": "log_throughput.py",
+    "slurm": "slurm_fanout.py",
 }
 
 
@@ -32,7 +34,7 @@ def _group(name: str) -> list[str]:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Provision system services (Docker, Chromium: when root on Debian), run pytest."""
+    """Provision system services (Docker, Chromium, Slurm: when root on Debian), run pytest."""
     for provision in PROVISION:
         if provision.exists() and not os.environ.get("ASYNCSCHED_SKIP_PROVISION"):
             session.run("bash", str(provision), external=True)

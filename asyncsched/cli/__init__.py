@@ -41,6 +41,7 @@ from asyncsched.errors import (
     InvalidArgumentError,
     InvalidRunConfigException,
     MalformedAppHandleException,
+    SchedulerUnavailableError,
     SpecError,
     UnknownSchedulerException,
 )
@@ -55,6 +56,7 @@ _USAGE_ERRORS = (
     InvalidRunConfigException,
     MalformedAppHandleException,
     UnknownSchedulerException,
+    SchedulerUnavailableError,
 )
 
 

@@ -107,6 +107,7 @@ _BUILTINS: dict[str, tuple[str, str | None]] = {
         "asyncsched.schedulers.kubernetes_scheduler:create_scheduler",
         "kubernetes",
     ),
+    "slurm": ("asyncsched.schedulers.slurm_scheduler:create_scheduler", None),
 }
 
 

@@ -1,0 +1,73 @@
+"""Read (and follow) a replica's output file, as whole lines, off the event loop.
+
+``srun`` writes each replica's stdout and stderr to
+``slurm-{job id}-{role}-{replica}.out|.err`` in the job's working directory.
+Lines go through the shared :class:`LineAssembler` (linear, capped at
+``max_line_bytes``, UTF-8 safe across chunk boundaries).
+
+Example:
+    >>> async def main(path: str) -> None:
+    ...     async for line in iter_file(path, follow=None):
+    ...         print(line, end="")
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import anyio
+
+from asyncsched.schedulers.shared.lines import DEFAULT_MAX_LINE_BYTES, LineAssembler
+
+__all__ = ["CHUNK", "iter_file", "log_path"]
+
+CHUNK = 256 * 1024
+_POLL = 0.1
+
+
+def log_path(work_dir: str, app_id: str, role: str, k: int, suffix: str) -> str:
+    """Where srun writes replica ``k`` of ``role`` (suffix ``out`` or ``err``)."""
+    return os.path.join(work_dir, f"slurm-{app_id}-{role}-{k}.{suffix}")
+
+
+def _read(path: str, offset: int) -> bytes | None:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read(CHUNK)
+    except FileNotFoundError:
+        return None
+
+
+async def iter_file(
+    path: str,
+    follow: Callable[[], Awaitable[bool]] | None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> AsyncIterator[str]:
+    """Yield the lines of ``path``; with ``follow``, keep reading while
+    ``follow()`` says the job may still write (it is asked when no data is
+    left), then drain what is left. A missing file is empty."""
+    lines = LineAssembler(max_line_bytes)
+    offset = 0
+    while True:
+        data = await anyio.to_thread.run_sync(_read, path, offset)
+        if data:
+            offset += len(data)
+            for line in lines.feed(data):
+                yield line
+            continue
+        if follow is not None and await follow():
+            await anyio.sleep(_POLL)
+            continue
+        # the job may have written between the last read and the check
+        data = await anyio.to_thread.run_sync(_read, path, offset)
+        if not data:
+            break
+        offset += len(data)
+        for line in lines.feed(data):
+            yield line
+        follow = None  # finished: read to the end, then stop
+    tail = lines.flush()
+    if tail:
+        yield tail

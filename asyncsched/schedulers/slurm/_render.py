@@ -1,0 +1,261 @@
+"""AppDef -> one heterogeneous ``sbatch`` script (TorchX's shape), without I/O.
+
+Every replica of every role is one component of a heterogeneous job, named
+``{role}-{replica}``; one ``srun`` starts them all, each component writing
+``slurm-$SLURM_JOB_ID-{role}-{replica}.out|.err``. A failed run is requeued
+while ``TORCHX_MAX_RETRIES`` exceeds ``SLURM_RESTART_COUNT``. Pure: the same
+AppDef and config always give the same script.
+
+Example:
+    >>> from asyncsched.specs import AppDef, Resource, Role
+    >>> role = Role("w", image="/tmp", entrypoint="echo", args=["hi"],
+    ...             resource=Resource(cpu=1, gpu=0, memMB=64))
+    >>> req = render_request(AppDef("a", roles=[role]), {})
+    >>> "#SBATCH --job-name=w-0 --requeue" in req.materialize()
+    True
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from asyncsched.errors import InvalidRunConfigException
+from asyncsched.schedulers.shared.replicas import expand_replicas
+from asyncsched.specs import AppDef, CfgVal, Role
+
+__all__ = [
+    "GROUP_OPTS",
+    "JOB_OPTS",
+    "RANK0_ENV",
+    "SCRIPT_NAME",
+    "SlurmBatchRequest",
+    "SlurmReplicaRequest",
+    "check_time",
+    "render_request",
+    "replica_name",
+]
+
+#: the variable ``${rank0_env}`` names on Slurm (TorchX's)
+RANK0_ENV = "SLURM_JOB_NODELIST_HET_GROUP_0"
+SCRIPT_NAME = "asyncsched-sbatch.sh"
+#: run options that go on every component's ``#SBATCH`` line, in this order
+GROUP_OPTS = ("partition", "time", "constraint", "qos")
+#: run options given once, on the ``sbatch`` command line
+JOB_OPTS = ("comment", "mail-user", "mail-type")
+#: partitions with at most this much memory per node get no ``--mem``
+#: (TorchX's workaround for AWS ParallelCluster, which reports no memory)
+MIN_PARTITION_MEM_MB = 1000
+_APP_ID = "${app_id}"
+
+# Slurm's time formats: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
+_TIME = re.compile(
+    r"^(?:\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}"
+    r"|\d+-\d+:\d{1,2}:\d{1,2}|infinite|unlimited|-1)$",
+    re.IGNORECASE,
+)
+
+
+def check_time(value: str) -> None:
+    """Raise InvalidRunConfigException unless ``value`` is a Slurm time limit.
+
+    Example:
+        >>> check_time("1-02:30:00")
+    """
+    if not _TIME.match(value.strip()):
+        raise InvalidRunConfigException(
+            f"time={value!r} is not a Slurm time limit; use minutes, MM:SS,"
+            " HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS",
+            "time",
+            value,
+        )
+
+
+def replica_name(role: str, replica_id: int) -> str:
+    """``{role}-{replica_id}``: the component's job name and log file stem."""
+    return f"{role}-{replica_id}"
+
+
+def _quote(token: str) -> str:
+    """Shell-quote ``token``; a literal ``${app_id}`` becomes the job id."""
+    return shlex.quote(token).replace(_APP_ID, "'\"$SLURM_JOB_ID\"'")
+
+
+@dataclass
+class SlurmReplicaRequest:
+    """One heterogeneous component: its ``#SBATCH`` options and its ``srun`` group."""
+
+    name: str
+    entrypoint: str
+    args: list[str]
+    sbatch_opts: dict[str, str | None]
+    srun_opts: dict[str, str]
+    env: dict[str, str]
+
+    def sbatch_line(self) -> str:
+        """The component's ``#SBATCH`` options (``--key=value`` or ``--flag``)."""
+        return " ".join(
+            f"--{k}" if v is None else f"--{k}={v}" for k, v in self.sbatch_opts.items()
+        )
+
+    def srun_group(self) -> str:
+        """The component's part of the ``srun`` line, every token quoted."""
+        out = f'slurm-"$SLURM_JOB_ID"-{self.name}'
+        tokens = [
+            f"--output={out}.out",
+            f"--error={out}.err",
+            *(f"--{k}={v}" for k, v in self.srun_opts.items()),
+        ]
+        if self.env:
+            pairs = ",".join(f"{k}={v}" for k, v in self.env.items())
+            tokens.append(_quote(f"--export=ALL,{pairs}"))
+        tokens += [_quote(t) for t in (self.entrypoint, *self.args)]
+        return " ".join(tokens)
+
+
+@dataclass
+class SlurmBatchRequest:
+    """The whole job: ``sbatch`` argv, the script, where it runs.
+
+    ``cmd`` is the ``sbatch`` command without the script path; ``job_dir`` (if any) is where the
+    script is written and the job runs (``--chdir``).
+    """
+
+    cmd: list[str]
+    replicas: dict[str, SlurmReplicaRequest]
+    job_dir: str | None = None
+    max_retries: int = 0
+    app_name: str = ""
+    roles: dict[str, int] = field(default_factory=dict)
+    version: str = ""
+
+    def materialize(self) -> str:
+        """The ``sbatch`` script."""
+        header = "\n".join(
+            f"#SBATCH {r.sbatch_line()}" for r in self.replicas.values()
+        ).replace("\n", "\n#SBATCH hetjob\n")
+        groups = " :\\\n     ".join(r.srun_group() for r in self.replicas.values())
+        command = " ".join(shlex.quote(t) for t in self.cmd)
+        return f"""#!/bin/bash
+#
+# Generated by asyncsched {self.version}
+# Run with: {command}
+#
+{header}
+
+set -evx
+
+export PYTHONUNBUFFERED=1
+export SLURM_UNBUFFEREDIO=1
+export TORCHX_MAX_RETRIES={self.max_retries}
+
+set +e
+srun {groups}
+exitcode=$?
+set -e
+
+echo "job exited with code $exitcode"
+if [ $exitcode -ne 0 ]; then
+    if [ "$TORCHX_MAX_RETRIES" -gt "${{SLURM_RESTART_COUNT:-0}}" ]; then
+        scontrol requeue "$SLURM_JOB_ID"
+    fi
+    exit $exitcode
+fi
+"""
+
+    def __str__(self) -> str:
+        return (
+            f"SlurmBatchRequest: {' '.join(map(shlex.quote, self.cmd))} {SCRIPT_NAME}\n"
+            f"{SCRIPT_NAME}:\n{self.materialize()}"
+        )
+
+
+def _component(
+    name: str,
+    role: Role,
+    env: dict[str, str],
+    cfg: Mapping[str, CfgVal],
+    *,
+    nomem: bool,
+    gpus_per_node: bool,
+) -> SlurmReplicaRequest:
+    opts: dict[str, str | None] = {"job-name": name, "requeue": None}
+    for key in GROUP_OPTS:
+        value = cfg.get(key)
+        if value is not None:
+            opts[key] = str(value)
+    res = role.resource
+    opts["ntasks-per-node"] = "1"
+    if res.cpu > 0:
+        opts["cpus-per-task"] = str(int(res.cpu) if res.cpu >= 1 else 1)
+    if res.memMB > 0 and not nomem:
+        opts["mem"] = str(int(res.memMB))
+    if res.gpu > 0:
+        if gpus_per_node:
+            opts["gpus-per-node"] = str(res.gpu)
+        else:
+            opts["gpus-per-task"] = str(res.gpu)
+            opts["ntasks"] = "1"
+    return SlurmReplicaRequest(
+        name=name,
+        entrypoint=role.entrypoint,
+        args=list(role.args),
+        sbatch_opts=opts,
+        srun_opts={"wait": "60", "kill-on-bad-exit": "1"},
+        env=env,
+    )
+
+
+def render_request(
+    app: AppDef,
+    cfg: Mapping[str, CfgVal],
+    *,
+    version: str = "",
+    nomem: bool = False,
+    gpus_per_node: bool = False,
+) -> SlurmBatchRequest:
+    """Render ``app`` as a heterogeneous batch job (one component per replica).
+
+    ``${app_id}`` stays a literal and becomes ``$SLURM_JOB_ID`` in the script;
+    ``${img_root}`` is the role's image (a directory); ``${rank0_env}`` is
+    ``SLURM_JOB_NODELIST_HET_GROUP_0``. ``nomem`` drops ``--mem``;
+    ``gpus_per_node`` uses ``--gpus-per-node`` (Slurm >= 24.11) instead of
+    ``--gpus-per-task`` with ``--ntasks=1``.
+    """
+    if cfg.get("time") is not None:
+        check_time(str(cfg["time"]))
+    job_dir = cfg.get("job_dir")
+    replicas: dict[str, SlurmReplicaRequest] = {}
+    for spec in expand_replicas(
+        app,
+        _APP_ID,
+        img_root=lambda _i, role: role.image,
+        rank0_env=RANK0_ENV,
+    ):
+        name = replica_name(spec.role.name, spec.replica_id)
+        replicas[name] = _component(
+            name,
+            spec.role,
+            spec.env,
+            cfg,
+            nomem=nomem or bool(cfg.get("nomem")),
+            gpus_per_node=gpus_per_node,
+        )
+    cmd = ["sbatch", "--parsable"]
+    for key in JOB_OPTS:
+        value = cfg.get(key)
+        if value is not None:
+            cmd.append(f"--{key}={value}")
+    if job_dir is not None:
+        cmd.append(f"--chdir={job_dir}")
+    return SlurmBatchRequest(
+        cmd=cmd,
+        replicas=replicas,
+        job_dir=str(job_dir) if job_dir is not None else None,
+        max_retries=min((r.max_retries for r in app.roles), default=0),
+        app_name=app.name,
+        roles={r.name: r.num_replicas for r in app.roles},
+        version=version,
+    )

@@ -1,0 +1,519 @@
+"""Run apps as heterogeneous Slurm batch jobs (``slurm``).
+
+Shells out to Slurm's client commands (``sbatch``, ``squeue``, ``sacct``,
+``sinfo``, ``scancel``) as async subprocesses, each with a timeout; nothing
+blocks the event loop. The app id is the Slurm job id (TorchX's). Status is
+batched: concurrent ``describe`` calls share one ``squeue``, and every
+``wait`` in flight shares one polling loop (one ``squeue``, plus one ``sacct``
+for jobs that left the controller, per tick).
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import AsyncIterator, Mapping
+from datetime import datetime
+from typing import Any, TypedDict, cast, final
+
+import anyio
+
+from asyncsched._version import __version__
+from asyncsched.errors import (
+    InvalidRunConfigException,
+    SpecError,
+    SubmitError,
+    UnknownAppException,
+    UnknownReplicaError,
+)
+from asyncsched.schedulers.api import (
+    DAYS_IN_2_WEEKS,
+    Capabilities,
+    DescribeAppResponse,
+    ListAppResponse,
+    Scheduler,
+    Stream,
+)
+from asyncsched.schedulers.local._records import default_state_dir
+from asyncsched.schedulers.shared.lines import (
+    DEFAULT_MAX_LINE_BYTES,
+    check_max_line_bytes,
+)
+from asyncsched.schedulers.shared.taskhost import TaskHost
+from asyncsched.schedulers.slurm._commands import BACKEND, CommandFailed, SlurmCli
+from asyncsched.schedulers.slurm._logs import iter_file, log_path
+from asyncsched.schedulers.slurm._registry import JobRecord, Registry
+from asyncsched.schedulers.slurm._render import (
+    MIN_PARTITION_MEM_MB,
+    SCRIPT_NAME,
+    SlurmBatchRequest,
+    SlurmReplicaRequest,
+    check_time,
+    render_request,
+)
+from asyncsched.schedulers.slurm._state import (
+    SACCT_FIELDS,
+    SQUEUE_FORMAT,
+    AppView,
+    group_components,
+    parse_sacct,
+    parse_squeue,
+)
+from asyncsched.schedulers.slurm._status import StatusBatcher, StatusTracker
+from asyncsched.specs import AppDef, AppDryRunInfo, CfgVal, is_terminal, runopts
+
+__all__ = [
+    "SlurmBatchRequest",
+    "SlurmOpts",
+    "SlurmReplicaRequest",
+    "SlurmScheduler",
+    "create_scheduler",
+]
+
+logger = logging.getLogger(__name__)
+
+#: a job's recorded submit time may precede Slurm's by this much (clock skew)
+_SUBMIT_SLACK = 120.0
+_PROBE_TTL = 10.0
+
+
+#: Run options of :class:`SlurmScheduler` (after resolution); TorchX's keys,
+#: hence the functional form for ``mail-user`` and ``mail-type``.
+SlurmOpts = TypedDict(
+    "SlurmOpts",
+    {
+        "partition": str | None,
+        "time": str | None,
+        "comment": str | None,
+        "constraint": str | None,
+        "mail-user": str | None,
+        "mail-type": str | None,
+        "job_dir": str | None,
+        "qos": str | None,
+        "nomem": bool,
+    },
+    total=False,
+)
+
+
+@final
+class SlurmScheduler(Scheduler[SlurmOpts]):
+    """Run each app as one heterogeneous Slurm job, one component per replica.
+
+    Args:
+        session_name: Recorded with each job in the registry.
+        slurm_conf: ``SLURM_CONF`` for every command (default: inherited).
+        state_dir: Where the registry of submitted jobs lives (default
+            ``$ASYNCSCHED_STATE_DIR``, ``$XDG_STATE_HOME/asyncsched`` or
+            ``~/.local/state/asyncsched``).
+        command_timeout: Seconds any Slurm command may take.
+        max_line_bytes: Cap of one ``log_iter`` line in bytes (default 1 MiB);
+            longer lines come in pieces.
+        min_interval: Shortest pause between two status ticks of ``wait``.
+        max_interval: Longest pause (backoff while nothing changes).
+
+    Attributes:
+        cli: Runs the commands; ``cli.counts`` counts them by program.
+
+    Example:
+        >>> async def main() -> None:
+        ...     role = Role("hi", image="/tmp", entrypoint="echo", args=["hello"])
+        ...     async with SlurmScheduler("demo") as sched:
+        ...         app_id = await sched.submit(AppDef("hi", roles=[role]))
+        ...         status = await sched.wait(app_id, timeout=600)
+        ...         async for line in sched.log_iter(app_id, "hi"):
+        ...             print(line, end="")
+    """
+
+    capabilities = Capabilities(
+        logs=True,
+        log_streams=frozenset({Stream.STDOUT, Stream.STDERR}),
+        log_since_until=False,
+        log_tail=True,
+        cancel=True,
+        list=True,
+        workspaces=False,
+        mounts=False,
+        retries=True,
+        per_replica_status=True,
+        event_loops=("asyncio", "trio"),
+    )
+
+    def __init__(
+        self,
+        session_name: str,
+        *,
+        slurm_conf: str | None = None,
+        state_dir: str | None = None,
+        command_timeout: float = 30.0,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        min_interval: float = 0.25,
+        max_interval: float = 2.0,
+    ) -> None:
+        super().__init__(BACKEND, session_name)
+        self.max_line_bytes = check_max_line_bytes(max_line_bytes)
+        env = {"SLURM_CONF": slurm_conf} if slurm_conf else {}
+        self.cli = SlurmCli(env, timeout=command_timeout)
+        self.registry = Registry(state_dir or default_state_dir())
+        self._tasks = TaskHost("SlurmScheduler")
+        self._batcher = StatusBatcher(self._fetch)
+        self._tracker = StatusTracker(
+            self._batcher,
+            self._tasks,
+            min_interval=min_interval,
+            max_interval=max_interval,
+        )
+        self._partitions: dict[str, int] | None = None
+        self._probed_at = -_PROBE_TTL
+        self._accounting: bool | None = None
+        self._terminal: dict[str, AppView] = {}
+
+    async def _aenter(self) -> None:
+        await self._tasks.enter()
+
+    async def _aclose(self) -> None:
+        await self._tasks.aclose()
+
+    # -- run options -----------------------------------------------------------
+
+    def _run_opts(self) -> runopts:
+        opts = runopts()
+        opts.add("partition", type_=str, help="the partition to run the job in")
+        opts.add(
+            "time",
+            type_=str,
+            help="maximum run time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or"
+            " D-HH:MM:SS",
+        )
+        opts.add("comment", type_=str, help="comment to set on the job")
+        opts.add("constraint", type_=str, help="node features the job requires")
+        opts.add("mail-user", type_=str, help="user to mail on job events")
+        opts.add("mail-type", type_=str, help="events to mail on (e.g. END,FAIL)")
+        opts.add(
+            "job_dir",
+            type_=str,
+            help="directory (must not exist yet) to write the script to and run the"
+            " job in; its logs go there. Default: the current directory",
+        )
+        opts.add("qos", type_=str, help="quality of service to assign to the job")
+        opts.add(
+            "nomem",
+            type_=bool,
+            default=False,
+            help="do not request memory (--mem), e.g. on clusters that report none",
+        )
+        return opts
+
+    # -- submission ------------------------------------------------------------
+
+    def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
+        """NULL_RESOURCE is accepted (as TorchX); mounts and bad times are not."""
+        for index, role in enumerate(app.roles):
+            if role.mounts:
+                raise SpecError(
+                    f"roles[{index}].mounts",
+                    "Slurm jobs run on the hosts' filesystems; mounts are not"
+                    " supported (remove them)",
+                )
+        if cfg.get("time") is not None:
+            check_time(str(cfg["time"]))
+
+    async def _submit_dryrun(
+        self, app: AppDef, cfg: SlurmOpts
+    ) -> AppDryRunInfo[SlurmBatchRequest]:
+        plain = cast(Mapping[str, CfgVal], cfg)
+        nomem = False
+        partition = plain.get("partition")
+        if partition is not None:
+            mem = (await self._partition_memory()).get(str(partition))
+            if mem is None:
+                known = sorted((await self._partition_memory()).keys())
+                raise InvalidRunConfigException(
+                    f"partition={partition!r} does not exist; known partitions:"
+                    f" {known}",
+                    "partition",
+                    partition,
+                )
+            nomem = mem <= MIN_PARTITION_MEM_MB
+        gpus_per_node = False
+        if any(r.resource.gpu > 0 for r in app.roles):
+            gpus_per_node = await self._gpus_per_node()
+        request = render_request(
+            app,
+            plain,
+            version=__version__,
+            nomem=nomem,
+            gpus_per_node=gpus_per_node,
+        )
+        return AppDryRunInfo(request, str)
+
+    async def _partition_memory(self) -> dict[str, int]:
+        """Partition -> smallest node memory (MB); cached for a few seconds.
+
+        Also the probe that Slurm is installed and its controller answers.
+        """
+        now = time.monotonic()
+        if self._partitions is None or now - self._probed_at > _PROBE_TTL:
+            out = await self.cli.run(["sinfo", "-h", "--noconvert", "-o", "%R|%m"])
+            parts: dict[str, int] = {}
+            for line in out.splitlines():
+                name, _, mem = line.strip().partition("|")
+                digits = mem.rstrip("+")
+                value = int(digits) if digits.isdigit() else 0
+                if name:
+                    parts[name] = min(parts.get(name, value), value)
+            self._partitions = parts
+            self._probed_at = now
+        return self._partitions
+
+    async def _gpus_per_node(self) -> bool:
+        try:
+            out = await self.cli.run(["sinfo", "--version"])
+            major, minor = (int(x) for x in out.split()[-1].split(".")[:2])
+        except (CommandFailed, ValueError):
+            return False
+        return (major, minor) >= (24, 11)
+
+    async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
+        """Write the script and ``sbatch`` it; return the job id (the app id).
+
+        Raises:
+            SchedulerUnavailableError: Slurm is not installed or its controller
+                does not answer (checked before submitting).
+            SubmitError: ``job_dir`` exists, or ``sbatch`` refused the job.
+        """
+        self._check_open()
+        req: SlurmBatchRequest = dryrun_info.request
+        await self._partition_memory()  # Slurm present and the controller up
+        if req.job_dir is not None:
+            job_dir = str(await anyio.Path(req.job_dir).absolute())
+            try:
+                await anyio.Path(job_dir).mkdir(parents=True)
+            except FileExistsError:
+                raise SubmitError(
+                    f"job_dir {job_dir!r} already exists; use a new directory"
+                ) from None
+            return await self._sbatch(req, job_dir, job_dir, created=True)
+        with tempfile.TemporaryDirectory(prefix="asyncsched-slurm-") as tmp:
+            return await self._sbatch(req, tmp, os.getcwd())
+
+    async def _sbatch(
+        self, req: SlurmBatchRequest, script_dir: str, cwd: str, created: bool = False
+    ) -> str:
+        """Submit; a ``job_dir`` we ``created`` is removed when nothing was submitted."""
+        script = os.path.join(script_dir, SCRIPT_NAME)
+        submitted = time.time()
+        try:
+            await anyio.Path(script).write_text(req.materialize())
+            out = await self.cli.run([*req.cmd, script], cwd=cwd)
+        except BaseException as exc:
+            if created:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                    await anyio.to_thread.run_sync(
+                        functools.partial(shutil.rmtree, script_dir, ignore_errors=True)
+                    )
+            if isinstance(exc, CommandFailed):
+                raise SubmitError(
+                    f"sbatch refused the job: {exc.stderr.strip()}"
+                ) from exc
+            raise
+        app_id = out.strip().split(";")[0]
+        if not app_id.isdigit():
+            raise SubmitError(f"sbatch printed no job id: {out!r}")
+        await self.registry.add(
+            JobRecord(
+                app_id=app_id,
+                submit=submitted,
+                name=req.app_name,
+                work_dir=cwd,
+                roles=dict(req.roles),
+                session=self.session_name,
+            )
+        )
+        return app_id
+
+    # -- status ----------------------------------------------------------------
+
+    async def _fetch(self, ids: frozenset[str]) -> dict[str, AppView]:
+        """One batched status query for ``ids`` (+ one sacct for the missing)."""
+        known = {i: self._terminal[i] for i in ids if i in self._terminal}
+        query = sorted((i for i in ids if i not in known and i.isdigit()), key=int)
+        if not query:
+            return known
+        records = await self.registry.all()
+        floors = {i: records[i].submit - _SUBMIT_SLACK for i in query if i in records}
+        try:
+            out = await self.cli.run(
+                [
+                    "squeue",
+                    "-h",
+                    "-t",
+                    "all",
+                    "-j",
+                    ",".join(query),
+                    "-O",
+                    SQUEUE_FORMAT,
+                ]
+            )
+        except CommandFailed as exc:
+            if "invalid job id" not in exc.stderr.lower():
+                raise
+            out = ""  # the only id asked for has left the controller
+        views = group_components(parse_squeue(out), source="squeue", not_before=floors)
+        missing = [i for i in query if i not in views]
+        if missing:
+            views.update(await self._sacct(missing, records, floors))
+        for app_id, view in views.items():
+            if is_terminal(view.state):
+                self._terminal[app_id] = view
+        return {**known, **{i: v for i, v in views.items() if i in ids}}
+
+    async def _sacct(
+        self,
+        ids: builtins.list[str],
+        records: dict[str, JobRecord],
+        floors: dict[str, float],
+    ) -> dict[str, AppView]:
+        """Finished jobs: accounting if enabled, else the job completion log."""
+        fields = ["-n", "-P", "-o", SACCT_FIELDS]
+        if self._accounting is not False:
+            try:
+                out = await self.cli.run(["sacct", *fields, "-j", ",".join(ids)])
+            except CommandFailed as exc:
+                if "accounting storage is disabled" not in exc.stderr.lower():
+                    raise
+                self._accounting = False
+            else:
+                self._accounting = True
+                return group_components(
+                    parse_sacct(out), source="sacct", not_before=floors
+                )
+        # the completion log lists each heterogeneous component by its own id,
+        # allocated consecutively from the leader's
+        leaders: dict[str, str] = {}
+        for app_id in ids:
+            count = records[app_id].num_components if app_id in records else 1
+            for k in range(count):
+                leaders[str(int(app_id) + k)] = app_id
+        out = await self.cli.run(
+            ["sacct", "-c", *fields, "-j", ",".join(sorted(leaders, key=int))]
+        )
+        views = group_components(
+            parse_sacct(out, leaders), source="sacct -c", not_before=floors
+        )
+        return {i: v for i, v in views.items() if i in ids}
+
+    async def _view(self, app_id: str) -> AppView | None:
+        if not app_id.isdigit():
+            return None
+        return (await self._batcher.get([app_id]))[app_id]
+
+    async def describe(self, app_id: str) -> DescribeAppResponse | None:
+        """The app's state, per replica (one component per replica)."""
+        self._check_open()
+        view = await self._view(app_id)
+        if view is None:
+            return None
+        desc = view.describe()
+        return desc
+
+    async def _wait(self, app_id: str) -> DescribeAppResponse | None:
+        view = await self._tracker.wait(app_id)
+        return None if view is None else view.describe()
+
+    @property
+    def status_queries(self) -> int:
+        """Batched status queries run so far (each one squeue, maybe one sacct)."""
+        return self._batcher.queries
+
+    async def list(self) -> builtins.list[ListAppResponse]:
+        """The jobs asyncsched submitted (from the registry) in the last two
+        weeks, with their states from one batched query."""
+        self._check_open()
+        horizon = time.time() - DAYS_IN_2_WEEKS * 86400
+        records = {
+            i: r for i, r in (await self.registry.all()).items() if r.submit >= horizon
+        }
+        if not records:
+            return []
+        views = await self._batcher.get(records)
+        return [
+            ListAppResponse(app_id=i, state=v.state, name=records[i].name)
+            for i, v in sorted(views.items(), key=lambda kv: int(kv[0]))
+            if v is not None
+        ]
+
+    # -- control ---------------------------------------------------------------
+
+    async def _cancel_existing(self, app_id: str) -> None:
+        if app_id in self._terminal:
+            return  # finished: nothing to cancel
+        await self.cli.run(["scancel", app_id])
+
+    # -- logs ------------------------------------------------------------------
+
+    async def _log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int,
+        since: datetime | None,
+        until: datetime | None,
+        should_tail: bool,
+        streams: Stream | None,
+    ) -> AsyncIterator[str]:
+        view = await self._view(app_id)
+        if view is None:
+            raise UnknownAppException(f"{self.backend}://{self.session_name}/{app_id}")
+        record = await self.registry.get(app_id)
+        desc = view.describe()
+        replicas = {(rs.role, r.id) for rs in desc.roles_statuses for r in rs.replicas}
+        if (role_name, k) not in replicas:
+            roles = sorted({role for role, _ in replicas})
+            raise UnknownReplicaError(app_id, role_name, k, roles)
+        work_dir = (record.work_dir if record else "") or view.work_dir or os.getcwd()
+        suffix = "err" if streams == Stream.STDERR else "out"
+        path = log_path(work_dir, app_id, role_name, k, suffix)
+
+        checked = [0.0, True]  # last status check, and its answer
+
+        async def running() -> bool:
+            # called every 0.1 s while the file is idle; ask Slurm at most every 0.5 s
+            if time.monotonic() - checked[0] >= 0.5:
+                current = await self._view(app_id)
+                checked[:] = [
+                    time.monotonic(),
+                    current is not None and not is_terminal(current.state),
+                ]
+            return bool(checked[1])
+
+        async for line in iter_file(
+            path, running if should_tail else None, self.max_line_bytes
+        ):
+            yield line
+
+
+_PARAMS = (
+    "slurm_conf",
+    "state_dir",
+    "command_timeout",
+    "max_line_bytes",
+    "min_interval",
+    "max_interval",
+)
+
+
+def create_scheduler(session_name: str, **kwargs: Any) -> SlurmScheduler:
+    """Registry factory; unknown keyword arguments are ignored.
+
+    Known ones: ``slurm_conf``, ``state_dir``, ``command_timeout``,
+    ``max_line_bytes``, ``min_interval``, ``max_interval``.
+    """
+    return SlurmScheduler(
+        session_name, **{k: v for k, v in kwargs.items() if k in _PARAMS}
+    )

@@ -1,0 +1,178 @@
+"""Batched job status: one ``squeue`` (plus one ``sacct`` fallback) per tick.
+
+:class:`StatusBatcher` coalesces concurrent requests: every ``get(ids)``
+made while a query runs joins the next one, so N concurrent describes cost
+one or two commands. :class:`StatusTracker` runs one background loop for
+every ``wait`` in flight: each tick it queries all waited-on apps at once,
+then sleeps with jittered backoff (short after a change, longer while nothing
+changes), so waiting on N apps costs one query per tick, not N.
+
+Facts it relies on (Slurm 22.05): ``squeue -h -t all -j IDS`` keeps finished
+jobs only with ``-t all``, and fails when the only id is unknown; finished
+jobs leave the controller after ``MinJobAge``, then ``sacct`` (accounting) or
+``sacct -c`` (the job completion log) has them.
+
+Example:
+    >>> async def main(fetch) -> None:
+    ...     batcher = StatusBatcher(fetch)
+    ...     views = await batcher.get(["12", "13"])
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Awaitable, Callable, Iterable
+
+import anyio
+
+from asyncsched.errors import AsyncschedError, SchedulerClosedError
+from asyncsched.schedulers.shared.taskhost import TaskHost
+from asyncsched.schedulers.slurm._state import AppView
+from asyncsched.specs import is_terminal
+
+__all__ = ["Fetch", "StatusBatcher", "StatusTracker"]
+
+logger = logging.getLogger(__name__)
+
+Fetch = Callable[[frozenset[str]], Awaitable[dict[str, AppView]]]
+
+
+class _Batch:
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+        self.done = anyio.Event()
+        self.result: dict[str, AppView] = {}
+        self.error: BaseException | None = None
+
+
+class StatusBatcher:
+    """Coalesce concurrent status requests into one query at a time."""
+
+    def __init__(self, fetch: Fetch) -> None:
+        self._fetch = fetch
+        self._next: _Batch | None = None
+        self._lock = anyio.Lock()
+        self.queries = 0
+
+    async def get(self, ids: Iterable[str]) -> dict[str, AppView | None]:
+        """The views of ``ids`` (None for jobs Slurm does not know)."""
+        wanted = list(ids)
+        batch = self._next
+        if batch is None:
+            batch = self._next = _Batch()
+        batch.ids.update(wanted)
+        while not batch.done.is_set():
+            async with self._lock:
+                if batch.done.is_set():
+                    break
+                if self._next is batch:
+                    self._next = None
+                self.queries += 1
+                try:
+                    batch.result = await self._fetch(frozenset(batch.ids))
+                except AsyncschedError as exc:
+                    batch.error = exc
+                batch.done.set()
+        if batch.error is not None:
+            raise batch.error
+        return {i: batch.result.get(i) for i in wanted}
+
+
+class StatusTracker:
+    """One polling loop shared by every ``wait``."""
+
+    def __init__(
+        self,
+        batcher: StatusBatcher,
+        tasks: TaskHost,
+        *,
+        min_interval: float = 0.25,
+        max_interval: float = 2.0,
+    ) -> None:
+        self._batcher = batcher
+        self._tasks = tasks
+        self._min = min_interval
+        self._max = max_interval
+        self._waiters: dict[str, list[anyio.Event]] = {}
+        self._final: dict[str, AppView | None] = {}
+        self._errors: dict[str, BaseException] = {}
+        self._kick = anyio.Event()
+        self._running = False
+        self.ticks = 0
+
+    async def wait(self, app_id: str) -> AppView | None:
+        """Return the app's terminal view (None when Slurm does not know it)."""
+        event = anyio.Event()
+        self._waiters.setdefault(app_id, []).append(event)
+        self._final.pop(app_id, None)
+        self._errors.pop(app_id, None)
+        try:
+            if not self._running:
+                self._running = True
+                await self._tasks.start_soon(self._loop, name="slurm-status")
+            self._kick.set()
+            await event.wait()
+        finally:
+            events = self._waiters.get(app_id, [])
+            if event in events:
+                events.remove(event)
+            if not events:
+                self._waiters.pop(app_id, None)
+        error = self._errors.get(app_id)
+        if error is not None:
+            raise error
+        return self._final.get(app_id)
+
+    async def _loop(self) -> None:
+        interval = self._min
+        previous: dict[str, object] = {}
+        try:
+            while True:
+                if not self._waiters:
+                    await self._kick.wait()
+                self._kick = anyio.Event()
+                await anyio.sleep(0.02)  # let waits arriving together share a tick
+                ids = list(self._waiters)
+                if not ids:
+                    continue
+                self.ticks += 1
+                changed = await self._tick(ids, previous)
+                interval = self._min if changed else min(interval * 1.5, self._max)
+                pause = interval * random.uniform(0.8, 1.2)
+                await anyio.sleep(min(self._min, pause))
+                # a wait on a new app cuts the rest of the pause short
+                with anyio.move_on_after(max(0.0, pause - self._min)):
+                    await self._kick.wait()
+        finally:
+            # only cancellation (the scheduler closing) ends the loop
+            self._running = False
+            closed = SchedulerClosedError("the scheduler was closed during wait()")
+            for app_id in list(self._waiters):
+                self._errors[app_id] = closed
+                self._wake(app_id)
+
+    async def _tick(self, ids: list[str], previous: dict[str, object]) -> bool:
+        try:
+            views = await self._batcher.get(ids)
+        except Exception as exc:  # noqa: BLE001 -- reported to the waiters, who raise it
+            for app_id in ids:
+                self._errors[app_id] = exc
+                self._wake(app_id)
+            return True
+        changed = False
+        for app_id in ids:
+            view = views.get(app_id)
+            state = None if view is None else view.state
+            if previous.get(app_id, "?") != state:
+                changed = True
+                previous[app_id] = state
+            if view is None or is_terminal(view.state):
+                self._final[app_id] = view
+                previous.pop(app_id, None)
+                self._wake(app_id)
+        return changed
+
+    def _wake(self, app_id: str) -> None:
+        for event in self._waiters.pop(app_id, []):
+            event.set()

@@ -1,0 +1,29 @@
+"""TorchX's module path for the Slurm backend (``slurm``).
+
+The implementation lives in :mod:`asyncsched.schedulers.slurm`; this module
+re-exports it so code written for ``torchx.schedulers.slurm_scheduler`` keeps
+its imports. It needs no extra: the backend shells out to Slurm's commands.
+
+Example:
+    >>> from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
+    >>> SlurmScheduler("demo").backend
+    'slurm'
+"""
+
+from __future__ import annotations
+
+from asyncsched.schedulers.slurm._scheduler import (
+    SlurmBatchRequest,
+    SlurmOpts,
+    SlurmReplicaRequest,
+    SlurmScheduler,
+    create_scheduler,
+)
+
+__all__ = [
+    "SlurmBatchRequest",
+    "SlurmOpts",
+    "SlurmReplicaRequest",
+    "SlurmScheduler",
+    "create_scheduler",
+]

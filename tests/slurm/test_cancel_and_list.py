@@ -1,0 +1,60 @@
+"""Cancel and list on a real cluster; list sees other processes' submissions."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
+from asyncsched.specs import AppDef, AppState, Resource, Role
+
+from .cluster import Cluster
+
+pytestmark = pytest.mark.slurm
+
+
+def _app(name: str, script: str, replicas: int = 1) -> AppDef:
+    role = Role(
+        "worker",
+        image="/",
+        entrypoint="sh",
+        args=["-c", script],
+        num_replicas=replicas,
+        resource=Resource(cpu=1, gpu=0, memMB=64),
+    )
+    return AppDef(name, roles=[role])
+
+
+async def test_cancel_stops_every_replica(
+    slurm: SlurmScheduler, slurm_cluster: Cluster
+) -> None:
+    app_id = await slurm.submit(_app("long", "echo up; sleep 300", 2))
+    with anyio.fail_after(30):
+        while (desc := await slurm.describe(app_id)) and desc.state != AppState.RUNNING:
+            await anyio.sleep(0.1)
+    await slurm.cancel(app_id)
+    desc = await slurm.wait(app_id, timeout=30)
+    assert desc is not None
+    assert desc.state == AppState.CANCELLED
+    assert [r.state for r in desc.roles_statuses[0].replicas] == [
+        AppState.CANCELLED
+    ] * 2
+    states = slurm_cluster.run("squeue", "-h", "-t", "all", "-j", app_id, "-o", "%T")
+    assert states.stdout.split() == ["CANCELLED", "CANCELLED"]
+
+
+async def test_list_shows_apps_of_every_scheduler_sharing_the_state_dir(
+    slurm: SlurmScheduler, slurm_cluster: Cluster
+) -> None:
+    first = await slurm.submit(_app("first", "true"))
+    async with SlurmScheduler(
+        "other",
+        slurm_conf=str(slurm_cluster.conf),
+        state_dir=slurm.registry.path.rsplit("/slurm/", 1)[0],
+    ) as other:
+        second = await other.submit(_app("second", "exit 1"))
+        await other.wait(second, timeout=30)
+    await slurm.wait(first, timeout=30)
+    listed = {a.app_id: a for a in await slurm.list()}
+    assert (listed[first].name, listed[first].state) == ("first", AppState.SUCCEEDED)
+    assert (listed[second].name, listed[second].state) == ("second", AppState.FAILED)

@@ -1,0 +1,73 @@
+"""Waits on many apps share one status query per tick; closing ends them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from asyncsched.errors import SchedulerClosedError
+from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
+from asyncsched.specs import AppDef, AppState, Resource, Role
+
+from .cluster import Cluster
+
+pytestmark = pytest.mark.slurm
+
+
+def _app(script: str) -> AppDef:
+    role = Role(
+        "worker",
+        image="/",
+        entrypoint="sh",
+        args=["-c", script],
+        resource=Resource(cpu=1, gpu=0, memMB=16),
+    )
+    return AppDef("many", roles=[role])
+
+
+async def test_waits_on_many_apps_share_each_squeue(slurm: SlurmScheduler) -> None:
+    ids = [await slurm.submit(_app("sleep 1")) for _ in range(6)]
+    before = slurm.cli.counts["squeue"]
+    results: dict[str, AppState] = {}
+
+    async def wait(app_id: str) -> None:
+        desc = await slurm.wait(app_id)
+        assert desc is not None
+        results[app_id] = desc.state
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            for app_id in ids:
+                tg.start_soon(wait, app_id)
+    assert results == dict.fromkeys(ids, AppState.SUCCEEDED)
+    ticks = slurm._tracker.ticks
+    # one squeue per tick for all six apps (sacct only for jobs already purged)
+    assert slurm.cli.counts["squeue"] - before == ticks
+
+
+async def test_closing_the_scheduler_ends_pending_waits(
+    slurm_cluster: Cluster, tmp_path: Path
+) -> None:
+    sched = SlurmScheduler(
+        "close", slurm_conf=str(slurm_cluster.conf), state_dir=str(tmp_path)
+    )
+    await sched.__aenter__()
+    app_id = await sched.submit(_app("sleep 300"), {"job_dir": str(tmp_path / "j")})
+    errors: list[BaseException] = []
+
+    async def wait() -> None:
+        try:
+            await sched.wait(app_id)
+        except SchedulerClosedError as exc:
+            errors.append(exc)
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            while sched._tracker.ticks == 0:
+                await anyio.sleep(0.05)
+            await sched._cancel_existing(app_id)
+            await sched.aclose()
+    assert len(errors) == 1
