@@ -19,8 +19,9 @@ import contextlib
 import json
 import os
 import threading
-from pathlib import Path
 from typing import Any
+
+from asyncsched.schedulers.shared.state_dir import default_state_dir
 
 __all__ = [
     "CANCEL_MARKER",
@@ -39,18 +40,6 @@ __all__ = [
 RECORD_NAME = "app.json"
 RECORD_VERSION = 1
 CANCEL_MARKER = "CANCEL_REQUESTED"
-
-
-def default_state_dir() -> str:
-    """``$ASYNCSCHED_STATE_DIR``, else ``$XDG_STATE_HOME/asyncsched``, else
-    ``~/.local/state/asyncsched``."""
-    explicit = os.environ.get("ASYNCSCHED_STATE_DIR")
-    if explicit:
-        return explicit
-    xdg = os.environ.get("XDG_STATE_HOME")
-    if xdg:
-        return os.path.join(xdg, "asyncsched")
-    return os.path.join(Path.home(), ".local", "state", "asyncsched")
 
 
 def pointer_path(state_dir: str, session: str, app_id: str) -> str:

@@ -39,11 +39,11 @@ from asyncsched.schedulers.api import (
     Scheduler,
     Stream,
 )
-from asyncsched.schedulers.local._records import default_state_dir
 from asyncsched.schedulers.shared.lines import (
     DEFAULT_MAX_LINE_BYTES,
     check_max_line_bytes,
 )
+from asyncsched.schedulers.shared.state_dir import default_state_dir
 from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.schedulers.slurm._commands import BACKEND, CommandFailed, SlurmCli
 from asyncsched.schedulers.slurm._logs import iter_file, log_path
