@@ -5,20 +5,9 @@
 # nothing: the pytest fixture in tests/slurm/conftest.py runs the daemons.
 set -eu
 
-say() { printf 'slurm/provision.sh: %s\n' "$*"; }
-
-if [ "$(id -u)" != "0" ]; then
-    say "not root: installing nothing"
-    exit 0
-fi
-if [ ! -r /etc/debian_version ] || ! command -v apt-get >/dev/null 2>&1; then
-    say "not Debian (no apt-get): installing nothing"
-    exit 0
-fi
-
-installed() {
-    dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
-}
+PROVISION_NAME=slurm/provision.sh
+. "$(dirname "$0")/../provision_lib.sh"
+can_install || exit 0
 
 missing=""
 for pkg in slurmctld slurmd slurm-client munge; do
@@ -30,7 +19,6 @@ if [ -z "$missing" ]; then
     exit 0
 fi
 
-export DEBIAN_FRONTEND=noninteractive
 # no service may start while installing (no systemd here; the fixture starts them)
 policy=/usr/sbin/policy-rc.d
 own_policy=""
@@ -42,19 +30,5 @@ fi
 cleanup() { if [ -n "$own_policy" ]; then rm -f "$policy"; fi; }
 trap cleanup EXIT
 
-apt_install() {
-    # shellcheck disable=SC2086
-    apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=300 $missing
-}
-
-if ! ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1; then
-    say "apt lists missing: apt-get update"
-    apt-get update -q
-fi
-say "installing:$missing"
-if ! apt_install; then
-    say "install failed, refreshing the lists and retrying once"
-    apt-get update -q
-    apt_install
-fi
-say "done"
+# shellcheck disable=SC2086
+apt_install_packages $missing
