@@ -35,14 +35,23 @@ async def core(kube_env: KubeEnv) -> AsyncIterator[Any]:
 
 
 async def _events(
-    core: Any, ns: str, count: int, **kwargs: Any
+    core: Any,
+    ns: str,
+    count: int,
+    first_seen: asyncio.Event | None = None,
+    **kwargs: Any,
 ) -> list[tuple[str, str]]:
-    """The first ``count`` (type, name) events of a pod watch."""
+    """The first ``count`` (type, name) events of a pod watch.
+
+    ``first_seen`` is set once the first event arrived (the watch is open).
+    """
     got: list[tuple[str, str]] = []
     async with watch.Watch() as w:
         async for event in w.stream(core.list_namespaced_pod, ns, **kwargs):
             obj = event["raw_object"]
             got.append((event["type"], obj["metadata"].get("name", "")))
+            if first_seen is not None:
+                first_seen.set()
             if len(got) == count:
                 break
     return got
@@ -73,8 +82,9 @@ async def test_watch_without_version_starts_with_synthetic_added_events(
 ) -> None:
     ns = kube_env.namespace
     await core.create_namespaced_pod(ns, _pod("old"))
-    watching = asyncio.create_task(_events(core, ns, 2))
-    await asyncio.sleep(0.05)
+    opened = asyncio.Event()
+    watching = asyncio.create_task(_events(core, ns, 2, first_seen=opened))
+    await asyncio.wait_for(opened.wait(), 5)  # the synthetic ADDED of "old" came
     await core.create_namespaced_pod(ns, _pod("new"))
     assert await asyncio.wait_for(watching, 5) == [("ADDED", "old"), ("ADDED", "new")]
 
