@@ -56,6 +56,7 @@ from asyncsched.specs import (
     AppStatus,
     CfgVal,
     Workspace,
+    deciding_reason,
     make_app_handle,
     parse_app_handle,
     runopts,
@@ -93,6 +94,9 @@ _Item = StatusEvent | _Failure
 
 
 def _to_status(desc: DescribeAppResponse) -> AppStatus:
+    reason = desc.reason
+    if reason is None:
+        reason, _ = deciding_reason(desc.state, desc.roles_statuses)
     return AppStatus(
         state=desc.state,
         num_restarts=desc.num_restarts,
@@ -100,6 +104,7 @@ def _to_status(desc: DescribeAppResponse) -> AppStatus:
         structured_error_msg=desc.structured_error_msg,
         ui_url=desc.ui_url,
         roles=desc.roles_statuses,
+        reason=reason,
     )
 
 

@@ -58,6 +58,7 @@ from asyncsched.specs import (
     CfgVal,
     Role,
     RoleStatus,
+    StatusReason,
     Workspace,
     is_terminal,
     runopts,
@@ -146,6 +147,7 @@ class DescribeAppResponse:
     metadata: dict[str, str] = field(default_factory=dict)
     roles_statuses: list[RoleStatus] = field(default_factory=list)
     roles: list[Role] = field(default_factory=list)
+    reason: StatusReason | None = None
 
 
 @dataclass

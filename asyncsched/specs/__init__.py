@@ -46,6 +46,12 @@ from .mounts import (
     VolumeMount as VolumeMount,
     parse_mounts as parse_mounts,
 )
+from .reasons import (
+    StatusReason as StatusReason,
+    exit_code_of_signal as exit_code_of_signal,
+    reason_of_exit_code as reason_of_exit_code,
+    signal_name as signal_name,
+)
 from .resources import (
     NULL_RESOURCE as NULL_RESOURCE,
     GiB as GiB,
@@ -74,6 +80,7 @@ from .status import (
     ReplicaState as ReplicaState,
     ReplicaStatus as ReplicaStatus,
     RoleStatus as RoleStatus,
+    deciding_reason as deciding_reason,
     is_started as is_started,
     is_terminal as is_terminal,
 )
@@ -105,12 +112,15 @@ __all__ = [
     "Role",
     "RoleStatus",
     "SpecError",
+    "StatusReason",
     "UnknownAppException",
     "UnknownSchedulerException",
     "VolumeMount",
     "Workspace",
     "app_from_dict",
     "app_to_dict",
+    "deciding_reason",
+    "exit_code_of_signal",
     "get_named_resources",
     "get_type_name",
     "is_started",
@@ -121,11 +131,13 @@ __all__ = [
     "named_resources",
     "parse_app_handle",
     "parse_mounts",
+    "reason_of_exit_code",
     "resource",
     "role_from_dict",
     "role_to_dict",
     "runopt",
     "runopts",
+    "signal_name",
     "to_dict",
     "validate_app",
 ]

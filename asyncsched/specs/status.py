@@ -12,6 +12,7 @@ from typing import Any
 from asyncsched.errors import AppStatusError
 
 from .app import NONE
+from .reasons import StatusReason
 
 __all__ = [
     "AppState",
@@ -19,6 +20,7 @@ __all__ = [
     "ReplicaState",
     "ReplicaStatus",
     "RoleStatus",
+    "deciding_reason",
     "is_started",
     "is_terminal",
 ]
@@ -75,6 +77,9 @@ class ReplicaStatus:
         exit_code: Exit code once the replica has exited (asyncsched addition).
         pid: Process id where the scheduler knows it (asyncsched addition).
         num_restarts: Times this replica was restarted (asyncsched addition).
+        reason: Why it did not succeed, or why it is still PENDING; None while
+            it runs or once it succeeded (asyncsched addition).
+        message: The engine's own words about ``reason`` (asyncsched addition).
     """
 
     id: int
@@ -85,6 +90,39 @@ class ReplicaStatus:
     exit_code: int | None = None
     pid: int | None = None
     num_restarts: int = 0
+    reason: StatusReason | None = None
+    message: str = ""
+
+
+def deciding_reason(
+    state: AppState, roles: list[RoleStatus]
+) -> tuple[StatusReason | None, str]:
+    """The reason (and message) of the replica that decided an app's ``state``.
+
+    FAILED: the first failed replica with a reason; CANCELLED: the first
+    cancelled one (else :attr:`StatusReason.CANCELLED`); PENDING or SUBMITTED:
+    the first waiting replica with a reason. None for other states.
+
+    Example:
+        >>> r = ReplicaStatus(0, AppState.FAILED, "t", "h", reason=StatusReason.SIGNAL)
+        >>> deciding_reason(AppState.FAILED, [RoleStatus("t", [r])])
+        (<StatusReason.SIGNAL: 'SIGNAL'>, '')
+    """
+    wanted = {
+        AppState.FAILED: (AppState.FAILED,),
+        AppState.CANCELLED: (AppState.CANCELLED,),
+        AppState.PENDING: (AppState.PENDING, AppState.SUBMITTED),
+        AppState.SUBMITTED: (AppState.PENDING, AppState.SUBMITTED),
+    }.get(state)
+    if wanted is None:
+        return None, ""
+    for role in roles:
+        for replica in role.replicas:
+            if replica.state in wanted and replica.reason is not None:
+                return replica.reason, replica.message
+    if state == AppState.CANCELLED:
+        return StatusReason.CANCELLED, ""
+    return None, ""
 
 
 @dataclass
@@ -116,6 +154,8 @@ class AppStatus:
         structured_error_msg: JSON error reply, or ``NONE``.
         ui_url: Where to watch the app, if the scheduler has a UI.
         roles: Per-role replica statuses (of the latest attempt).
+        reason: The reason of the replica that decided ``state`` (asyncsched
+            addition), None when the app succeeded or runs.
     """
 
     state: AppState
@@ -124,6 +164,7 @@ class AppStatus:
     structured_error_msg: str = NONE
     ui_url: str | None = None
     roles: list[RoleStatus] = field(default_factory=list)
+    reason: StatusReason | None = None
 
     def is_terminal(self) -> bool:
         """True when the app has finished (successfully or not)."""
@@ -140,9 +181,7 @@ class AppStatus:
         roles = [
             {
                 "role": role.role,
-                "replicas": [
-                    {**asdict(r), "state": repr(r.state)} for r in role.replicas
-                ],
+                "replicas": [_replica_repr(r) for r in role.replicas],
             }
             for role in self.roles
         ]
@@ -154,12 +193,15 @@ class AppStatus:
             "structured_error_msg": _parse_json_or_raw(self.structured_error_msg),
             "ui_url": self.ui_url,
         }
+        if self.reason is not None:  # shown only when known: TorchX's shape otherwise
+            body["reason"] = self.reason.value
         return yaml.safe_dump({"AppStatus": body}, sort_keys=True)
 
     def to_json(self, filter_roles: list[str] | None = None) -> dict[str, Any]:
         """JSON-friendly dict; ``filter_roles`` keeps only the named roles."""
         return {
             "state": str(self.state),
+            "reason": None if self.reason is None else self.reason.value,
             "num_restarts": self.num_restarts,
             "roles": [r.to_json() for r in self._roles(filter_roles)],
             "msg": self.msg,
@@ -196,6 +238,16 @@ class AppStatus:
 
     def _format_error_message(self, msg: str, header: str, width: int = 80) -> str:
         return _format_error_message(msg, header, width)
+
+
+def _replica_repr(replica: ReplicaStatus) -> dict[str, Any]:
+    body = {**asdict(replica), "state": repr(replica.state)}
+    body.pop("reason")
+    body.pop("message")
+    if replica.reason is not None:
+        body["reason"] = replica.reason.value
+        body["message"] = replica.message
+    return body
 
 
 def _parse_json_or_raw(text: str) -> Any:
@@ -235,7 +287,20 @@ def _format_error_message(msg: str, header: str, width: int = 80) -> str:
 
 def _format_replica(replica: ReplicaStatus) -> str:
     marker = "*" if replica.id == 0 else " "
-    return f"\n {marker}{replica.role}[{replica.id}]:{_replica_details(replica)}"
+    head = f"\n {marker}{replica.role}[{replica.id}]:{_replica_details(replica)}"
+    return head + _format_reason(replica)
+
+
+def _format_reason(replica: ReplicaStatus) -> str:
+    """An extra ``reason:`` line when the backend knows why (none otherwise)."""
+    if replica.reason is None:
+        return ""
+    text = replica.reason.value
+    if replica.exit_code is not None:
+        text += f" (exit code {replica.exit_code})"
+    if replica.message:
+        text += f": {replica.message}"
+    return "\n" + _format_error_message(text, header="        reason: ")
 
 
 def _replica_details(replica: ReplicaStatus) -> str:

@@ -14,8 +14,13 @@ from asyncsched.specs import (
     ReplicaState,
     ReplicaStatus,
     RoleStatus,
+    StatusReason,
+    deciding_reason,
+    exit_code_of_signal,
     is_started,
     is_terminal,
+    reason_of_exit_code,
+    signal_name,
 )
 
 TERMINAL = {AppState.SUCCEEDED, AppState.FAILED, AppState.CANCELLED}
@@ -266,9 +271,12 @@ def test_to_json() -> None:
         "exit_code": None,
         "pid": None,
         "num_restarts": 0,
+        "reason": None,
+        "message": "",
     }
     assert status.to_json() == {
         "state": "RUNNING",
+        "reason": None,
         "num_restarts": 2,
         "roles": [
             {"role": "w", "replicas": [expected_replica]},
@@ -300,3 +308,51 @@ def test_app_status_defaults() -> None:
     )
     assert status.ui_url is None
     assert status.roles == []
+
+
+def test_a_failed_replicas_reason_shows_in_format_json_and_repr() -> None:
+    oom = ReplicaStatus(
+        id=1,
+        state=AppState.FAILED,
+        role="w",
+        hostname="h",
+        exit_code=137,
+        reason=StatusReason.OOM_KILLED,
+        message="memory limit 20 MiB",
+    )
+    ok = ReplicaStatus(id=0, state=AppState.SUCCEEDED, role="w", hostname="h")
+    roles = [RoleStatus("w", [ok, oom])]
+    reason, message = deciding_reason(AppState.FAILED, roles)
+    assert (reason, message) == (StatusReason.OOM_KILLED, "memory limit 20 MiB")
+    status = AppStatus(AppState.FAILED, roles=roles, reason=reason)
+    text = status.format()
+    assert "reason: OOM_KILLED (exit code 137): memory limit 20 MiB" in text
+    assert "w[0]:SUCCEEDED\n" in text  # no reason line for a success
+    as_json = json.loads(json.dumps(status.to_json()))
+    assert as_json["reason"] == "OOM_KILLED"
+    assert as_json["roles"][0]["replicas"][1]["reason"] == "OOM_KILLED"
+    assert "reason: OOM_KILLED" in repr(status)
+
+
+def test_a_cancelled_app_without_replica_reasons_reads_cancelled() -> None:
+    assert deciding_reason(AppState.CANCELLED, []) == (StatusReason.CANCELLED, "")
+    assert deciding_reason(AppState.SUCCEEDED, []) == (None, "")
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [
+        (0, None),
+        (1, StatusReason.EXIT_CODE),
+        (3, StatusReason.EXIT_CODE),
+        (137, StatusReason.SIGNAL),
+        (143, StatusReason.SIGNAL),
+        (255, StatusReason.EXIT_CODE),
+    ],
+)
+def test_exit_codes_read_as_signal_deaths_above_128(
+    code: int, reason: StatusReason | None
+) -> None:
+    assert reason_of_exit_code(code) == reason
+    assert exit_code_of_signal(9) == 137
+    assert signal_name(9) == "SIGKILL"
