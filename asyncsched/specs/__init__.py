@@ -49,6 +49,7 @@ from .mounts import (
 from .reasons import (
     StatusReason as StatusReason,
     exit_code_of_signal as exit_code_of_signal,
+    explain_exit_code as explain_exit_code,
     reason_of_exit_code as reason_of_exit_code,
     signal_name as signal_name,
 )
@@ -121,6 +122,7 @@ __all__ = [
     "app_to_dict",
     "deciding_reason",
     "exit_code_of_signal",
+    "explain_exit_code",
     "get_named_resources",
     "get_type_name",
     "is_started",

@@ -21,6 +21,7 @@ from enum import StrEnum
 
 __all__ = [
     "StatusReason",
+    "explain_exit_code",
     "exit_code_of_signal",
     "reason_of_exit_code",
     "signal_name",
@@ -28,6 +29,9 @@ __all__ = [
 
 # Shells and container engines report a death by signal N as exit code 128 + N.
 _SIGNAL_BASE = 128
+# ... and a command that could not be executed as 126 (found, not runnable)
+# or 127 (not found): POSIX shells, env, nohup, docker run and runc agree.
+_CANNOT_EXECUTE = {126: "command found but not executable", 127: "command not found"}
 
 
 class StatusReason(StrEnum):
@@ -83,12 +87,28 @@ def reason_of_exit_code(exit_code: int) -> StatusReason | None:
     """The reason an engine's exit code alone gives: None for 0.
 
     A code above 128 that names a signal reads as :attr:`StatusReason.SIGNAL`;
-    any other non-zero code as :attr:`StatusReason.EXIT_CODE`. Engines that know
-    more (an OOM kill, a time limit) say so in their own mapping.
+    126 and 127 (the shell's "cannot execute" and "not found") as
+    :attr:`StatusReason.LAUNCH_FAILED`; any other non-zero code as
+    :attr:`StatusReason.EXIT_CODE`. Engines that know more (an OOM kill, a time
+    limit) say so in their own mapping.
+    """
+    return explain_exit_code(exit_code)[0]
+
+
+def explain_exit_code(exit_code: int) -> tuple[StatusReason | None, str]:
+    """:func:`reason_of_exit_code` with a message for people.
+
+    Example:
+        >>> explain_exit_code(143)
+        (<StatusReason.SIGNAL: 'SIGNAL'>, 'killed by SIGTERM (exit code 143)')
     """
     if exit_code == 0:
-        return None
+        return None, ""
+    if exit_code in _CANNOT_EXECUTE:
+        text = f"{_CANNOT_EXECUTE[exit_code]} (exit code {exit_code})"
+        return StatusReason.LAUNCH_FAILED, text
     signum = exit_code - _SIGNAL_BASE
     if 0 < signum < signal.NSIG:
-        return StatusReason.SIGNAL
-    return StatusReason.EXIT_CODE
+        text = f"killed by {signal_name(signum)} (exit code {exit_code})"
+        return StatusReason.SIGNAL, text
+    return StatusReason.EXIT_CODE, f"exited with code {exit_code}"
