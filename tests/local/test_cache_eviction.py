@@ -1,4 +1,4 @@
-"""The app cache: a terminal app makes room at once, survivors are still stopped, rejected submits evict nothing."""
+"""The app cache: a terminal app makes room at once (and stays readable from its record), survivors are still stopped, rejected submits evict nothing."""
 
 from __future__ import annotations
 
@@ -27,7 +27,9 @@ async def test_submit_right_after_wait_with_full_cache(log_dir: Path) -> None:
         assert desc.state == AppState.CANCELLED
         assert running(pid)  # still in its grace
         second = await s.submit(app_of(sh_role("echo b")), cfg)  # evicts `first`
-        assert await s.describe(first) is None
+        evicted = await s.describe(first)  # read back from its record
+        assert evicted is not None
+        assert evicted.state == AppState.CANCELLED
         # the evicted app is still supervised: killed after its grace, recorded
         rec = await finished_record(log_dir / "s" / first)
         assert rec["state"] == "CANCELLED"

@@ -337,18 +337,25 @@ async def test_concurrent_submits_cannot_overfill_the_cache(log_dir: Path) -> No
         assert len(await s.list()) == 2
 
 
-async def test_eviction_drops_oldest_finished(log_dir: Path) -> None:
+async def test_eviction_frees_memory_but_the_app_stays_readable(
+    log_dir: Path,
+) -> None:
     cfg = {"log_dir": str(log_dir)}
     async with LocalScheduler("s", cache_size=2) as s:
-        first, _ = await run(s, app_of(sh_role("true")), cfg)
+        first, _ = await run(s, app_of(sh_role("echo one")), cfg)
         second, _ = await run(s, app_of(sh_role("true")), cfg)
-        running = await s.submit(app_of(sh_role("sleep 30")), cfg)
-        assert await s.describe(first) is None
-        assert await s.wait(first) is None
-        assert await s.describe(second) is not None
+        running = await s.submit(app_of(sh_role("sleep 30")), cfg)  # evicts first
+        desc = await s.describe(first)
+        assert desc is not None
+        assert desc.state == AppState.SUCCEEDED
+        waited = await s.wait(first)
+        assert waited is not None
+        assert waited.state == AppState.SUCCEEDED
+        lines = [line async for line in s.log_iter(first, "worker")]
+        assert lines == ["one\n"]
         third = await s.submit(app_of(sh_role("sleep 30")), cfg)  # evicts `second`
-        assert await s.describe(second) is None
-        assert await s.describe(third) is not None
+        assert (await s.describe(second)) is not None
+        assert {a.app_id for a in await s.list()} >= {first, second, running, third}
         with pytest.raises(IndexError):  # both running: nothing may be evicted
             await s.submit(app_of(sh_role("true")), cfg)
         assert await s.describe(running) is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -12,6 +13,7 @@ import pytest
 from asyncsched.errors import InvalidArgumentError
 from asyncsched.schedulers.local._retention import Retention, prune
 from asyncsched.schedulers.local_scheduler import LocalScheduler
+from asyncsched.specs import AppState
 
 from .conftest import app_of, sh_role
 
@@ -111,9 +113,20 @@ async def test_concurrent_prunes_never_fail(tmp_path: Path) -> None:
     assert os.listdir(state / "logs" / "s") == [ids[-1]]
 
 
+def _age_records(state: Path, ids: list[str], seconds: float) -> None:
+    """Make finished apps look ``seconds`` old, their supervising process gone."""
+    for app_id in ids:
+        path = state / "logs" / "s" / app_id / "app.json"
+        rec = json.loads(path.read_text())
+        rec["last_updated"] = time.time() - seconds
+        rec["supervisor"] = {**rec["supervisor"], "start_time": -1}  # not this one
+        path.write_text(json.dumps(rec))
+
+
 async def test_scheduler_prunes_when_it_starts_its_first_app(tmp_path: Path) -> None:
     state = tmp_path / "state"
     old = await _finished_apps(state, 3)
+    _age_records(state, old, seconds=2 * 3600)
     async with LocalScheduler(
         "s", state_dir=str(state), retention=Retention(max_apps=1)
     ) as s:
@@ -123,8 +136,57 @@ async def test_scheduler_prunes_when_it_starts_its_first_app(tmp_path: Path) -> 
     assert _pointers(state) == {old[-1], new}
 
 
+async def test_automatic_retention_keeps_apps_finished_within_the_hour(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    recent = await _finished_apps(state, 3)
+    _age_records(state, recent, seconds=600)  # their process is gone, 10 min ago
+    async with LocalScheduler(
+        "s", state_dir=str(state), retention=Retention(max_apps=0)
+    ) as s:
+        new = await s.submit(app_of(sh_role("true")), {})
+        await s.wait(new, timeout=30)
+    assert _pointers(state) == {*recent, new}
+    # an explicit prune is not held back
+    assert sorted(prune(str(state), Retention(max_apps=0)).removed) == sorted(
+        [*recent, new]
+    )
+
+
+async def test_automatic_retention_keeps_apps_of_a_live_scheduler(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    cfg = {"log_dir": str(tmp_path / "logs")}
+    async with LocalScheduler("s", state_dir=str(state), retention=None) as owner:
+        ids = [await owner.submit(app_of(sh_role("true")), cfg) for _ in range(3)]
+        for app_id in ids:
+            await owner.wait(app_id, timeout=30)
+        # hours old by the clock, but their scheduler is open: kept
+        for app_id in ids:
+            path = tmp_path / "logs" / "s" / app_id / "app.json"
+            rec = json.loads(path.read_text())
+            rec["last_updated"] = time.time() - 5 * 86400
+            path.write_text(json.dumps(rec))
+        async with LocalScheduler(
+            "s", state_dir=str(state), retention=Retention(max_apps=0, max_age_days=1)
+        ) as other:
+            new = await other.submit(app_of(sh_role("true")), cfg)
+            await other.wait(new, timeout=30)
+        assert _pointers(state) == {*ids, new}  # found by any process
+        for app_id in ids:
+            desc = await owner.describe(app_id)
+            assert desc is not None
+            assert desc.state == AppState.SUCCEEDED
+
+
 def test_negative_bounds_are_rejected() -> None:
     with pytest.raises(InvalidArgumentError, match="max_apps"):
         Retention(max_apps=-1)
     with pytest.raises(InvalidArgumentError, match="max_age_days"):
         Retention(max_age_days=-1)
+    with pytest.raises(InvalidArgumentError, match="max_age_days"):
+        Retention(max_age_days=float("nan"))
+    with pytest.raises(InvalidArgumentError, match="min_age_seconds"):
+        Retention(min_age_seconds=float("inf"))

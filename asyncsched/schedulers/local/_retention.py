@@ -18,18 +18,22 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from asyncsched.errors import InvalidArgumentError
 from asyncsched.schedulers.local._records import RECORD_NAME, read_json
+from asyncsched.schedulers.local._remote import supervisor_alive
 
 __all__ = [
+    "AUTOMATIC_MIN_AGE_SECONDS",
     "PruneReport",
     "Retention",
+    "automatic",
     "managed_logs_dir",
     "prune",
 ]
@@ -37,10 +41,20 @@ __all__ = [
 _DAY = 86400.0
 
 
+#: Automatic retention never removes an app that finished less than this ago.
+AUTOMATIC_MIN_AGE_SECONDS = 3600.0
+
+
 @dataclass(frozen=True)
 class Retention:
     """Which finished local apps are kept: the newest ``max_apps`` that are at
     most ``max_age_days`` old. ``None`` disables a bound.
+
+    Whatever those bounds say, an app that finished less than
+    ``min_age_seconds`` ago is kept, and with ``keep_live`` so is every app
+    whose supervising process (an open scheduler, in any process) still runs.
+    The retention a scheduler applies by itself always sets both
+    (:func:`automatic`); an explicit ``asyncsched prune`` sets neither.
 
     Raises:
         InvalidArgumentError: a negative bound.
@@ -48,14 +62,34 @@ class Retention:
 
     max_apps: int | None = 100
     max_age_days: float | None = 14.0
+    min_age_seconds: float = 0.0
+    keep_live: bool = False
 
     def __post_init__(self) -> None:
         if self.max_apps is not None and self.max_apps < 0:
             raise InvalidArgumentError(f"max_apps must be >= 0, got {self.max_apps}")
-        if self.max_age_days is not None and self.max_age_days < 0:
+        if self.max_age_days is not None and not 0 <= self.max_age_days < math.inf:
             raise InvalidArgumentError(
-                f"max_age_days must be >= 0, got {self.max_age_days}"
+                f"max_age_days must be a number >= 0, got {self.max_age_days}"
             )
+        if not 0 <= self.min_age_seconds < math.inf:
+            raise InvalidArgumentError(
+                f"min_age_seconds must be a number >= 0, got {self.min_age_seconds}"
+            )
+
+
+def automatic(retention: Retention) -> Retention:
+    """``retention`` as a scheduler applies it by itself: recent and live apps stay.
+
+    Example:
+        >>> automatic(Retention(max_apps=1)).keep_live
+        True
+    """
+    return replace(
+        retention,
+        min_age_seconds=max(retention.min_age_seconds, AUTOMATIC_MIN_AGE_SECONDS),
+        keep_live=True,
+    )
 
 
 @dataclass
@@ -88,6 +122,7 @@ class _Entry:
     app_id: str
     app_dir: str
     finished_at: float
+    live: bool = False
 
 
 def prune(
@@ -124,7 +159,10 @@ def prune(
             retention.max_age_days is not None
             and now - entry.finished_at > retention.max_age_days * _DAY
         )
-        if not (too_many or too_old):
+        protected = now - entry.finished_at < retention.min_age_seconds or (
+            retention.keep_live and entry.live
+        )
+        if protected or not (too_many or too_old):
             report.kept += 1
             continue
         report.removed.append(entry.app_id)
@@ -167,4 +205,4 @@ def _entry(path: str, report: PruneReport) -> _Entry | None:
         return None
     last = record.get("last_updated")
     finished_at = float(last) if isinstance(last, int | float) else 0.0
-    return _Entry(path, app_id, app_dir, finished_at)
+    return _Entry(path, app_id, app_dir, finished_at, live=supervisor_alive(record))

@@ -81,6 +81,7 @@ from asyncsched.schedulers.local._render import (
 )
 from asyncsched.schedulers.local._retention import (
     Retention,
+    automatic,
     managed_logs_dir,
     prune as prune_apps,
 )
@@ -147,8 +148,9 @@ class LocalScheduler(Scheduler[LocalOpts]):
         session_name: Session; part of the log path and of app handles.
         image_provider_class: :class:`CWDImageProvider` (``local_cwd``) or
             :class:`LocalDirectoryImageProvider` (``local_dir``).
-        cache_size: How many apps are remembered; when full, the oldest
-            terminal app is forgotten (never a running one).
+        cache_size: How many apps are kept in memory; when full, the oldest
+            terminal app leaves memory (never a running one) and is read back
+            from its record: it still answers describe/wait/log_iter/list.
         extra_paths: Directories put in front of each role's PATH.
         cancel_grace: Seconds between SIGTERM and SIGKILL on cancel,
             fail-fast and restarts.
@@ -159,8 +161,10 @@ class LocalScheduler(Scheduler[LocalOpts]):
             their logs and records in its ``logs`` folder until pruned.
         retention: Which finished apps of the state dir are kept (default:
             the newest 100, at most 14 days old); applied once, off the event
-            loop, before the scheduler starts its first app. ``None``: never
-            prune automatically (``asyncsched prune`` still can).
+            loop, before the scheduler starts its first app. It never removes
+            an app that finished less than an hour ago, nor one whose
+            supervising process still runs. ``None``: never prune
+            automatically (``asyncsched prune`` still can).
         pdeathsig: How replicas get the Linux parent-death signal: ``"off"``
             (default: the guardian process alone protects, see
             ``docs/backends/local.md``), ``"auto"`` (``setpriv`` if present,
@@ -222,7 +226,6 @@ class LocalScheduler(Scheduler[LocalOpts]):
         self._pdeathsig: PdeathsigMode = pdeathsig
         self._apps: dict[str, LocalApp] = {}
         self._app_defs: dict[str, AppDef | None] = {}
-        self._evicted: set[str] = set()
         self._retention = retention
         self._host = TaskHost(f"LocalScheduler({session_name!r})")
         self._spawn_cfg: SpawnConfig | None = None
@@ -330,7 +333,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         """Apply the retention policy once; a failure is logged, never raised."""
         try:
             report = await anyio.to_thread.run_sync(
-                prune_apps, self.state_dir, retention
+                prune_apps, self.state_dir, automatic(retention)
             )
         except OSError as exc:
             logger.warning("could not prune %s: %s", self.state_dir, exc)
@@ -349,6 +352,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
             await self._submits_idle.wait()
         apps = list(self._apps.values())
         apps.extend(a for a in self._draining if not a.finished.is_set())
+        owed = [a for a in self._draining if a.finished.is_set()]
         self._draining.clear()
         for app in apps:
             app.begin_close()
@@ -366,7 +370,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
                     await done.wait()
         await self._writer.aclose()
         with contextlib.suppress(Exception):
-            await self._writer.write([a for a in apps if a.record_stale])
+            await self._writer.write([a for a in apps + owed if a.record_stale])
         await self._host.aclose()
         await self._spawner.aclose()
         if self._spawn_cfg is not None:
@@ -422,7 +426,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
     def _evict_if_needed(self) -> None:
         # submits in flight hold a slot too, so concurrent submits cannot overfill
         while len(self._apps) + self._submits_in_flight >= self._cache_size:
-            # a terminal app may go (``wait()`` returns on it), finished ones first
+            # Only memory is given up: the app's pointer and record stay, so
+            # describe/wait/log_iter/list read it back from the state dir.
             done = [a for a in self._apps.values() if a.done.is_set()]
             if not done:
                 raise AppCacheFullError(
@@ -430,18 +435,20 @@ class LocalScheduler(Scheduler[LocalOpts]):
                     " finished. Increase cache_size or wait for an app to finish."
                 )
             finished = [a for a in done if a.finished.is_set()]
-            oldest = min(finished or done, key=lambda a: a.last_updated)
+            on_disk = [a for a in finished if not a.record_stale]
+            oldest = min(on_disk or finished or done, key=lambda a: a.last_updated)
             del self._apps[oldest.app_id]
-            if oldest.finished.is_set():
-                oldest.stop_flusher()
-            else:
-                # survivors are still in their grace: the app keeps reaping them
-                # and writing its record until finished; aclose still stops them
-                self._draining = [a for a in self._draining if not a.finished.is_set()]
+            if not oldest.finished.is_set() or oldest.record_stale:
+                # survivors may still be in their grace: the app keeps reaping
+                # them and writing its record until finished; aclose still
+                # stops them and writes a record the writer still owes
+                self._draining = [
+                    a
+                    for a in self._draining
+                    if not a.finished.is_set() or a.record_stale
+                ]
                 self._draining.append(oldest)
             self._app_defs.pop(oldest.app_id, None)
-            self._evicted.add(oldest.app_id)
-            records.remove_pointer(self.state_dir, self.session_name, oldest.app_id)
 
     def _find_executable(self, cmd: str, path: str, cwd: str | None) -> str | None:
         # Positive results are remembered: a PATH walk is a dozen stat calls
@@ -645,8 +652,6 @@ class LocalScheduler(Scheduler[LocalOpts]):
     # -- observation ----------------------------------------------------------------------
 
     async def _record_of(self, app_id: str) -> dict[str, Any] | None:
-        if app_id in self._evicted:
-            return None
         pointer = await anyio.to_thread.run_sync(
             records.find_pointer, self.state_dir, self.session_name, app_id
         )
@@ -712,7 +717,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
             ListAppResponse(app_id=a.app_id, state=a.state, name=a.name)
             for a in self._apps.values()
         ]
-        known = set(self._apps) | self._evicted
+        known = set(self._apps)
         found = await anyio.to_thread.run_sync(
             _load_listed, self.state_dir, self.session_name, known
         )
