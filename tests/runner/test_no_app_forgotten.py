@@ -31,9 +31,7 @@ async def test_a_thousand_apps_all_answer_status_and_logs(runner: Runner) -> Non
     assert len(set(handles)) == N
     results = await runner.wait_all(handles, timeout=300)
     assert [h for h, s in results.items() if s is None] == []
-    assert {s.state for s in results.values() if s is not None} == {
-        AppState.SUCCEEDED
-    }
+    assert {s.state for s in results.values() if s is not None} == {AppState.SUCCEEDED}
     for i, handle in enumerate(handles):
         status = await runner.status(handle)
         assert status is not None, handle
