@@ -129,7 +129,7 @@ async def test_exit_code_and_retries(sched: DockerScheduler) -> None:
     assert desc.state == AppState.FAILED
     [replica] = desc.roles_statuses[0].replicas
     assert (replica.state, replica.exit_code) == (AppState.FAILED, 3)
-    assert "exited with 3" in desc.msg
+    assert "exited with code 3" in desc.msg
     desc = await sched.wait(retried, timeout=30)
     assert desc is not None
     assert desc.state == AppState.FAILED

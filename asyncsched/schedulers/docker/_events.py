@@ -183,6 +183,7 @@ class EventWatcher:
                 return
         if action == "start":  # restarts are counted by the daemon (see _settle)
             record.status, record.exit_code = "running", None
+            record.oom_killed, record.error = False, ""
         elif action in ("restart", "unpause"):
             record.status = "running"
         elif action == "pause":

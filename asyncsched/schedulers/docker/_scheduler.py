@@ -97,6 +97,7 @@ from asyncsched.specs import (
     CfgVal,
     Role,
     Workspace,
+    deciding_reason,
     is_terminal,
     runopts,
 )
@@ -768,17 +769,20 @@ def _bind(func: Callable[..., Awaitable[T]], *args: Any) -> Callable[[], Awaitab
 def _response(view: AppView) -> DescribeAppResponse:
     state = view.state
     failed = [
-        f"{r.name} exited with {r.exit_code}"
+        f"{r.name}: {r.reason()[1]}"
         for r in view.records
         if r.state == AppState.FAILED and r.exit_code is not None
     ]
+    roles_statuses = view.role_statuses()
+    reason, _ = deciding_reason(state, roles_statuses)
     return DescribeAppResponse(
         app_id=view.app_id,
         state=state,
         num_restarts=0,
         msg="; ".join(failed) if failed else "",
-        roles_statuses=view.role_statuses(),
+        roles_statuses=roles_statuses,
         roles=view.roles(),
+        reason=reason,
     )
 
 

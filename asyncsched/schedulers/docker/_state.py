@@ -21,8 +21,16 @@ from typing import Any
 
 import anyio
 
-from asyncsched.specs import AppState, ReplicaStatus, Role, RoleStatus, is_terminal
+from asyncsched.specs import (
+    AppState,
+    ReplicaStatus,
+    Role,
+    RoleStatus,
+    StatusReason,
+    is_terminal,
+)
 
+from ._reasons import container_reason
 from ._render import (
     LABEL_APP_ID,
     LABEL_APP_NAME,
@@ -111,11 +119,24 @@ class ContainerRecord:
     restarts: int = 0
     #: False until exit code and cancel mark are known for an exited container
     settled: bool = True
+    #: ``State.OOMKilled`` and ``State.Error`` of the last inspect
+    oom_killed: bool = False
+    error: str = ""
 
     @property
     def state(self) -> AppState:
         """The replica state of this container."""
         return replica_state(self.status, self.exit_code, cancelled=self.cancelled)
+
+    def reason(self) -> tuple[StatusReason | None, str]:
+        """Why this container is not running or did not succeed (see _reasons)."""
+        state = {
+            "Status": self.status,
+            "ExitCode": self.exit_code,
+            "OOMKilled": self.oom_killed,
+            "Error": self.error,
+        }
+        return container_reason(state, cancelled=self.cancelled)
 
     @classmethod
     def from_labels(
@@ -172,6 +193,8 @@ class ContainerRecord:
         self.status = status
         if status in ("exited", "dead", "restarting"):
             self.exit_code = int(st.get("ExitCode", 0))
+        self.oom_killed = bool(st.get("OOMKilled"))
+        self.error = str(st.get("Error") or "")
         policy = ((info.get("HostConfig") or {}).get("RestartPolicy") or {}).get("Name")
         self.cancelled = policy == CANCEL_MARK_POLICY
         self.restarts = int(info.get("RestartCount", self.restarts) or 0)
@@ -199,6 +222,7 @@ class AppView:
         """Per-role replica statuses, with exit codes and restart counts."""
         roles: dict[str, list[ReplicaStatus]] = {}
         for r in self.records:
+            reason, message = r.reason()
             roles.setdefault(r.role, []).append(
                 ReplicaStatus(
                     id=r.replica_id,
@@ -207,6 +231,8 @@ class AppView:
                     hostname=r.name,
                     exit_code=r.exit_code if r.status in ("exited", "dead") else None,
                     num_restarts=r.restarts,
+                    reason=reason,
+                    message=message,
                 )
             )
         return [RoleStatus(role, replicas) for role, replicas in roles.items()]
