@@ -3,7 +3,8 @@
 Routes (JSON unless noted; every state is a name such as ``"RUNNING"``):
 
 - ``GET /``: the HTML page (``asgi_app.html`` beside this file).
-- ``POST /apps``: submit. Body ``{"cmd": ["sh", "-c", "echo hi"], "replicas": 2,
+- ``POST /apps``: submit (``Content-Type: application/json``, else 415). Body
+  ``{"cmd": ["sh", "-c", "echo hi"], "replicas": 2,
   "env": {}, "name": "web", "cfg": {}}`` (only ``cmd`` is required), or
   ``{"app": <AppDef in the file schema>, "cfg": {}}``. Answers 201 with the status.
 - ``GET /apps``: ``{"apps": [{"app_id", "handle", "name", "state"}]}``.
@@ -17,7 +18,8 @@ Routes (JSON unless noted; every state is a name such as ``"RUNNING"``):
   per line of every replica while the app runs, then ``event: end``.
 
 Errors answer ``{"error": message, "type": class name}`` with the status given by
-:data:`ERROR_STATUS` (bad input 400, unknown app 404, ...).
+:data:`ERROR_STATUS` (bad input 400, unknown app 404, ...); requests that
+:class:`RequestGuard` refuses answer the same shape (403, 413, 421).
 
 One :class:`~asyncsched.runner.Runner` lives as long as the app (the lifespan);
 leaving it stops the local apps still running. Only the async API is used: the
@@ -26,7 +28,7 @@ server's event loop is never blocked.
 Run it with ``pip install 'asyncsched[web]'`` and
 ``uvicorn docs.examples.asgi_app:app``, then open http://127.0.0.1:8000/ or::
 
-    curl localhost:8000/apps -H 'Content-Type: application/json' \
+    curl localhost:8000/apps -H 'Content-Type: application/json' \\
         -d '{"cmd": ["sh", "-c", "echo hi; sleep 1; echo bye"]}'
     curl -N localhost:8000/apps/<app_id>/logs
 
