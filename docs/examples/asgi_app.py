@@ -3,7 +3,8 @@
 Routes (JSON unless noted; every state is a name such as ``"RUNNING"``):
 
 - ``GET /``: the HTML page (``asgi_app.html`` beside this file).
-- ``POST /apps``: submit. Body ``{"cmd": ["sh", "-c", "echo hi"], "replicas": 2,
+- ``POST /apps``: submit (``Content-Type: application/json``, else 415). Body
+  ``{"cmd": ["sh", "-c", "echo hi"], "replicas": 2,
   "env": {}, "name": "web", "cfg": {}}`` (only ``cmd`` is required), or
   ``{"app": <AppDef in the file schema>, "cfg": {}}``. Answers 201 with the status.
 - ``GET /apps``: ``{"apps": [{"app_id", "handle", "name", "state"}]}``.
@@ -17,7 +18,8 @@ Routes (JSON unless noted; every state is a name such as ``"RUNNING"``):
   per line of every replica while the app runs, then ``event: end``.
 
 Errors answer ``{"error": message, "type": class name}`` with the status given by
-:data:`ERROR_STATUS` (bad input 400, unknown app 404, ...).
+:data:`ERROR_STATUS` (bad input 400, unknown app 404, ...); requests that
+:class:`RequestGuard` refuses answer the same shape (403, 413, 421).
 
 One :class:`~asyncsched.runner.Runner` lives as long as the app (the lifespan);
 leaving it stops the local apps still running. Only the async API is used: the
@@ -26,27 +28,44 @@ server's event loop is never blocked.
 Run it with ``pip install 'asyncsched[web]'`` and
 ``uvicorn docs.examples.asgi_app:app``, then open http://127.0.0.1:8000/ or::
 
-    curl -X POST localhost:8000/apps -d '{"cmd": ["sh", "-c", "echo hi; sleep 1; echo bye"]}'
+    curl localhost:8000/apps -H 'Content-Type: application/json' \\
+        -d '{"cmd": ["sh", "-c", "echo hi; sleep 1; echo bye"]}'
     curl -N localhost:8000/apps/<app_id>/logs
 
-It runs whatever command it is given: keep it on a loopback address.
+It runs whatever command it is given, for anyone who can reach it: keep it on a
+loopback address. :class:`RequestGuard` stops other web pages from using it
+through the user's browser (foreign ``Host`` or ``Origin``, non-JSON bodies,
+oversized bodies); it does not authenticate anyone. Settings, read at import:
+
+- ``ASYNCSCHED_WEB_ALLOWED_HOSTS``: comma-separated host names served (any
+  port), default ``localhost,127.0.0.1,[::1]``; the address the server is
+  bound to is always served.
+- ``ASYNCSCHED_WEB_ALLOWED_ORIGINS``: comma-separated origins (such as
+  ``http://localhost:3000``) that may POST/DELETE besides the page's own.
+- ``ASYNCSCHED_WEB_MAX_BODY``: the largest request body in bytes, default 1 MiB.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+import os
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 from anyio.abc import ObjectSendStream
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from asyncsched.errors import (
     AppCacheFullError,
@@ -96,25 +115,281 @@ ERROR_STATUS: list[tuple[type[AsyncschedError], int]] = [
 
 
 async def error_response(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, Refused):
+        return exc.response()
     code = next(code for cls, code in ERROR_STATUS if isinstance(exc, cls))
     if code >= 500:
         logger.error("%s %s failed", request.method, request.url.path, exc_info=exc)
     return JSONResponse({"error": str(exc), "type": type(exc).__name__}, code)
 
 
+# -- the request guard: what a web page in the user's browser cannot do ------
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+MAX_BODY_BYTES = 1024 * 1024
+MAX_JSON_DEPTH = 32  # a submission needs 5 levels; deeper bodies answer 400
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+DEFAULT_PORTS = {"http": 80, "https": 443}
+_HOST = re.compile(r"(\[[0-9a-f:.]+\]|[a-z0-9_.-]+)(?::([0-9]{1,5}))?")
+
+Origin = tuple[str, str, int]  # (scheme, host, port): ("http", "localhost", 8000)
+
+
+class Refused(Exception):
+    """A request this service does not serve: ``{"error", "type"}`` with ``status``."""
+
+    def __init__(self, status: int, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+    def response(self) -> Response:
+        return JSONResponse({"error": str(self), "type": self.kind}, self.status)
+
+
+def _parse_host(value: str) -> tuple[str, int | None] | None:
+    """``"LocalHost:8000"`` -> ``("localhost", 8000)``; None if it is no host."""
+    match = _HOST.fullmatch(value.strip().lower())
+    return (match[1], int(match[2]) if match[2] else None) if match else None
+
+
+def _parse_origin(value: str) -> Origin | None:
+    """``"http://localhost"`` -> ``("http", "localhost", 80)``; None for ``null``."""
+    try:
+        url = urlsplit(value.strip().lower())
+        port = url.port
+    except ValueError:
+        return None
+    if url.scheme not in DEFAULT_PORTS or not url.hostname:
+        return None
+    host = f"[{url.hostname}]" if ":" in url.hostname else url.hostname
+    return url.scheme, host, port or DEFAULT_PORTS[url.scheme]
+
+
+class RequestGuard:
+    """ASGI middleware: refuse the requests another web page could make a browser send.
+
+    Binding to a loopback address does not stop a page on any site: the user's
+    browser sends its requests. So, before any endpoint runs:
+
+    - ``Host`` must name this server: one of ``allowed_hosts`` (any port;
+      ``"*"`` allows any) or the address the request came in on. Else 421: a
+      DNS-rebinding page (``evil.example`` resolving to 127.0.0.1) reads nothing.
+    - POST, PUT, PATCH and DELETE with an ``Origin`` other than the server's
+      own or one of ``allowed_origins``, or with ``Sec-Fetch-Site: cross-site``
+      (or ``same-site``) and no allowed ``Origin``, answer 403: no cross-site
+      form or ``fetch`` starts or cancels an app. Clients that send no
+      ``Origin`` (curl, scripts) pass.
+    - A body over ``max_body`` bytes answers 413, whether its Content-Length
+      says so or it is sent chunked: the guard reads and counts the body, then
+      hands it to the app.
+
+    It authenticates no one. Example::
+
+        Starlette(routes=[...], middleware=[
+            Middleware(RequestGuard, allowed_hosts=["localhost", "box.lan"]),
+        ])
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        allowed_hosts: Iterable[str] = LOOPBACK_HOSTS,
+        allowed_origins: Iterable[str] = (),
+        max_body: int = MAX_BODY_BYTES,
+    ) -> None:
+        self.app = app
+        self.allowed_hosts = {host.strip().lower() for host in allowed_hosts}
+        self.allowed_origins: set[Origin] = set()
+        for text in allowed_origins:
+            if (origin := _parse_origin(text)) is None:
+                raise ValueError(f"allowed origin {text!r}: give scheme://host[:port]")
+            self.allowed_origins.add(origin)
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # the lifespan (this app has no WebSocket)
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        try:
+            own = self._own_origin(scope, headers)
+            if scope["method"] in STATE_CHANGING:
+                self._check_origin(headers, own)
+            receive = await self._read_body(headers, receive)
+        except Refused as refused:
+            await refused.response()(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _own_origin(self, scope: Scope, headers: Headers) -> Origin:
+        """The origin the request was sent to; Refused unless its Host is served."""
+        values = headers.getlist("host")
+        parsed = _parse_host(values[0]) if len(values) == 1 else None
+        if parsed is None:
+            raise Refused(400, "BadHost", "the request needs one valid Host header")
+        host, port = parsed
+        if "*" not in self.allowed_hosts and host not in self.allowed_hosts:
+            server = scope.get("server") or ("", None)  # the address bound
+            bound = f"[{server[0]}]" if ":" in server[0] else server[0]
+            if host != bound:
+                raise Refused(
+                    421,
+                    "HostNotServed",
+                    f"Host {host!r} is not served here: only"
+                    f" {', '.join(sorted(self.allowed_hosts))} and the server's"
+                    " own address are (set ASYNCSCHED_WEB_ALLOWED_HOSTS to add"
+                    " names)",
+                )
+        scheme = scope["scheme"]
+        return scheme, host, port or DEFAULT_PORTS.get(scheme, 80)
+
+    def _check_origin(self, headers: Headers, own: Origin) -> None:
+        """Refused unless the request comes from this server's pages or no page."""
+        origins = headers.getlist("origin")
+        parsed = [_parse_origin(text) for text in origins]
+        if origins and all(o in self.allowed_origins for o in parsed):
+            return
+        for text, origin in zip(origins, parsed, strict=True):
+            if origin != own:
+                raise Refused(
+                    403,
+                    "CrossOriginRequest",
+                    f"a request from origin {text!r} may not change anything here"
+                    " (set ASYNCSCHED_WEB_ALLOWED_ORIGINS to allow that origin)",
+                )
+        if (site := headers.get("sec-fetch-site")) in ("cross-site", "same-site"):
+            raise Refused(
+                403,
+                "CrossOriginRequest",
+                f"a {site} request may not change anything here",
+            )
+
+    async def _read_body(self, headers: Headers, receive: Receive) -> Receive:
+        """A ``receive`` that replays the whole body; Refused past ``max_body``."""
+        length = headers.get("content-length")
+        if length is None and "transfer-encoding" not in headers:
+            return receive  # no body
+        too_large = Refused(
+            413,
+            "BodyTooLarge",
+            f"the request body is larger than {self.max_body} bytes"
+            " (ASYNCSCHED_WEB_MAX_BODY)",
+        )
+        if length is not None and length.isdigit() and int(length) > self.max_body:
+            raise too_large
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client left
+                pending = [message]
+                break
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_body:
+                raise too_large
+            if not message.get("more_body", False):
+                body = b"".join(chunks)
+                pending = [{"type": "http.request", "body": body, "more_body": False}]
+                break
+
+        async def replay() -> Message:
+            return pending.pop() if pending else await receive()
+
+        return replay
+
+
+def _env_list(name: str, default: Iterable[str]) -> list[str]:
+    """The comma-separated values of environment variable ``name``, or ``default``."""
+    value = os.environ.get(name, "").strip()
+    return [v.strip() for v in value.split(",") if v.strip()] if value else [*default]
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    if not value.isdigit():
+        raise ValueError(f"{name}={value!r}: must be a number of bytes")
+    return int(value)
+
+
 # -- request and response bodies ---------------------------------------------
 
 _SHORT_FIELDS = {"cmd", "replicas", "env", "name", "cfg"}
+_TOO_DEEP = f"the request body is nested deeper than {MAX_JSON_DEPTH} levels"
 
 
 async def _json_object(request: Request) -> dict[str, Any]:
+    # Only JSON: a form or a text/plain body is what a foreign page can send
+    # without asking the browser first (no CORS preflight).
+    content_type = request.headers.get("content-type", "")
+    if content_type.partition(";")[0].strip().lower() != "application/json":
+        got = f", not {content_type!r}" if content_type else ""
+        raise Refused(
+            415,
+            "UnsupportedMediaType",
+            f"send the body as JSON with `Content-Type: application/json`{got}",
+        )
     try:
         body = json.loads(await request.body())
+    except RecursionError:
+        raise InvalidArgumentError(_TOO_DEEP) from None
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
         raise InvalidArgumentError(f"the request body is not JSON: {exc}") from None
+    _check_parsed(body)
     if not isinstance(body, dict):
         raise InvalidArgumentError("the request body must be a JSON object")
     return body
+
+
+def _check_parsed(body: object) -> None:
+    """Lists and objects nest at most ``MAX_JSON_DEPTH`` deep, and every string
+    is valid Unicode (JSON's ``"\\ud800"`` escape is not). No recursion."""
+    stack = [(body, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            stack.append((list(item), depth))  # the keys, as a list at this depth
+            item = list(item.values())
+        if isinstance(item, list):
+            if depth > MAX_JSON_DEPTH:
+                raise InvalidArgumentError(_TOO_DEEP)
+            stack.extend((child, depth + 1) for child in item)
+        elif isinstance(item, str):
+            try:
+                item.encode()
+            except UnicodeEncodeError:
+                raise InvalidArgumentError(
+                    f"the request body holds a lone surrogate: {item!r:.60}"
+                ) from None
+
+
+def _check_str(value: object, field: str) -> None:
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{field}: must be a string, got {value!r:.40}")
+
+
+def _check_env(env: object, field: str) -> None:
+    if not isinstance(env, dict):
+        raise InvalidArgumentError(f"{field}: must be an object of strings")
+    for key, value in env.items():
+        _check_str(value, f"{field}.{key}")
+
+
+def _check_appdef_strings(app: object) -> None:
+    """Names and env values are JSON strings (``app_from_dict`` turns 1 into "1")."""
+    if not isinstance(app, dict):
+        return  # app_from_dict says what is wrong
+    if "name" in app:
+        _check_str(app["name"], "app.name")
+    roles = app.get("roles")
+    for i, role in enumerate(roles if isinstance(roles, list) else []):
+        if isinstance(role, dict):
+            if "name" in role:
+                _check_str(role["name"], f"app.roles[{i}].name")
+            _check_env(role.get("env", {}), f"app.roles[{i}].env")
 
 
 def app_from_body(body: dict[str, Any]) -> tuple[AppDef, dict[str, Any]]:
@@ -129,10 +404,13 @@ def app_from_body(body: dict[str, Any]) -> tuple[AppDef, dict[str, Any]]:
             " `cfg`) or `app` (with `cfg`)"
         )
     if "app" in body:
+        _check_appdef_strings(body["app"])
         return app_from_dict(body["app"], path="app"), cfg
     cmd = body.get("cmd")
     if not isinstance(cmd, list) or not cmd or not all(isinstance(c, str) for c in cmd):
         raise InvalidArgumentError("cmd: must be a non-empty list of strings")
+    _check_str(body.get("name", "web"), "name")
+    _check_env(body.get("env", {}), "env")
     role = {
         "name": "main",
         "entrypoint": cmd[0],
@@ -354,6 +632,14 @@ app = Starlette(
         Route("/apps/{app_id}/events", status_events),
         Route("/apps/{app_id}/logs", logs),
     ],
-    exception_handlers={AsyncschedError: error_response},
+    middleware=[
+        Middleware(
+            RequestGuard,
+            allowed_hosts=_env_list("ASYNCSCHED_WEB_ALLOWED_HOSTS", LOOPBACK_HOSTS),
+            allowed_origins=_env_list("ASYNCSCHED_WEB_ALLOWED_ORIGINS", ()),
+            max_body=_env_int("ASYNCSCHED_WEB_MAX_BODY", MAX_BODY_BYTES),
+        )
+    ],
+    exception_handlers={AsyncschedError: error_response, Refused: error_response},
     lifespan=lifespan,
 )

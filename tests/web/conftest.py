@@ -47,15 +47,21 @@ class Service:
 
 
 @contextmanager
-def serving(tmp: Path) -> Iterator[Service]:
-    """Run uvicorn on the example until the block ends, then SIGTERM it."""
+def serving(
+    tmp: Path, host: str = "127.0.0.1", env: dict[str, str] | None = None
+) -> Iterator[Service]:
+    """Run uvicorn on the example until the block ends, then SIGTERM it.
+
+    It listens on ``host`` (a loopback address); ``env`` adds environment
+    variables (the example's ``ASYNCSCHED_WEB_*`` settings).
+    """
     for module in ("uvicorn", "starlette"):  # the `web` extra
         pytest.importorskip(module, reason="pip install 'asyncsched[web]'")
     sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    sock.bind((host, 0))
     sock.listen(128)  # requests queue here until uvicorn has started
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    env = {**os.environ, "ASYNCSCHED_STATE_DIR": str(tmp / "state")}
+    url = f"http://{host}:{sock.getsockname()[1]}"
+    env = {**os.environ, "ASYNCSCHED_STATE_DIR": str(tmp / "state"), **(env or {})}
     log = tmp / "server.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(

@@ -47,7 +47,8 @@ WAIT_FOR_FILE = 'echo started; while [ ! -e "$0" ]; do sleep 0.02; done; echo {}
 async def test_bad_submission_is_400_with_the_error_message(
     client: httpx2.AsyncClient, body: bytes, error_type: str, message: str
 ) -> None:
-    response = await client.post("/apps", content=body)
+    headers = {"Content-Type": "application/json"}
+    response = await client.post("/apps", content=body, headers=headers)
     assert response.status_code == 400, response.text
     error = response.json()
     assert error["type"] == error_type
