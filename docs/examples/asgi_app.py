@@ -8,8 +8,10 @@ Routes (JSON unless noted; every state is a name such as ``"RUNNING"``):
   "env": {}, "name": "web", "cfg": {}}`` (only ``cmd`` is required), or
   ``{"app": <AppDef in the file schema>, "cfg": {}}``. Answers 201 with the status.
 - ``GET /apps``: ``{"apps": [{"app_id", "handle", "name", "state"}]}``.
-- ``GET /apps/{app_id}``: the status, ``{"app_id", "handle", "state", "msg",
-  "num_restarts", "replicas": [{"role", "id", "state", "exit_code", "pid"}]}``.
+- ``GET /apps/{app_id}``: the status, ``{"app_id", "handle", "state", "reason",
+  "msg", "num_restarts", "replicas": [{"role", "id", "state", "exit_code",
+  "reason", "message", "pid"}]}``; ``reason`` is a ``StatusReason`` name (why
+  it failed or waits) or null.
 - ``POST /apps/{app_id}/cancel`` or ``DELETE /apps/{app_id}``: cancel; answers the
   status once every replica has stopped (an app already over is left as it is).
 - ``GET /apps/{app_id}/events``: SSE, an ``event: status`` on every change, then
@@ -428,6 +430,7 @@ def status_json(handle: str, status: AppStatus) -> dict[str, Any]:
         "app_id": handle.rsplit("/", 1)[1],
         "handle": handle,
         "state": status.state.name,
+        "reason": status.reason.value if status.reason else None,
         "msg": status.msg,
         "num_restarts": status.num_restarts,
         "replicas": [
@@ -436,6 +439,8 @@ def status_json(handle: str, status: AppStatus) -> dict[str, Any]:
                 "id": r.id,
                 "state": r.state.name,
                 "exit_code": r.exit_code,
+                "reason": r.reason.value if r.reason else None,
+                "message": r.message,
                 "pid": r.pid,
             }
             for role in status.roles
