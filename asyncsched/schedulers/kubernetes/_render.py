@@ -75,6 +75,7 @@ __all__ = [
     "MANAGED_BY",
     "MAX_NAME",
     "KubernetesJob",
+    "check_env_names",
     "format_job",
     "job_name",
     "normalize_str",
@@ -275,6 +276,30 @@ class _Context:
             LABEL_NAME: sanitize_label_value(self.app.name),
             LABEL_INSTANCE: self.name,
         }
+
+
+# -- validation ----------------------------------------------------------------
+
+# What the API server's validation of a container's env accepts (a Volcano
+# job's pod template is not validated at create: a bad name leaves a job
+# that never gets a pod, so it is checked here, before submit).
+_ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+
+
+def check_env_names(app: AppDef) -> None:
+    """Raise SpecError naming the first env name Kubernetes would reject.
+
+    Example:
+        >>> check_env_names(AppDef("a", roles=[Role("r", "i", env={"OK_1": "x"})]))
+    """
+    for index, role in enumerate(app.roles):
+        for name in role.env:
+            if not _ENV_NAME.fullmatch(name):
+                raise SpecError(
+                    f"roles[{index}].env.{name}",
+                    f"{name!r} is not a valid Kubernetes env name: letters,"
+                    " digits, '_', '-' and '.', not starting with a digit",
+                )
 
 
 # -- volcano -------------------------------------------------------------------

@@ -57,6 +57,7 @@ from asyncsched.schedulers.kubernetes._render import (
     LABEL_VERSION,
     MANAGED_BY,
     KubernetesJob,
+    check_env_names,
     format_job,
     job_name,
     render_job,
@@ -404,7 +405,9 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 await docker.close()
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Any) -> None:
-        """Kubernetes accepts roles without resources (no requests), as TorchX does."""
+        """Env names Kubernetes would reject; roles without resources are fine
+        (no requests), as in TorchX."""
+        check_env_names(app)
 
     # -- submission ------------------------------------------------------------
 
