@@ -587,6 +587,20 @@ class DockerScheduler(
     def _validate(self, app: AppDef, scheduler: str, cfg: Any) -> None:
         """Docker accepts roles without resources (no limits), as TorchX does."""
 
+    def _pre_build_validate(
+        self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]
+    ) -> None:
+        """Render once before a workspace build: a bad name or mount fails first."""
+        render_job(
+            app,
+            make_unique(app.name),
+            cfg,
+            session=self.session_name,
+            version=__version__,
+            network=self._network,
+            environ={},
+        )
+
     # -- observation -----------------------------------------------------------
 
     async def _ensure_watching(self) -> EventWatcher:
