@@ -300,7 +300,8 @@ async def open_context(workspace: str | Workspace) -> AsyncIterator[IO[bytes]]:
     try:
         yield file
     finally:
-        await anyio.to_thread.run_sync(file.close)
+        with anyio.CancelScope(shield=True):  # close it even when cancelled
+            await anyio.to_thread.run_sync(file.close)
 
 
 def _context_file(workspace: str | Workspace) -> IO[bytes]:
