@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from asyncsched.errors import SpecError
+from asyncsched.errors import SchedulerError, SpecError
 from asyncsched.schedulers.docker._workspace import (
     DOCKERFILE,
     GENERATED_DOCKERFILE,
@@ -170,6 +170,23 @@ def test_every_entry_name_stays_inside_the_context(tmp_path: Path) -> None:
         assert not name.startswith("/"), name
         assert ".." not in name.split("/"), name
         assert os.path.normpath(name) == name, name
+
+
+@pytest.mark.parametrize("link_first", [True, False])
+def test_a_project_cannot_land_behind_another_projects_link(
+    tmp_path: Path, link_first: bool
+) -> None:
+    links = tmp_path / "links"
+    links.mkdir()
+    (links / "lib").symlink_to("/etc", target_is_directory=True)
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "evil.conf").write_text("x")
+    order = [str(links), str(lib)] if link_first else [str(lib), str(links)]
+    targets = {str(links): "", str(lib): "lib"}
+    ws = Workspace(projects={src: targets[src] for src in order})
+    with pytest.raises(SchedulerError, match="symbolic link 'lib'"):
+        build_context(ws)
 
 
 async def test_submit_refuses_an_escaping_target_before_contacting_docker(

@@ -224,6 +224,7 @@ def write_context(workspace: str | Workspace, out: IO[bytes]) -> None:
     """
     projects = _projects(workspace)
     has_dockerfile = False
+    layout = _Layout()
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for root, dst in projects:
             if not root.is_dir():
@@ -231,7 +232,7 @@ def write_context(workspace: str | Workspace, out: IO[bytes]) -> None:
             try:
                 for path, rel in walk(root, read_ignore_file(root)):
                     arcname = f"{dst}/{rel}" if dst else rel
-                    if _add(tar, path, arcname):
+                    if _add(tar, path, arcname, layout):
                         has_dockerfile = has_dockerfile or arcname == DOCKERFILE
             except OSError as exc:  # listing a directory, reading .dockerignore
                 where = str(exc.filename or root)
@@ -246,10 +247,38 @@ def write_context(workspace: str | Workspace, out: IO[bytes]) -> None:
             tar.addfile(info, io.BytesIO(data))
 
 
-def _add(tar: tarfile.TarFile, path: Path, arcname: str) -> bool:
+class _Layout:
+    """The entries written so far: no entry may sit below a link entry.
+
+    One project never has any (links are not descended into), but projects
+    overlay each other: one's link ``lib -> /etc`` and another's target
+    ``lib`` would put ``lib/x`` behind a link that leaves the context.
+    """
+
+    def __init__(self) -> None:
+        self.links: set[str] = set()
+        self.dirs: set[str] = set()
+
+    def admit(self, arcname: str, is_link: bool) -> None:
+        parts = arcname.split("/")
+        if arcname.startswith("/") or ".." in parts:
+            raise SchedulerError(f"refusing build-context entry {arcname!r}")
+        parents = ["/".join(parts[:i]) for i in range(1, len(parts))]
+        link = next((p for p in parents if p in self.links), None)
+        if link is None and is_link and arcname in self.dirs:
+            link = arcname
+        if link is not None:
+            raise SchedulerError(
+                f"build-context entry {arcname!r} would go through the symbolic"
+                f" link {link!r} of another project: change a project target"
+            )
+        self.dirs.update(parents)
+        if is_link:
+            self.links.add(arcname)
+
+
+def _add(tar: tarfile.TarFile, path: Path, arcname: str, layout: _Layout) -> bool:
     """Add ``path`` (not followed if a link) as ``arcname``; False if skipped."""
-    if arcname.startswith("/") or ".." in arcname.split("/"):
-        raise SchedulerError(f"refusing build-context entry {arcname!r}")
     try:
         kind = _SPECIAL_KINDS.get(stat.S_IFMT(os.lstat(path).st_mode))
         info = None if kind else tar.gettarinfo(str(path), arcname=arcname)
@@ -262,6 +291,7 @@ def _add(tar: tarfile.TarFile, path: Path, arcname: str) -> bool:
                 kind or "special file",
             )
             return False
+        layout.admit(arcname, info.issym())
         info.uid = info.gid = 0
         info.uname = info.gname = ""
         if info.isreg():
