@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import logging
 import os
 import re
@@ -60,6 +61,7 @@ __all__ = [
     "RANK0_ENV",
     "DockerContainer",
     "DockerJob",
+    "check_container_name",
     "container_name",
     "default_env",
     "render_job",
@@ -79,6 +81,12 @@ _NAMED_DEVICES: dict[str, str] = {
     "aws.amazon.com/neurondevice": "/dev/neuron{}",
 }
 _LEADING_JUNK = re.compile(r"^[^a-zA-Z0-9]+")
+# Docker's rule for container names (daemon/names), anchored
+_DOCKER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]+$")
+_DOCKER_NAME_CHARS = re.compile(r"^[a-zA-Z0-9_.-]*$")
+_APP_PART = 30  # trailing characters of the app id kept in a container name
+_ROLE_PART = 30  # longest role name kept as is in a container name
+_MAX_NAME = 63  # a name is also the hostname: one DNS label
 _MiB = 1024 * 1024
 
 
@@ -143,16 +151,46 @@ def format_job(job: DockerJob) -> str:
 
 
 def container_name(app_id: str, role_name: str, replica_id: int) -> str:
-    """``{app_id[-30:]}-{role[:30]}-{k}`` without leading non-alphanumerics.
+    """``{app_id[-30:]}-{role}-{k}`` without leading non-alphanumerics.
 
-    The result matches Docker's ``[a-zA-Z0-9][a-zA-Z0-9_.-]+`` when the role
-    name does, and is also the container's hostname.
+    ``role`` is the role name when it has at most 30 characters (TorchX's
+    format), otherwise its first 21 characters, ``-`` and 8 hex digits of
+    its SHA-256: two roles sharing a 30-character prefix still get distinct
+    names. The app id part is shortened further when needed to keep the
+    name, which is also the container's hostname, within 63 characters.
 
     Example:
         >>> container_name("__.-_x-bq4f", "trainer", 0)
         'x-bq4f-trainer-0'
+        >>> container_name("app-bq4f", "a" * 40, 0)
+        'app-bq4f-aaaaaaaaaaaaaaaaaaaaa-e33cdf9c-0'
     """
-    return _LEADING_JUNK.sub("", f"{app_id[-30:]}-{role_name[:30]}-{replica_id}")
+    role = role_name
+    if len(role) > _ROLE_PART:
+        digest = hashlib.sha256(role.encode()).hexdigest()[:8]
+        role = f"{role[: _ROLE_PART - 9]}-{digest}"
+    tail = f"-{role}-{replica_id}"
+    keep = max(1, min(_APP_PART, _MAX_NAME - len(tail)))
+    return _LEADING_JUNK.sub("", f"{app_id[-keep:]}{tail}")
+
+
+def check_container_name(name: str, app: AppDef, role_index: int) -> None:
+    """Raise ``SpecError`` unless Docker accepts ``name`` as a container name.
+
+    Raises:
+        SpecError: on ``roles[i].name`` when the role name is at fault,
+            otherwise on ``name`` (the app name, part of the app id).
+    """
+    if _DOCKER_NAME.match(name):
+        return
+    role = app.roles[role_index].name
+    bad_role = not _DOCKER_NAME_CHARS.match(role)
+    raise SpecError(
+        f"roles[{role_index}].name" if bad_role else "name",
+        f"role {role!r} of app {app.name!r} would run as container {name!r}, which"
+        f" Docker rejects (names match {_DOCKER_NAME.pattern}): use letters,"
+        " digits, '_', '.' and '-' only",
+    )
 
 
 def default_env(
@@ -188,7 +226,9 @@ def render_job(
     request only).
 
     Raises:
-        SpecError: a mount that Docker cannot express (relative path, empty src).
+        SpecError: a mount that Docker cannot express (relative path, empty
+            src), or a container name Docker would reject (an app or role
+            name with other characters than letters, digits, ``_.-``).
         InvalidRunConfigException: an unknown ``image_pull_policy``.
     """
     policy = str(cfg.get("image_pull_policy") or "if_not_present")
@@ -202,6 +242,7 @@ def render_job(
     privileged = bool(cfg.get("privileged") or False)
     rank0_name = container_name(app_id, app.roles[0].name, 0)
     job = DockerJob(app_id=app_id, network=network, image_pull_policy=policy)
+    names: set[str] = set()
     for role_index, role in enumerate(app.roles):
         if not role.image.strip():
             raise SpecError(
@@ -211,6 +252,14 @@ def render_job(
         for spec in expand_role(app_id, role, role_index=role_index):
             replica, replica_id = spec.role, spec.replica_id
             name = container_name(app_id, role.name, replica_id)
+            check_container_name(name, app, role_index)
+            if name in names:  # only a role named like another's shortened form
+                raise SpecError(
+                    f"roles[{role_index}].name",
+                    f"role {role.name!r} would reuse container name {name!r}"
+                    " of another role: rename one of them",
+                )
+            names.add(name)
             env = {
                 **base_env,
                 **replica.env,

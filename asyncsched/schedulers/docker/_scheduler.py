@@ -80,8 +80,8 @@ from asyncsched.schedulers.docker._state import (
     ContainerRecord,
 )
 from asyncsched.schedulers.docker._workspace import (
-    build_context,
     build_image,
+    open_context,
     push_image,
 )
 from asyncsched.schedulers.shared.ids import make_unique
@@ -511,26 +511,29 @@ class DockerScheduler(
         """Build ``workspace`` over ``role.image`` and point the role at the result.
 
         The build context (honouring ``.dockerignore``, and the workspace's own
-        ``Dockerfile.asyncsched`` when present) is tarred in a worker thread.
+        ``Dockerfile.asyncsched`` when present) is tarred in a worker thread
+        into a temporary file, which is streamed to the daemon.
         With ``image_repo`` the image is pushed as ``<image_repo>:<hash>``.
 
         Raises:
-            SchedulerError: the workspace is missing or the build/push failed.
+            SpecError: a project target is absolute or contains ``..``.
+            SchedulerError: the workspace is missing or unreadable, or the
+                build/push failed.
         """
         docker = self._docker()
-        context = await anyio.to_thread.run_sync(build_context, workspace)
         label = (
             workspace if isinstance(workspace, str) else ",".join(workspace.projects)
         )
-        image_id = await build_image(
-            docker,
-            self._host,
-            context,
-            base_image=role.image,
-            workspace=label,
-            labels={LABEL_VERSION: __version__, LABEL_SESSION: self.session_name},
-            quiet=bool(cfg.get("quiet")),
-        )
+        async with open_context(workspace) as context:
+            image_id = await build_image(
+                docker,
+                self._host,
+                context,
+                base_image=role.image,
+                workspace=label,
+                labels={LABEL_VERSION: __version__, LABEL_SESSION: self.session_name},
+                quiet=bool(cfg.get("quiet")),
+            )
         repo = cfg.get("image_repo")
         if repo:
             auth = await registry_auth(repo)
@@ -584,6 +587,20 @@ class DockerScheduler(
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Any) -> None:
         """Docker accepts roles without resources (no limits), as TorchX does."""
+
+    def _pre_build_validate(
+        self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]
+    ) -> None:
+        """Render once before a workspace build: a bad name or mount fails first."""
+        render_job(
+            app,
+            make_unique(app.name),
+            cfg,
+            session=self.session_name,
+            version=__version__,
+            network=self._network,
+            environ={},
+        )
 
     # -- observation -----------------------------------------------------------
 

@@ -5,6 +5,14 @@ sub-directory) and a ``Dockerfile.asyncsched``: the user's own when the
 workspace root has one, otherwise a generated three-line file that copies the
 workspace over the role's image (``ARG IMAGE``, ``FROM $IMAGE``, ``COPY . .``).
 
+What goes in: regular files (with their modes) and symbolic links, as links
+(never followed, so a link cannot pull in a file from outside the
+workspace). Sockets, FIFOs and device nodes are skipped with a warning. A
+project's target is a relative path without ``..`` (checked before anything
+is read), so no entry name leaves the context. The tar is written to an
+anonymous temporary file and streamed to the daemon: memory stays flat
+whatever the workspace's size.
+
 Ignore rules (TorchX's, not Docker's matcher): each ``.dockerignore`` line is
 cut at the first ``#`` and stripped; empty lines and ``.`` are dropped; paths
 relative to the project root are matched with :func:`fnmatch.fnmatch` (so ``*``
@@ -27,15 +35,20 @@ import io
 import logging
 import os
 import posixpath
+import stat
 import tarfile
-from collections.abc import Iterator, Sequence
+import tempfile
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import aiodocker
+import anyio
 from aiodocker.exceptions import DockerError
+from aiodocker.images import DockerImages
 
-from asyncsched.errors import SchedulerError
+from asyncsched.errors import SchedulerError, SpecError
 from asyncsched.specs import Workspace
 
 from ._errors import docker_errors
@@ -46,10 +59,13 @@ __all__ = [
     "IGNORE_FILE",
     "build_context",
     "build_image",
+    "check_target",
     "excluded",
+    "open_context",
     "push_image",
     "read_ignore_file",
     "walk",
+    "write_context",
 ]
 
 logger = logging.getLogger(__name__)
@@ -58,11 +74,26 @@ DOCKERFILE = "Dockerfile.asyncsched"
 IGNORE_FILE = ".dockerignore"
 GENERATED_DOCKERFILE = "ARG IMAGE\nFROM $IMAGE\n\nCOPY . .\n"
 
+_CHUNK = 1024 * 1024  # bytes read per worker-thread hop while streaming the context
+_SPECIAL_KINDS = {
+    stat.S_IFSOCK: "socket",
+    stat.S_IFIFO: "FIFO",
+    stat.S_IFCHR: "character device",
+    stat.S_IFBLK: "block device",
+}
+
 
 def read_ignore_file(root: Path) -> list[str]:
-    """The patterns of ``root/.dockerignore`` (none when it does not exist)."""
+    """The patterns of ``root/.dockerignore`` (none when it does not exist).
+
+    Raises:
+        SchedulerError: it exists but is not a regular file.
+    """
+    path = root / IGNORE_FILE
     try:
-        text = (root / IGNORE_FILE).read_text()
+        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block the read
+            raise SchedulerError(f"{str(path)!r} is not a regular file")
+        text = path.read_text(errors="replace")
     except FileNotFoundError:
         return []
     patterns = []
@@ -117,56 +148,221 @@ def _walk(
             yield Path(entry.path), child_rel
 
 
+def check_target(src: str, target: object) -> str:
+    """The normalized target sub-directory of project ``src`` ("" for the root).
+
+    A target is a relative POSIX path inside the image's working directory:
+    ``""`` and ``"."`` are the root, ``"./lib//a/"`` is ``"lib/a"``.
+
+    Example:
+        >>> check_target("~/proj", "./lib//a/")
+        'lib/a'
+
+    Raises:
+        SpecError: an absolute target, a ``..`` component or a control
+            character; ``.field`` is ``workspace.projects['<src>']``.
+    """
+    field = f"workspace.projects[{src!r}]"
+    if not isinstance(target, str):
+        raise SpecError(field, f"the target must be a string, got {target!r}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in target):
+        raise SpecError(field, f"the target has a control character: {target!r}")
+    if target.startswith("/"):
+        raise SpecError(
+            field,
+            f"the target must be relative to the image's working directory"
+            f" (e.g. 'lib/x'), got {target!r}",
+        )
+    parts = [p for p in target.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise SpecError(
+            field,
+            f"the target must not contain '..' (it would leave the context),"
+            f" got {target!r}",
+        )
+    return "/".join(parts)
+
+
 def _projects(workspace: str | Workspace) -> list[tuple[Path, str]]:
     if isinstance(workspace, str):
         workspace = Workspace(projects={workspace: ""})
     out = []
     for src, dst in workspace.projects.items():
+        target = check_target(src, dst)
         path = src.removeprefix("file://")
-        out.append((Path(path).expanduser(), dst.strip("/")))
+        out.append((Path(path).expanduser(), target))
     return out
 
 
 def build_context(workspace: str | Workspace) -> bytes:
-    """Tar (uncompressed) the workspace plus its Dockerfile; blocking, use a thread.
-
-    A project mapped to ``""`` lands at the root, others under their
-    sub-directory; each project applies its own ``.dockerignore``. File modes
-    are kept.
+    """:func:`write_context` into memory; for small workspaces and tests.
 
     Raises:
-        SchedulerError: a project directory does not exist.
+        SpecError: a project target is invalid.
+        SchedulerError: a project directory does not exist, or a file cannot
+            be read.
     """
     buf = io.BytesIO()
+    write_context(workspace, buf)
+    return buf.getvalue()
+
+
+def write_context(workspace: str | Workspace, out: IO[bytes]) -> None:
+    """Tar (uncompressed) the workspace plus its Dockerfile into ``out``.
+
+    Blocking: run it in a worker thread. A project mapped to ``""`` lands at
+    the root, others under their sub-directory; each project applies its own
+    ``.dockerignore``. File modes are kept, owners are root. Symbolic links
+    are stored as links; sockets, FIFOs and device nodes are skipped with a
+    warning naming them. Files are copied in chunks, so memory does not grow
+    with their size.
+
+    Raises:
+        SpecError: a project target is invalid (checked before any file is read).
+        SchedulerError: a project directory does not exist, or a file cannot
+            be read (add it to ``.dockerignore`` to leave it out).
+    """
+    projects = _projects(workspace)
     has_dockerfile = False
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for root, dst in _projects(workspace):
+    layout = _Layout()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for root, dst in projects:
             if not root.is_dir():
                 raise SchedulerError(f"workspace {str(root)!r} is not a directory")
-            for path, rel in walk(root, read_ignore_file(root)):
-                arcname = f"{dst}/{rel}" if dst else rel
-                has_dockerfile = has_dockerfile or arcname == DOCKERFILE
-                info = tar.gettarinfo(str(path), arcname=arcname)
-                info.uid = info.gid = 0
-                info.uname = info.gname = ""
-                if info.isfile():
-                    with path.open("rb") as f:
-                        tar.addfile(info, f)
-                else:
-                    tar.addfile(info)
+            try:
+                for path, rel in walk(root, read_ignore_file(root)):
+                    arcname = f"{dst}/{rel}" if dst else rel
+                    if _add(tar, path, arcname, layout):
+                        has_dockerfile = has_dockerfile or arcname == DOCKERFILE
+            except OSError as exc:  # listing a directory, reading .dockerignore
+                where = str(exc.filename or root)
+                raise SchedulerError(
+                    f"cannot read {where!r} of workspace {str(root)!r}: {exc}"
+                ) from exc
         if not has_dockerfile:
             data = GENERATED_DOCKERFILE.encode()
             info = tarfile.TarInfo(DOCKERFILE)
             info.size = len(data)
             info.mode = 0o644
             tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
+
+
+class _Layout:
+    """The entries written so far: no entry may sit below a link entry.
+
+    One project never has any (links are not descended into), but projects
+    overlay each other: one's link ``lib -> /etc`` and another's target
+    ``lib`` would put ``lib/x`` behind a link that leaves the context.
+    """
+
+    def __init__(self) -> None:
+        self.links: set[str] = set()
+        self.dirs: set[str] = set()
+
+    def admit(self, arcname: str, is_link: bool) -> None:
+        parts = arcname.split("/")
+        if arcname.startswith("/") or ".." in parts:
+            raise SchedulerError(f"refusing build-context entry {arcname!r}")
+        parents = ["/".join(parts[:i]) for i in range(1, len(parts))]
+        link = next((p for p in parents if p in self.links), None)
+        if link is None and is_link and arcname in self.dirs:
+            link = arcname
+        if link is not None:
+            raise SchedulerError(
+                f"build-context entry {arcname!r} would go through the symbolic"
+                f" link {link!r} of another project: change a project target"
+            )
+        self.dirs.update(parents)
+        if is_link:
+            self.links.add(arcname)
+
+
+def _add(tar: tarfile.TarFile, path: Path, arcname: str, layout: _Layout) -> bool:
+    """Add ``path`` (not followed if a link) as ``arcname``; False if skipped."""
+    try:
+        kind = _SPECIAL_KINDS.get(stat.S_IFMT(os.lstat(path).st_mode))
+        info = None if kind else tar.gettarinfo(str(path), arcname=arcname)
+        if info is None or not (info.isreg() or info.issym() or info.islnk()):
+            if info is not None and info.isdir():
+                kind = "directory"
+            logger.warning(
+                "Skipping %s in the workspace: a %s cannot be part of the image",
+                path,
+                kind or "special file",
+            )
+            return False
+        layout.admit(arcname, info.issym())
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        if info.isreg():
+            with path.open("rb") as f:
+                tar.addfile(info, f)
+        else:
+            tar.addfile(info)
+    except OSError as exc:  # unreadable, vanished or shrunk while read; disk full
+        raise SchedulerError(
+            f"cannot add {str(path)!r} to the build context: {exc}"
+            f" (leave it out with {IGNORE_FILE} if it is not needed)"
+        ) from exc
+    return True
+
+
+@asynccontextmanager
+async def open_context(workspace: str | Workspace) -> AsyncIterator[IO[bytes]]:
+    """The build context in an anonymous temporary file, rewound; closed on exit.
+
+    The tar is written by :func:`write_context` in a worker thread, into
+    ``tempfile.TemporaryFile`` (``$TMPDIR``, mode 0600, already unlinked):
+    only the disk holds the context, never memory.
+
+    Example:
+        >>> async def build(docker: aiodocker.Docker) -> str:
+        ...     async with open_context("~/proj") as context:
+        ...         return await build_image(docker, "unix:///var/run/docker.sock",
+        ...             context, base_image="busybox", workspace="~/proj",
+        ...             labels={}, quiet=True)
+
+    Raises:
+        SpecError: a project target is invalid.
+        SchedulerError: as :func:`write_context`.
+    """
+    file = await anyio.to_thread.run_sync(_context_file, workspace)
+    try:
+        yield file
+    finally:
+        with anyio.CancelScope(shield=True):  # close it even when cancelled
+            await anyio.to_thread.run_sync(file.close)
+
+
+def _context_file(workspace: str | Workspace) -> IO[bytes]:
+    # handed to the caller, who closes it (open_context)
+    file = tempfile.TemporaryFile(prefix="asyncsched-context-")  # noqa: SIM115
+    try:
+        write_context(workspace, file)
+        file.seek(0)
+    except BaseException:
+        file.close()
+        raise
+    return file
+
+
+class _ThreadedImages(DockerImages):
+    """aiodocker's image API, reading the context file in a worker thread.
+
+    ``DockerImages.build`` reads ``fileobj`` synchronously (8 KiB at a time)
+    on the event loop; this moves each read (1 MiB) to a worker thread.
+    """
+
+    @staticmethod
+    async def _stream(fileobj: Any) -> AsyncIterator[bytes]:
+        while chunk := await anyio.to_thread.run_sync(fileobj.read, _CHUNK):
+            yield chunk
 
 
 async def build_image(
     docker: aiodocker.Docker,
     host: str,
-    context: bytes,
+    context: bytes | IO[bytes],
     *,
     base_image: str,
     workspace: str,
@@ -175,6 +371,9 @@ async def build_image(
 ) -> str:
     """Build ``context`` on top of ``base_image``; return the image id (``sha256:...``).
 
+    ``context`` is the tar, or a file holding it (:func:`open_context`),
+    streamed to the daemon from its current position.
+
     Raises:
         SchedulerError: the build failed (the daemon's message is included).
     """
@@ -182,8 +381,9 @@ async def build_image(
     image_id: str | None = None
     try:
         with docker_errors("build the workspace image", host):
-            events = docker.images.build(
-                fileobj=io.BytesIO(context),
+            fileobj = io.BytesIO(context) if isinstance(context, bytes) else context
+            events = _ThreadedImages(docker).build(
+                fileobj=fileobj,
                 encoding="identity",
                 path_dockerfile=DOCKERFILE,
                 buildargs={"IMAGE": base_image, "WORKSPACE": workspace},

@@ -383,23 +383,24 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         aiodocker, docker_client, workspace_mod = _docker_modules()
         docker = self._docker_client or aiodocker.Docker()
         try:
-            context = await anyio.to_thread.run_sync(
-                workspace_mod.build_context, workspace
-            )
             label = (
                 workspace
                 if isinstance(workspace, str)
                 else ",".join(workspace.projects)
             )
-            role.image = await workspace_mod.build_image(
-                docker,
-                docker_client.resolve_host(None),
-                context,
-                base_image=role.image,
-                workspace=label,
-                labels={LABEL_VERSION: __version__, LABEL_SESSION: self.session_name},
-                quiet=bool(cfg.get("quiet")),
-            )
+            async with workspace_mod.open_context(workspace) as context:
+                role.image = await workspace_mod.build_image(
+                    docker,
+                    docker_client.resolve_host(None),
+                    context,
+                    base_image=role.image,
+                    workspace=label,
+                    labels={
+                        LABEL_VERSION: __version__,
+                        LABEL_SESSION: self.session_name,
+                    },
+                    quiet=bool(cfg.get("quiet")),
+                )
         finally:
             if self._docker_client is None:
                 await docker.close()
