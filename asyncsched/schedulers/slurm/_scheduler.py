@@ -228,6 +228,10 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         self, app: AppDef, cfg: SlurmOpts
     ) -> AppDryRunInfo[SlurmBatchRequest]:
         plain = cast(Mapping[str, CfgVal], cfg)
+        job_dir = plain.get("job_dir")
+        if job_dir is not None:
+            # sbatch runs in job_dir: a relative --chdir would point below it
+            plain = {**plain, "job_dir": os.path.abspath(str(job_dir))}
         nomem = False
         partition = plain.get("partition")
         if partition is not None:
