@@ -231,7 +231,8 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         job_dir = plain.get("job_dir")
         if job_dir is not None:
             # sbatch runs in job_dir: a relative --chdir would point below it
-            plain = {**plain, "job_dir": os.path.abspath(str(job_dir))}
+            absolute = await anyio.Path(str(job_dir)).absolute()
+            plain = {**plain, "job_dir": str(absolute)}
         nomem = False
         partition = plain.get("partition")
         if partition is not None:
