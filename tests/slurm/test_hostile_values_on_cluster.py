@@ -216,6 +216,8 @@ def test_sbatch_parses_every_accepted_hostile_value_as_our_reader_does(
     path = tmp_path / "job.sh"
     path.write_bytes(script.encode("utf-8", "surrogateescape"))
     proc = slurm_cluster.run(*request.cmd, "--hold", str(path))
+    if option == "qos" and proc.returncode != 0 and "qos" in proc.stderr.lower():
+        pytest.skip(f"this cluster checks QOS names (accounting): {proc.stderr}")
     assert proc.returncode == 0, proc.stderr
     job_id = proc.stdout.strip().split(";")[0]
     try:
