@@ -2,9 +2,12 @@
 
 Every replica of every role is one component of a heterogeneous job, named
 ``{role}-{replica}``; one ``srun`` starts them all, each component writing
-``slurm-$SLURM_JOB_ID-{role}-{replica}.out|.err``. A failed run is requeued
-while ``TORCHX_MAX_RETRIES`` exceeds ``SLURM_RESTART_COUNT``. Pure: the same
-AppDef and config always give the same script.
+``slurm-$SLURM_JOB_ID-{role}-{replica}.out|.err``. A component's environment
+is given to ``/usr/bin/env`` as shell-quoted ``NAME=value`` arguments, so every
+value arrives byte for byte. A failed run is requeued while
+``TORCHX_MAX_RETRIES`` exceeds ``SLURM_RESTART_COUNT``. Pure: the same AppDef
+and config always give the same script; what the script cannot carry safely is
+refused first (:mod:`._checks`).
 
 Example:
     >>> from asyncsched.specs import AppDef, Resource, Role
@@ -17,16 +20,20 @@ Example:
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from asyncsched.errors import InvalidRunConfigException
 from asyncsched.schedulers.shared.replicas import expand_replicas
+from asyncsched.schedulers.slurm._checks import (
+    check_roles,
+    check_run_options,
+    check_time,
+)
 from asyncsched.specs import AppDef, CfgVal, Role
 
 __all__ = [
+    "ENV_PROGRAM",
     "GROUP_OPTS",
     "JOB_OPTS",
     "RANK0_ENV",
@@ -48,29 +55,10 @@ JOB_OPTS = ("comment", "mail-user", "mail-type")
 #: partitions with at most this much memory per node get no ``--mem``
 #: (TorchX's workaround for AWS ParallelCluster, which reports no memory)
 MIN_PARTITION_MEM_MB = 1000
+#: sets each component's environment from its arguments (``srun --export``'s
+#: comma list cannot carry a value with a comma, and keeps quotes)
+ENV_PROGRAM = "/usr/bin/env"
 _APP_ID = "${app_id}"
-
-# Slurm's time formats: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
-_TIME = re.compile(
-    r"^(?:\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}"
-    r"|\d+-\d+:\d{1,2}:\d{1,2}|infinite|unlimited|-1)$",
-    re.IGNORECASE,
-)
-
-
-def check_time(value: str) -> None:
-    """Raise InvalidRunConfigException unless ``value`` is a Slurm time limit.
-
-    Example:
-        >>> check_time("1-02:30:00")
-    """
-    if not _TIME.match(value.strip()):
-        raise InvalidRunConfigException(
-            f"time={value!r} is not a Slurm time limit; use minutes, MM:SS,"
-            " HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS",
-            "time",
-            value,
-        )
 
 
 def replica_name(role: str, replica_id: int) -> str:
@@ -109,8 +97,8 @@ class SlurmReplicaRequest:
             *(f"--{k}={v}" for k, v in self.srun_opts.items()),
         ]
         if self.env:
-            pairs = ",".join(f"{k}={v}" for k, v in self.env.items())
-            tokens.append(_quote(f"--export=ALL,{pairs}"))
+            tokens += ["--export=ALL", ENV_PROGRAM]
+            tokens += [_quote(f"{k}={v}") for k, v in self.env.items()]
         tokens += [_quote(t) for t in (self.entrypoint, *self.args)]
         return " ".join(tokens)
 
@@ -223,9 +211,15 @@ def render_request(
     ``SLURM_JOB_NODELIST_HET_GROUP_0``. ``nomem`` drops ``--mem``;
     ``gpus_per_node`` uses ``--gpus-per-node`` (Slurm >= 24.11) instead of
     ``--gpus-per-task`` with ``--ntasks=1``.
+
+    Raises:
+        InvalidRunConfigException: a run option the script cannot carry (a
+            control character, whitespace in a one-word option, a bad time).
+        SpecError: a role field it cannot carry (an env name that is not a
+            shell identifier, a lone ``:`` argument, ...).
     """
-    if cfg.get("time") is not None:
-        check_time(str(cfg["time"]))
+    check_run_options(cfg)
+    check_roles(app)
     job_dir = cfg.get("job_dir")
     replicas: dict[str, SlurmReplicaRequest] = {}
     for spec in expand_replicas(

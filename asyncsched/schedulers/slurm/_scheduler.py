@@ -45,6 +45,7 @@ from asyncsched.schedulers.shared.lines import (
 )
 from asyncsched.schedulers.shared.state_dir import default_state_dir
 from asyncsched.schedulers.shared.taskhost import TaskHost
+from asyncsched.schedulers.slurm._checks import check_roles, check_run_options
 from asyncsched.schedulers.slurm._commands import BACKEND, CommandFailed, SlurmCli
 from asyncsched.schedulers.slurm._logs import iter_file, log_path
 from asyncsched.schedulers.slurm._registry import JobRecord, Registry
@@ -53,7 +54,6 @@ from asyncsched.schedulers.slurm._render import (
     SCRIPT_NAME,
     SlurmBatchRequest,
     SlurmReplicaRequest,
-    check_time,
     render_request,
 )
 from asyncsched.schedulers.slurm._state import (
@@ -212,7 +212,8 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
     # -- submission ------------------------------------------------------------
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
-        """NULL_RESOURCE is accepted (as TorchX); mounts and bad times are not."""
+        """NULL_RESOURCE is accepted (as TorchX); mounts are not, nor run options
+        or role fields the batch script cannot carry safely (see ``_checks``)."""
         for index, role in enumerate(app.roles):
             if role.mounts:
                 raise SpecError(
@@ -220,13 +221,18 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
                     "Slurm jobs run on the hosts' filesystems; mounts are not"
                     " supported (remove them)",
                 )
-        if cfg.get("time") is not None:
-            check_time(str(cfg["time"]))
+        check_run_options(cfg)
+        check_roles(app)
 
     async def _submit_dryrun(
         self, app: AppDef, cfg: SlurmOpts
     ) -> AppDryRunInfo[SlurmBatchRequest]:
         plain = cast(Mapping[str, CfgVal], cfg)
+        job_dir = plain.get("job_dir")
+        if job_dir is not None:
+            # sbatch runs in job_dir: a relative --chdir would point below it
+            absolute = await anyio.Path(str(job_dir)).absolute()
+            plain = {**plain, "job_dir": str(absolute)}
         nomem = False
         partition = plain.get("partition")
         if partition is not None:
@@ -309,7 +315,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         script = os.path.join(script_dir, SCRIPT_NAME)
         submitted = time.time()
         try:
-            await anyio.Path(script).write_text(req.materialize())
+            await anyio.to_thread.run_sync(_write_script, script, req.materialize())
             out = await self.cli.run([*req.cmd, script], cwd=cwd)
         except BaseException as exc:
             if created:
@@ -496,6 +502,13 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             path, running if should_tail else None, self.max_line_bytes
         ):
             yield line
+
+
+def _write_script(path: str, text: str) -> None:
+    """Write the batch script readable by its owner only (it holds the env)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(text.encode("utf-8", "surrogateescape"))
 
 
 _PARAMS = (

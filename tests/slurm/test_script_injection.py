@@ -1,0 +1,291 @@
+"""No run option or role field can add a line, a directive or an option to the
+batch script: a hostile value is refused (naming the option or field) or
+carried verbatim (no cluster needed; the cluster half is in
+test_hostile_values_on_cluster.py)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from asyncsched.errors import InvalidRunConfigException, SpecError
+from asyncsched.schedulers.slurm._render import render_request
+from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
+from asyncsched.specs import AppDef, Resource, Role
+
+from .sbatch_script import HOSTILE, bash_syntax_ok, sbatch_directives, srun_argv
+
+#: every string run option of the Slurm scheduler
+OPTIONS = (
+    "partition",
+    "time",
+    "comment",
+    "constraint",
+    "mail-user",
+    "mail-type",
+    "job_dir",
+    "qos",
+)
+#: options on the #SBATCH lines (the rest go on the sbatch command line)
+LINE_OPTIONS = ("partition", "time", "constraint", "qos")
+
+
+def _app(**role_kw: object) -> AppDef:
+    kw: dict[str, object] = {
+        "entrypoint": "echo",
+        "args": ["hi"],
+        "resource": Resource(cpu=1, gpu=0, memMB=64),
+        "num_replicas": 2,
+    }
+    kw.update(role_kw)
+    return AppDef("inj", roles=[Role("w", image="/", **kw)])  # type: ignore[arg-type]
+
+
+def _expected_directives(cfg: dict[str, str]) -> list[list[str]]:
+    line = [f"--{k}={cfg[k]}" for k in LINE_OPTIONS if k in cfg]
+    return [
+        [
+            f"--job-name=w-{k}",
+            "--requeue",
+            *line,
+            "--ntasks-per-node=1",
+            "--cpus-per-task=1",
+            "--mem=64",
+        ]
+        for k in range(2)
+    ]
+
+
+def _assert_carried_verbatim(option: str, value: str) -> None:
+    cfg = {option: value}
+    request = render_request(_app(), cfg)
+    script = request.materialize()
+    baseline = render_request(_app(), {}).materialize()
+    ok, err = bash_syntax_ok(script)
+    assert ok, f"bash -n: {err}\n{script}"
+    # nothing added: same number of lines, same directives plus this option
+    assert script.count("\n") == baseline.count("\n"), script
+    assert sbatch_directives(script) == _expected_directives(cfg), script
+    # the "# Run with:" comment stays one line that reads back as the argv
+    (run_with,) = [ln for ln in script.split("\n") if ln.startswith("# Run with: ")]
+    assert shlex.split(run_with[len("# Run with: ") :]) == request.cmd
+    flag = "--chdir" if option == "job_dir" else f"--{option}"
+    if option not in LINE_OPTIONS:
+        assert f"{flag}={value}" in request.cmd
+
+
+@pytest.mark.parametrize("label", list(HOSTILE))
+@pytest.mark.parametrize("option", OPTIONS)
+def test_hostile_run_option_is_refused_or_carried_verbatim(
+    option: str, label: str
+) -> None:
+    value = HOSTILE[label]
+    error: InvalidRunConfigException | None = None
+    try:
+        render_request(_app(), {option: value})
+    except InvalidRunConfigException as exc:
+        error = exc
+    if error is None:
+        _assert_carried_verbatim(option, value)
+    else:
+        assert error.cfg_key == option
+        assert f"{option}=" in str(error)
+
+
+@pytest.mark.parametrize("option", OPTIONS)
+@pytest.mark.parametrize(
+    "value",
+    [
+        "a\nb",
+        "a\rb",
+        "a\0b",
+        "a\tb",
+        "a\x1bb",
+        "a\x7fb",
+        "a\u2029b",
+        "x\n#SBATCH --uid=0",
+    ],
+)
+def test_control_characters_are_refused_in_every_option(
+    option: str, value: str
+) -> None:
+    with pytest.raises(InvalidRunConfigException) as info:
+        render_request(_app(), {option: value})
+    assert info.value.cfg_key == option
+
+
+@pytest.mark.parametrize(
+    "option", ["partition", "time", "constraint", "qos", "mail-user", "mail-type"]
+)
+@pytest.mark.parametrize("value", ["normal --uid=0", "a b", " x", "x "])
+def test_whitespace_is_refused_where_slurm_reads_one_word(
+    option: str, value: str
+) -> None:
+    with pytest.raises(
+        InvalidRunConfigException, match=r"whitespace|time limit|event names"
+    ) as info:
+        render_request(_app(), {option: value})
+    assert info.value.cfg_key == option
+
+
+@pytest.mark.parametrize("option", LINE_OPTIONS)
+@pytest.mark.parametrize("value", ["a'b", 'a"b', "a\\b", "a#b", "xhetjob", "PACKJOB"])
+def test_sbatch_parser_specials_are_refused_on_sbatch_lines(
+    option: str, value: str
+) -> None:
+    with pytest.raises(InvalidRunConfigException) as info:
+        render_request(_app(), {option: value})
+    assert info.value.cfg_key == option
+
+
+def test_time_is_checked_as_written_not_stripped() -> None:
+    for value in (" 10", "10 ", "10\n"):
+        with pytest.raises(InvalidRunConfigException) as info:
+            render_request(_app(), {"time": value})
+        assert info.value.cfg_key == "time"
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("comment", 'it\'s "$(touch /tmp/x)" `id`; #SBATCH --uid=0 \\'),
+        ("job_dir", '/tmp/jobs/it\'s a "dir" $(x) `y`;#z'),
+        ("constraint", "[rack1|rack2]&gpu*2"),
+        ("constraint", "(a|b)&c,d:e!f"),
+        ("mail-user", "o'brien+$(x)@example.com"),
+        ("mail-type", "END,FAIL,TIME_LIMIT_90"),
+        ("partition", "debug,gpu"),
+        ("qos", "high-prio_2.x"),
+        ("time", "1-02:03:04"),
+        ("comment", "ünïcödé ✓"),
+    ],
+)
+def test_valid_values_with_shell_specials_are_carried_verbatim(
+    option: str, value: str
+) -> None:
+    _assert_carried_verbatim(option, value)
+
+
+ROLE_VALUES = [
+    "a,INJ=evil",
+    "x=y=z",
+    "it's",
+    'say "hi"',
+    "$HOME $(touch /tmp/asyncsched-pwned) `id` ${HOME}",
+    "back\\slash\\",
+    "  spaces  ",
+    "line1\nline2\n",
+    "tab\there",
+    "semi;colon && or || pipe | amp &",
+    "#not a comment",
+    "-leading-dash",
+    "",
+    "ünïcödé",
+]
+
+
+def test_role_args_and_env_values_reach_srun_byte_for_byte() -> None:
+    env = {f"V{i}": v for i, v in enumerate(ROLE_VALUES)}
+    app = _app(entrypoint="printf", args=["%s\\0", *ROLE_VALUES], env=env)
+    script = render_request(app, {}).materialize()
+    ok, err = bash_syntax_ok(script)
+    assert ok, err
+    argv = srun_argv(script, job_id="4242")
+    groups: list[list[bytes]] = [[]]
+    for arg in argv:
+        if arg == b":":
+            groups.append([])
+        else:
+            groups[-1].append(arg)
+    assert len(groups) == 2
+    for k, group in enumerate(groups):
+        assert group[:6] == [
+            f"--output=slurm-4242-w-{k}.out".encode(),
+            f"--error=slurm-4242-w-{k}.err".encode(),
+            b"--wait=60",
+            b"--kill-on-bad-exit=1",
+            b"--export=ALL",
+            b"/usr/bin/env",
+        ]
+        identity = {
+            "ASYNCSCHED_APP_ID": "4242",
+            "ASYNCSCHED_ROLE_NAME": "w",
+            "ASYNCSCHED_REPLICA_ID": str(k),
+            "ASYNCSCHED_NUM_REPLICAS": "2",
+        }
+        assignments = [f"{n}={v}".encode() for n, v in {**env, **identity}.items()]
+        command = [b"printf", b"%s\\0", *(v.encode() for v in ROLE_VALUES)]
+        assert group[6:] == assignments + command
+
+
+def test_app_id_macro_becomes_the_job_id_inside_any_value() -> None:
+    app = _app(args=["a'${app_id}'b"], env={"X": "id=${app_id},x"})
+    argv = srun_argv(render_request(app, {}).materialize(), job_id="77")
+    assert b"X=id=77,x" in argv
+    assert argv[argv.index(b"echo") + 1] == b"a'77'b"
+
+
+@pytest.mark.parametrize("key", ["1BAD", "A-B", "A B", "A=B", "ÄB", "X\n"])
+def test_env_name_must_be_a_shell_identifier(key: str) -> None:
+    with pytest.raises(SpecError) as info:
+        render_request(_app(env={key: "v"}), {})
+    assert info.value.field == f"roles[0].env[{key!r}]"
+
+
+def test_lone_colon_argument_is_refused_as_srun_reads_it_as_a_component() -> None:
+    with pytest.raises(SpecError) as info:
+        render_request(_app(args=["a", ":", "--uid=0", "sh"]), {})
+    assert info.value.field == "roles[0].args[1]"
+    # a colon inside an argument is fine
+    argv = srun_argv(render_request(_app(args=["a:b", ":x"]), {}).materialize())
+    assert argv[-2:] == [b"a:b", b":x"]
+
+
+@pytest.mark.parametrize("entrypoint", [":", "A=b", "/opt/x=y/run"])
+def test_entrypoint_that_env_or_srun_would_misread_is_refused(entrypoint: str) -> None:
+    with pytest.raises(SpecError) as info:
+        render_request(_app(entrypoint=entrypoint), {})
+    assert info.value.field == "roles[0].entrypoint"
+
+
+@pytest.mark.parametrize("name", ["hetjob", "my_packjob", "HetJob-x"])
+def test_role_name_with_a_component_separator_is_refused(name: str) -> None:
+    app = AppDef("a", roles=[Role(name, image="/", entrypoint="echo")])
+    with pytest.raises(SpecError) as info:
+        render_request(app, {})
+    assert info.value.field == "roles[0].name"
+
+
+def test_unencodable_role_value_is_a_spec_error() -> None:
+    with pytest.raises(SpecError) as info:
+        render_request(_app(env={"X": "\ud800"}), {})
+    assert info.value.field == "roles[0].env['X']"
+
+
+@pytest.mark.parametrize("option", OPTIONS)
+async def test_hostile_option_is_refused_before_any_command_or_job_dir(
+    option: str, tmp_path: Path
+) -> None:
+    job_dir = tmp_path / "job"
+    cfg = {option: "x\ntouch /tmp/asyncsched-pwned"}
+    if option != "job_dir":
+        cfg["job_dir"] = str(job_dir)
+    async with SlurmScheduler("t", state_dir=str(tmp_path / "state")) as sched:
+        with pytest.raises(InvalidRunConfigException) as info:
+            await sched.submit(_app(), cfg)
+        assert info.value.cfg_key == option
+        with pytest.raises(InvalidRunConfigException):
+            await sched.submit_dryrun(_app(), cfg)
+        assert sched.cli.total == 0  # not even sinfo
+    assert not job_dir.exists()
+    assert not (tmp_path / "state").exists()
+
+
+async def test_hostile_role_field_is_refused_before_any_command(tmp_path: Path) -> None:
+    async with SlurmScheduler("t", state_dir=str(tmp_path)) as sched:
+        with pytest.raises(SpecError) as info:
+            await sched.submit(_app(env={"1BAD-NAME": "x"}))
+        assert info.value.field == "roles[0].env['1BAD-NAME']"
+        assert sched.cli.total == 0
