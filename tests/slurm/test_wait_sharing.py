@@ -8,6 +8,7 @@ import anyio
 import pytest
 
 from asyncsched.errors import SchedulerClosedError
+from asyncsched.schedulers.shared.ratewindow import RateWindow
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, AppState, Resource, Role
 
@@ -71,3 +72,47 @@ async def test_closing_the_scheduler_ends_pending_waits(
             await sched._cancel_existing(app_id)
             await sched.aclose()
     assert len(errors) == 1
+
+
+class _RecordingWindow(RateWindow):
+    def __init__(self, max_calls: int, period: float) -> None:
+        super().__init__(max_calls, period)
+        self.times: list[float] = []
+
+    async def acquire(self) -> None:
+        await super().acquire()
+        self.times.append(anyio.current_time())
+
+
+async def test_status_commands_stay_under_the_ceiling_however_many_apps(
+    slurm: SlurmScheduler,
+) -> None:
+    # a tight ceiling (4 commands in any 2 s) so that it binds within seconds
+    window = slurm.status_window = _RecordingWindow(4, 2.0)
+    ids = [await slurm.submit(_app("sleep 1")) for _ in range(8)]
+    before = slurm.cli.counts["squeue"] + slurm.cli.counts["sacct"]
+
+    async def wait(app_id: str) -> None:
+        desc = await slurm.wait(app_id)
+        assert desc is not None
+        assert desc.state == AppState.SUCCEEDED
+
+    async def describe_often() -> None:  # describes share the same ceiling
+        for _ in range(10):
+            await slurm.describe(ids[0])
+
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as tg:
+            for app_id in ids:
+                tg.start_soon(wait, app_id)
+            tg.start_soon(describe_often)
+    used = slurm.cli.counts["squeue"] + slurm.cli.counts["sacct"] - before
+    assert used == len(window.times)
+    for i, start in enumerate(window.times):
+        assert sum(1 for t in window.times[i:] if t - start < 2.0) <= 4
+    assert window.waited > 0  # the ceiling did bind
+
+
+def test_the_default_ceiling_is_sixty_status_commands_a_minute() -> None:
+    sched = SlurmScheduler("defaults")
+    assert (sched.status_window.max_calls, sched.status_window.period) == (60, 60.0)

@@ -43,6 +43,7 @@ from asyncsched.schedulers.shared.lines import (
     DEFAULT_MAX_LINE_BYTES,
     check_max_line_bytes,
 )
+from asyncsched.schedulers.shared.ratewindow import RateWindow
 from asyncsched.schedulers.shared.state_dir import default_state_dir
 from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.schedulers.slurm._checks import check_roles, check_run_options
@@ -114,8 +115,12 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         command_timeout: Seconds any Slurm command may take.
         max_line_bytes: Cap of one ``log_iter`` line in bytes (default 1 MiB);
             longer lines come in pieces.
-        min_interval: Shortest pause between two status ticks of ``wait``.
+        min_interval: Shortest pause between two status ticks of ``wait``
+            (right after a submit or a change).
         max_interval: Longest pause (backoff while nothing changes).
+        max_status_commands_per_minute: Ceiling on ``squeue``/``sacct``
+            commands for status, over every describe, wait and list of this
+            scheduler together, in any 60 s window (default 60).
 
     Attributes:
         cli: Runs the commands; ``cli.counts`` counts them by program.
@@ -153,7 +158,8 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         command_timeout: float = 30.0,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         min_interval: float = 0.25,
-        max_interval: float = 2.0,
+        max_interval: float = 10.0,
+        max_status_commands_per_minute: int = 60,
     ) -> None:
         super().__init__(BACKEND, session_name)
         self.max_line_bytes = check_max_line_bytes(max_line_bytes)
@@ -161,6 +167,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         self.cli = SlurmCli(env, timeout=command_timeout)
         self.registry = Registry(state_dir or default_state_dir())
         self._tasks = TaskHost("SlurmScheduler")
+        self.status_window = RateWindow(max_status_commands_per_minute, 60.0)
         self._batcher = StatusBatcher(self._fetch)
         self._tracker = StatusTracker(
             self._batcher,
@@ -354,6 +361,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         records = await self.registry.all()
         floors = {i: records[i].submit - _SUBMIT_SLACK for i in query if i in records}
         try:
+            await self.status_window.acquire()
             out = await self.cli.run(
                 [
                     "squeue",
@@ -389,6 +397,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         fields = ["-n", "-P", "-o", SACCT_FIELDS]
         if self._accounting is not False:
             try:
+                await self.status_window.acquire()
                 out = await self.cli.run(["sacct", *fields, "-j", ",".join(ids)])
             except CommandFailed as exc:
                 if "accounting storage is disabled" not in exc.stderr.lower():
@@ -406,6 +415,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             count = records[app_id].num_components if app_id in records else 1
             for k in range(count):
                 leaders[str(int(app_id) + k)] = app_id
+        await self.status_window.acquire()
         out = await self.cli.run(
             ["sacct", "-c", *fields, "-j", ",".join(sorted(leaders, key=int))]
         )
@@ -518,6 +528,7 @@ _PARAMS = (
     "max_line_bytes",
     "min_interval",
     "max_interval",
+    "max_status_commands_per_minute",
 )
 
 
@@ -525,7 +536,8 @@ def create_scheduler(session_name: str, **kwargs: Any) -> SlurmScheduler:
     """Registry factory; unknown keyword arguments are ignored.
 
     Known ones: ``slurm_conf``, ``state_dir``, ``command_timeout``,
-    ``max_line_bytes``, ``min_interval``, ``max_interval``.
+    ``max_line_bytes``, ``min_interval``, ``max_interval``,
+    ``max_status_commands_per_minute``.
     """
     return SlurmScheduler(
         session_name, **{k: v for k, v in kwargs.items() if k in _PARAMS}
