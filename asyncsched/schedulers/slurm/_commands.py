@@ -73,7 +73,12 @@ class SlurmCli:
         return sum(self.counts.values())
 
     async def run(
-        self, argv: Sequence[str], *, input: bytes | None = None, cwd: str | None = None
+        self,
+        argv: Sequence[str],
+        *,
+        input: bytes | None = None,
+        cwd: str | None = None,
+        extra_env: Mapping[str, str] | None = None,
     ) -> str:
         """Run ``argv``; return its stdout.
 
@@ -84,7 +89,11 @@ class SlurmCli:
         """
         program = os.path.basename(argv[0])
         self.counts[program] += 1
-        env = {**os.environ, **self.env} if self.env else None
+        env = (
+            {**os.environ, **self.env, **(extra_env or {})}
+            if self.env or extra_env
+            else None
+        )
         try:
             with anyio.fail_after(self.timeout):
                 proc = await anyio.run_process(

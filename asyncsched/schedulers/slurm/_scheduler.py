@@ -323,7 +323,11 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         submitted = time.time()
         try:
             await anyio.to_thread.run_sync(_write_script, script, req.materialize())
-            out = await self.cli.run([*req.cmd, script], cwd=cwd)
+            # the job's files (slurm-<id>.out echoes the srun line, env values
+            # included) are created with the job's umask: owner-only
+            out = await self.cli.run(
+                [*req.cmd, script], cwd=cwd, extra_env={"SLURM_UMASK": "0077"}
+            )
         except BaseException as exc:
             if created:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(10):
