@@ -2,12 +2,14 @@
 
 ``status --json``::
 
-    {"handle": "...", "state": "RUNNING", "num_restarts": 0, "msg": "",
-     "structured_error_msg": "<NONE>", "url": null,
+    {"handle": "...", "state": "FAILED", "reason": "OOM_KILLED",
+     "num_restarts": 0, "msg": "", "structured_error_msg": "<NONE>", "url": null,
      "roles": [{"role": "trainer", "replicas": [
-         {"id": 0, "role": "trainer", "state": "RUNNING", "hostname": "localhost",
-          "exit_code": null, "pid": 1234, "num_restarts": 0,
-          "structured_error_msg": "<NONE>"}]}]}
+         {"id": 0, "role": "trainer", "state": "FAILED", "hostname": "localhost",
+          "exit_code": 137, "reason": "OOM_KILLED", "message": "...",
+          "pid": 1234, "num_restarts": 0, "structured_error_msg": "<NONE>"}]}]}
+
+``reason`` is a :class:`~asyncsched.specs.StatusReason` name or null.
 
 ``list --json``: ``[{"app_handle": ..., "app_id": ..., "name": ..., "state": "SUCCEEDED"}]``.
 
@@ -36,6 +38,8 @@ def replica_json(replica: ReplicaStatus) -> dict[str, Any]:
         "state": replica.state.name,
         "hostname": replica.hostname,
         "exit_code": replica.exit_code,
+        "reason": replica.reason.value if replica.reason else None,
+        "message": replica.message,
         "pid": replica.pid,
         "num_restarts": replica.num_restarts,
         "structured_error_msg": replica.structured_error_msg,
@@ -50,6 +54,7 @@ def status_json(
     return {
         "handle": handle,
         "state": status.state.name,
+        "reason": status.reason.value if status.reason else None,
         "num_restarts": status.num_restarts,
         "msg": status.msg,
         "structured_error_msg": status.structured_error_msg,
