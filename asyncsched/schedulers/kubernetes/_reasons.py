@@ -69,7 +69,7 @@ class PodReason:
     exit_code: int | None = None
 
 
-def main_container_status(pod: JSON, container: str | None) -> JSON:
+def main_container_status(pod: JSON, container: str | None) -> dict[str, Any]:
     """The status of the container named ``container`` (the first if None).
 
     The kubelet sorts ``containerStatuses`` by name, so with a sidecar the

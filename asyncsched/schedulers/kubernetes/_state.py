@@ -20,6 +20,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from asyncsched.schedulers.api import DescribeAppResponse
+from asyncsched.schedulers.kubernetes._reasons import (
+    main_container_status,
+    pod_reason,
+)
 from asyncsched.schedulers.kubernetes._render import (
     ANNOTATION_CANCELLED,
     COMPLETION_INDEX,
@@ -27,7 +31,14 @@ from asyncsched.schedulers.kubernetes._render import (
     LABEL_ROLE_INDEX,
     LABEL_ROLE_NAME,
 )
-from asyncsched.specs import AppState, ReplicaStatus, Role, RoleStatus, is_terminal
+from asyncsched.specs import (
+    AppState,
+    ReplicaStatus,
+    Role,
+    RoleStatus,
+    deciding_reason,
+    is_terminal,
+)
 
 __all__ = [
     "JOB_STATE",
@@ -111,9 +122,17 @@ def _newest(pods: Iterable[JSON]) -> JSON | None:
     return best
 
 
+def main_container(pod: JSON) -> str | None:
+    """The name of the container asyncsched rendered: the pod spec's first.
+
+    Webhooks (service meshes, secret injectors) append their sidecars.
+    """
+    containers = (pod.get("spec") or {}).get("containers") or []
+    return str(containers[0].get("name")) if containers else None
+
+
 def _container_status(pod: JSON) -> JSON:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    return statuses[0] if statuses else {}
+    return main_container_status(pod, main_container(pod))
 
 
 def _replica(
@@ -147,6 +166,7 @@ def _replica(
     waiting = cstate.get("waiting") or {}
     if waiting.get("reason") in _STUCK:
         msg = f"{name}: {waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
+    why = pod_reason(pod, main_container(pod))
     replica = ReplicaStatus(
         replica_id,
         state,
@@ -154,6 +174,8 @@ def _replica(
         hostname,
         exit_code=int(exit_code) if exit_code is not None else None,
         num_restarts=int(_container_status(pod).get("restartCount") or 0),
+        reason=None if state in (AppState.RUNNING, AppState.SUCCEEDED) else why.reason,
+        message=why.message,
     )
     return replica, msg
 
@@ -166,17 +188,20 @@ def _response(
     num_restarts: int,
 ) -> DescribeAppResponse:
     ordered = [roles[i] for i in sorted(roles)]
+    statuses = [
+        RoleStatus(name, sorted(reps, key=lambda r: r.id)) for name, reps in ordered
+    ]
+    reason, _ = deciding_reason(state, statuses)
     return DescribeAppResponse(
         app_id=app_id,
         state=state,
         num_restarts=num_restarts,
         msg="; ".join(m for m in msgs if m),
-        roles_statuses=[
-            RoleStatus(name, sorted(reps, key=lambda r: r.id)) for name, reps in ordered
-        ],
+        roles_statuses=statuses,
         roles=[
             Role(name=name, image="", num_replicas=len(reps)) for name, reps in ordered
         ],
+        reason=reason,
     )
 
 
