@@ -76,6 +76,7 @@ from .status import (
     RoleStatus as RoleStatus,
     is_started as is_started,
     is_terminal as is_terminal,
+    rollup_state as rollup_state,
 )
 
 __all__ = [
@@ -124,6 +125,7 @@ __all__ = [
     "resource",
     "role_from_dict",
     "role_to_dict",
+    "rollup_state",
     "runopt",
     "runopts",
     "to_dict",
