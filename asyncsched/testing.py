@@ -32,6 +32,7 @@ from asyncsched.errors import SpecError
 from asyncsched.schedulers.api import (
     AppSnapshot,
     Capabilities,
+    LogQuery,
     ReplicaSnapshot,
     Scheduler,
     Stream,
@@ -263,24 +264,17 @@ class InMemoryScheduler(Scheduler[dict[str, CfgVal]]):
     async def _cancel(self, app: AppSnapshot) -> None:
         app.native.cancel_scope.cancel()
 
-    async def _log_iter(
-        self,
-        app: AppSnapshot,
-        role_name: str,
-        k: int,
-        since: datetime | None,
-        until: datetime | None,
-        should_tail: bool,
-        streams: Stream | None,
-    ) -> AsyncIterator[str]:
+    async def _log_iter(self, app: AppSnapshot, query: LogQuery) -> AsyncIterator[str]:
         run: _App = app.native
         [replica] = [
-            r for r in run.replicas if r.role == role_name and r.replica_id == k
+            r
+            for r in run.replicas
+            if r.role == query.role_name and r.replica_id == query.k
         ]
         wanted = (
             {Stream.STDOUT, Stream.STDERR}
-            if streams in (None, Stream.COMBINED)
-            else {streams}
+            if query.streams in (None, Stream.COMBINED)
+            else {query.streams}
         )
         pos = 0
         while True:
@@ -290,12 +284,12 @@ class InMemoryScheduler(Scheduler[dict[str, CfgVal]]):
                 pos += 1
                 if line.stream not in wanted:
                     continue
-                if since is not None and line.when < since:
+                if query.since is not None and line.when < query.since:
                     continue
-                if until is not None and line.when > until:
+                if query.until is not None and line.when > query.until:
                     continue
                 yield line.text
-            if not should_tail or run.done.is_set():
+            if not query.should_tail or run.done.is_set():
                 return
             await changed.wait()
 

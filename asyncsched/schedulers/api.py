@@ -80,6 +80,7 @@ __all__ = [
     "Capabilities",
     "DescribeAppResponse",
     "ListAppResponse",
+    "LogQuery",
     "ReplicaSnapshot",
     "Scheduler",
     "Stream",
@@ -109,6 +110,22 @@ class Stream(StrEnum):
     STDOUT = "stdout"
     STDERR = "stderr"
     COMBINED = "combined"
+
+
+@dataclass(frozen=True)
+class LogQuery:
+    """What ``log_iter`` asks of one replica, checked and normalised.
+
+    ``since``/``until`` are timezone-aware (naive ones made UTC) or None;
+    ``streams`` is a supported :class:`Stream`, or None for the default.
+    """
+
+    role_name: str
+    k: int
+    since: datetime | None = None
+    until: datetime | None = None
+    should_tail: bool = False
+    streams: Stream | None = None
 
 
 @dataclass(frozen=True)
@@ -584,35 +601,29 @@ class Scheduler(abc.ABC, Generic[T]):
             since = until = None
         if should_tail and not caps.log_tail:
             raise InvalidArgumentError(f"{type(self).__name__} cannot tail logs")
-        since, until = _as_utc(since), _as_utc(until)
-        lines = self._replica_log(
-            app_id, role_name, k, since, until, should_tail, stream
+        query = LogQuery(
+            role_name, k, _as_utc(since), _as_utc(until), should_tail, stream
         )
+        lines = self._replica_log(app_id, query)
         if pattern is not None:
             return afilter_regex(pattern, lines)  # closing it closes ``lines``
         return lines
 
     async def _replica_log(
-        self,
-        app_id: str,
-        role_name: str,
-        k: int,
-        since: datetime | None,
-        until: datetime | None,
-        should_tail: bool,
-        streams: Stream | None,
+        self, app_id: str, query: LogQuery
     ) -> AsyncGenerator[str, None]:
         """The checks every backend shares, then the backend's ``_log_iter``."""
         snapshot = await self._describe(app_id)
         if snapshot is None:
             raise UnknownAppException(self._handle(app_id))
-        if self._find_replica(snapshot, role_name, k) is None:
+        if self._find_replica(snapshot, query.role_name, query.k) is None:
             raise UnknownReplicaError(
-                self._handle(app_id), role_name, k, snapshot.role_names()
+                self._handle(app_id),
+                query.role_name,
+                query.k,
+                snapshot.role_names(),
             )
-        lines = self._log_iter(
-            snapshot, role_name, k, since, until, should_tail, streams
-        )
+        lines = self._log_iter(snapshot, query)
         try:
             async for line in lines:
                 yield line
@@ -627,19 +638,10 @@ class Scheduler(abc.ABC, Generic[T]):
         """Hook: the replica ``log_iter`` reads (default: exact role name)."""
         return app.replica(role_name, k)
 
-    def _log_iter(
-        self,
-        app: AppSnapshot,
-        role_name: str,
-        k: int,
-        since: datetime | None,
-        until: datetime | None,
-        should_tail: bool,
-        streams: Stream | None,
-    ) -> AsyncIterator[str]:
+    def _log_iter(self, app: AppSnapshot, query: LogQuery) -> AsyncIterator[str]:
         """Hook: yield whole lines of a replica known to exist (an async generator).
 
-        ``since``/``until`` arrive timezone-aware (naive ones made UTC). Cut
+        ``query.since``/``query.until`` arrive timezone-aware. Cut
         lines with :class:`~asyncsched.schedulers.shared.lines.LineAssembler`
         (linear, capped) and hold no file or connection longer than needed:
         closing the generator must release it at once (``aclosing`` the

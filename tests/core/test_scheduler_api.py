@@ -21,6 +21,7 @@ from asyncsched.schedulers.api import (
     Capabilities,
     DescribeAppResponse,
     ListAppResponse,
+    LogQuery,
     ReplicaSnapshot,
     Scheduler,
     Stream,
@@ -91,16 +92,7 @@ class RecordingScheduler(Scheduler[dict[str, CfgVal]]):
     ) -> None:
         role.image = str(workspace)
 
-    async def _log_iter(
-        self,
-        app: AppSnapshot,
-        role_name: str,
-        k: int,
-        since: datetime | None,
-        until: datetime | None,
-        should_tail: bool,
-        streams: Stream | None,
-    ) -> AsyncIterator[str]:
+    async def _log_iter(self, app: AppSnapshot, query: LogQuery) -> AsyncIterator[str]:
         for line in ["alpha\n", "beta\n", "gamma"]:
             yield line
 
@@ -301,16 +293,9 @@ async def test_log_iter_hands_backends_naive_datetimes_as_utc() -> None:
         )
 
         async def _log_iter(
-            self,
-            app: AppSnapshot,
-            role_name: str,
-            k: int,
-            since: datetime | None,
-            until: datetime | None,
-            should_tail: bool,
-            streams: Stream | None,
+            self, app: AppSnapshot, query: LogQuery
         ) -> AsyncIterator[str]:
-            seen.extend([since, until])
+            seen.extend([query.since, query.until])
             yield "x\n"
 
     naive = datetime(2024, 1, 1, 12, 0)

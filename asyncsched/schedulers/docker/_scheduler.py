@@ -19,7 +19,6 @@ import contextlib
 import copy
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from datetime import datetime
 from typing import Any, TypedDict, TypeVar, cast, final
 
 import aiodocker
@@ -39,6 +38,7 @@ from asyncsched.errors import (
 from asyncsched.schedulers.api import (
     AppSnapshot,
     Capabilities,
+    LogQuery,
     Scheduler,
     Stream,
 )
@@ -698,16 +698,8 @@ class DockerScheduler(
 
     # -- logs ------------------------------------------------------------------
 
-    async def _log_iter(
-        self,
-        app: AppSnapshot,
-        role_name: str,
-        k: int,
-        since: datetime | None,
-        until: datetime | None,
-        should_tail: bool,
-        streams: Stream | None,
-    ) -> AsyncIterator[str]:
+    async def _log_iter(self, app: AppSnapshot, query: LogQuery) -> AsyncIterator[str]:
+        role_name, k = query.role_name, query.k
         view: AppView = app.native
         [record] = [
             r for r in view.records if r.role == role_name and r.replica_id == k
@@ -716,10 +708,10 @@ class DockerScheduler(
             self._docker(),
             self._host,
             record.id,
-            since=since,
-            until=until,
-            should_tail=should_tail,
-            streams=streams,
+            since=query.since,
+            until=query.until,
+            should_tail=query.should_tail,
+            streams=query.streams,
             max_line_bytes=self.max_line_bytes,
         )
         # closing this generator closes the HTTP response at once

@@ -15,7 +15,6 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, TypedDict, cast, final
 
 import anyio
@@ -29,6 +28,7 @@ from asyncsched.errors import (
 from asyncsched.schedulers.api import (
     AppSnapshot,
     Capabilities,
+    LogQuery,
     ReplicaSnapshot,
     Scheduler,
     Stream,
@@ -709,16 +709,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
 
     # -- logs ------------------------------------------------------------------
 
-    async def _log_iter(
-        self,
-        app: AppSnapshot,
-        role_name: str,
-        k: int,
-        since: datetime | None,
-        until: datetime | None,
-        should_tail: bool,
-        streams: Stream | None,
-    ) -> AsyncIterator[str]:
+    async def _log_iter(self, app: AppSnapshot, query: LogQuery) -> AsyncIterator[str]:
+        role_name, k = query.role_name, query.k
         app_id = app.app_id
         kind, ns, jobs = app.native
         role_label = sanitize_label_value(role_name)
@@ -745,7 +737,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
 
         pod = find_pod()
         while pod is None:
-            if not should_tail or await app_over():
+            if not query.should_tail or await app_over():
                 return
             changed = self._changes.changed(key)
             if (pod := find_pod()) is None:
@@ -764,9 +756,9 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             await self._api(),
             namespace,
             pod_name,
-            since=since,
-            until=until,
-            follow=should_tail,
+            since=query.since,
+            until=query.until,
+            follow=query.should_tail,
             pod_done=pod_done,
             idle_timeout=self._log_idle_timeout,
             max_line_bytes=self.max_line_bytes,

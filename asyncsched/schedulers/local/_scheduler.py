@@ -21,7 +21,6 @@ import shutil
 import signal
 import warnings
 from collections.abc import AsyncIterator, Mapping
-from datetime import datetime
 from typing import Any, cast, final
 
 import anyio
@@ -38,6 +37,7 @@ from asyncsched.errors import (
 from asyncsched.schedulers.api import (
     AppSnapshot,
     Capabilities,
+    LogQuery,
     ReplicaSnapshot,
     Scheduler,
     Stream,
@@ -740,28 +740,20 @@ class LocalScheduler(Scheduler[LocalOpts]):
 
     # -- logs ----------------------------------------------------------------------------------
 
-    async def _log_iter(
-        self,
-        app: AppSnapshot,
-        role_name: str,
-        k: int,
-        since: datetime | None,
-        until: datetime | None,
-        should_tail: bool,
-        streams: Stream | None,
-    ) -> AsyncIterator[str]:
+    async def _log_iter(self, app: AppSnapshot, query: LogQuery) -> AsyncIterator[str]:
+        role_name, k = query.role_name, query.k
         app_id = app.app_id
-        stream = (streams or Stream.COMBINED).value
+        stream = (query.streams or Stream.COMBINED).value
         follow: Follow | None = None
         if isinstance(app.native, LocalApp):
             replica = _find_replica(app.native, role_name, k)
             replica_dir = replica.launch.log_dir
-            if should_tail:
+            if query.should_tail:
                 follow = _local_follow(replica.log, stream)
         else:
             record: dict[str, Any] = app.native
             replica_dir = _record_replica_dir(record, role_name, k)
-            if should_tail:
+            if query.should_tail:
                 follow = _remote_follow(
                     str(record["app_dir"]), os.path.join(replica_dir, f"{stream}.log")
                 )
@@ -769,8 +761,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
         batches = read_line_batches(
             path,
             index=index_path(replica_dir, stream),
-            since=since,
-            until=until,
+            since=query.since,
+            until=query.until,
             follow=follow,
             max_line_bytes=self.max_line_bytes,
         )

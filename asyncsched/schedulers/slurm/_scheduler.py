@@ -19,7 +19,6 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
-from datetime import datetime
 from typing import Any, TypedDict, cast, final
 
 import anyio
@@ -34,6 +33,7 @@ from asyncsched.schedulers.api import (
     DAYS_IN_2_WEEKS,
     AppSnapshot,
     Capabilities,
+    LogQuery,
     Scheduler,
     Stream,
 )
@@ -453,21 +453,13 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
 
     # -- logs ------------------------------------------------------------------
 
-    async def _log_iter(
-        self,
-        app: AppSnapshot,
-        role_name: str,
-        k: int,
-        since: datetime | None,
-        until: datetime | None,
-        should_tail: bool,
-        streams: Stream | None,
-    ) -> AsyncIterator[str]:
+    async def _log_iter(self, app: AppSnapshot, query: LogQuery) -> AsyncIterator[str]:
+        role_name, k = query.role_name, query.k
         app_id = app.app_id
         view: AppView = app.native
         record = await self.registry.get(app_id)
         work_dir = (record.work_dir if record else "") or view.work_dir or os.getcwd()
-        suffix = "err" if streams == Stream.STDERR else "out"
+        suffix = "err" if query.streams == Stream.STDERR else "out"
         path = log_path(work_dir, app_id, role_name, k, suffix)
 
         checked = [0.0, True]  # last status check, and its answer
@@ -483,7 +475,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             return bool(checked[1])
 
         async for line in iter_file(
-            path, running if should_tail else None, self.max_line_bytes
+            path, running if query.should_tail else None, self.max_line_bytes
         ):
             yield line
 
