@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
-from tests.conformance import ContractTarget, SchedulerContract
+from asyncsched.testing import ContractTarget, SchedulerContract
 
 pytestmark = pytest.mark.slurm
 
