@@ -13,4 +13,6 @@ pytestmark = pytest.mark.slurm
 class TestSlurmContract(SchedulerContract):
     @pytest.fixture
     async def target(self, slurm: SlurmScheduler) -> ContractTarget:
-        return ContractTarget(slurm, cfg={}, image="/", quick_timeout=30)
+        return ContractTarget(
+            slurm, cfg={}, image="/", quick_timeout=30, independent_replicas=False
+        )
