@@ -657,16 +657,21 @@ class Scheduler(abc.ABC, Generic[T]):
 
 def _response(app: AppSnapshot) -> DescribeAppResponse:
     """The TorchX-shaped description of a snapshot."""
+    shared = {name: getattr(app, name) for name in _RESPONSE_FIELDS}
     return DescribeAppResponse(
-        app_id=app.app_id,
-        state=app.state,
-        num_restarts=app.num_restarts,
-        msg=app.msg,
-        structured_error_msg=app.structured_error_msg,
-        ui_url=app.ui_url,
-        roles_statuses=app.role_statuses(),
-        roles=builtins.list(app.roles),
+        roles_statuses=app.role_statuses(), roles=builtins.list(app.roles), **shared
     )
+
+
+#: what a DescribeAppResponse takes from an AppSnapshot as it is
+_RESPONSE_FIELDS = (
+    "app_id",
+    "state",
+    "num_restarts",
+    "msg",
+    "structured_error_msg",
+    "ui_url",
+)
 
 
 def _parse_stream(streams: Stream | str | None, caps: Capabilities) -> Stream | None:

@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,16 +69,11 @@ class ReplicaSnapshot:
 
     def status(self) -> ReplicaStatus:
         """The TorchX-shaped :class:`~asyncsched.specs.ReplicaStatus`."""
-        return ReplicaStatus(
-            id=self.id,
-            state=self.state,
-            role=self.role,
-            hostname=self.hostname,
-            structured_error_msg=self.structured_error_msg,
-            exit_code=self.exit_code,
-            pid=self.pid,
-            num_restarts=self.num_restarts,
-        )
+        return ReplicaStatus(**{name: getattr(self, name) for name in _STATUS_FIELDS})
+
+
+#: the fields a ReplicaStatus shares with a ReplicaSnapshot (all of its own)
+_STATUS_FIELDS = tuple(f.name for f in dataclasses.fields(ReplicaStatus))
 
 
 @dataclass
