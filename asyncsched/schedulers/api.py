@@ -1,9 +1,13 @@
 """The asynchronous ``Scheduler`` contract every backend implements.
 
-Public methods enforce the invariants (config resolved and validated before any
-I/O, lifecycle, argument checks); backends implement the protected hooks
-(``_submit_dryrun``, ``schedule``, ``describe``, ``list``, ``_cancel_existing``,
-``_log_iter``, and optionally ``_wait`` and ``_aclose``).
+Public methods are concrete template methods: they check the scheduler is
+open, validate their arguments (config resolved and validated before any I/O;
+the app, role and replica of ``log_iter``, its ``regex``) with one error text,
+then call one protected hook. Backends implement the hooks: ``_submit_dryrun``,
+``_schedule``, ``_describe`` and ``_list`` (an :class:`AppSnapshot` per app),
+``_cancel``, ``_log_iter``, and optionally ``_watching``, ``_poll_interval``
+and ``_aclose``. The base class owns ``wait``: it re-reads an app whenever the
+backend signals a change (``self._changes.notify(app_id)``).
 
 Example:
     >>> async def main() -> None:
@@ -19,12 +23,14 @@ from __future__ import annotations
 
 import abc
 import builtins
+import contextlib
 import copy
-import inspect
 import logging
+import math
 import re
 import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -40,15 +46,19 @@ from asyncsched.errors import (
     SchedulerClosedError,
     SchedulerUnavailableError,
     SpecError,
+    UnknownAppException,
+    UnknownReplicaError,
     UnsupportedOperationError,
     WaitTimeoutError,
 )
+from asyncsched.schedulers.shared.changes import ChangeNotifier
 from asyncsched.schedulers.shared.lines import (
     afilter_regex,
     filter_regex,
     split_lines,
     split_lines_iterator,
 )
+from asyncsched.schedulers.snapshot import AppSnapshot, ReplicaSnapshot
 from asyncsched.specs import (
     NONE,
     NULL_RESOURCE,
@@ -60,16 +70,20 @@ from asyncsched.specs import (
     RoleStatus,
     StatusReason,
     Workspace,
-    is_terminal,
+    deciding_reason,
+    make_app_handle,
     runopts,
     validate_app,
 )
 
 __all__ = [
     "DAYS_IN_2_WEEKS",
+    "AppSnapshot",
     "Capabilities",
     "DescribeAppResponse",
     "ListAppResponse",
+    "LogQuery",
+    "ReplicaSnapshot",
     "Scheduler",
     "Stream",
     "filter_regex",
@@ -83,6 +97,10 @@ DAYS_IN_2_WEEKS = 14
 #: ``Scheduler._close_timeout``); past it the rest is abandoned and logged
 CLOSE_TIMEOUT = 60.0
 
+#: seconds ``wait`` gives a terminal app's last details to land (see
+#: ``AppSnapshot.settled``) before it returns what it has
+SETTLE_TIMEOUT = 5.0
+
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -94,6 +112,22 @@ class Stream(StrEnum):
     STDOUT = "stdout"
     STDERR = "stderr"
     COMBINED = "combined"
+
+
+@dataclass(frozen=True)
+class LogQuery:
+    """What ``log_iter`` asks of one replica, checked and normalised.
+
+    ``since``/``until`` are timezone-aware (naive ones made UTC) or None;
+    ``streams`` is a supported :class:`Stream`, or None for the default.
+    """
+
+    role_name: str
+    k: int
+    since: datetime | None = None
+    until: datetime | None = None
+    should_tail: bool = False
+    streams: Stream | None = None
 
 
 @dataclass(frozen=True)
@@ -187,6 +221,8 @@ class Scheduler(abc.ABC, Generic[T]):
         self.backend = backend
         self.session_name = session_name
         self._closed = False
+        #: per-app change events; backends notify, ``wait`` listens
+        self._changes = ChangeNotifier()
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -217,6 +253,7 @@ class Scheduler(abc.ABC, Generic[T]):
         with anyio.CancelScope(shield=True):
             with anyio.move_on_after(timeout) as scope:
                 await self._aclose()
+            self._changes.notify_all()  # pending waits see the scheduler closed
         if scope.cancelled_caught:
             logger.error("%r did not close within %ss", self, timeout)
 
@@ -351,9 +388,19 @@ class Scheduler(abc.ABC, Generic[T]):
     async def _submit_dryrun(self, app: AppDef, cfg: T) -> AppDryRunInfo[Any]:
         """Hook: build the backend request for ``app`` (no I/O that launches)."""
 
-    @abc.abstractmethod
     async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
-        """Launch what ``dryrun_info`` describes; return the app id."""
+        """Launch what ``dryrun_info`` describes (it may be edited first); return the app id.
+
+        Raises:
+            SchedulerClosedError: the scheduler is closed.
+            SubmitError: the backend refused or could not launch the app.
+        """
+        self._check_open()
+        return await self._schedule(dryrun_info)
+
+    @abc.abstractmethod
+    async def _schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
+        """Hook: launch ``dryrun_info.request``; return the app id."""
 
     async def build_workspace_and_update_role(
         self, role: Role, workspace: str | Workspace, cfg: T
@@ -381,12 +428,50 @@ class Scheduler(abc.ABC, Generic[T]):
     # -- observation -----------------------------------------------------------
 
     @abc.abstractmethod
-    async def describe(self, app_id: str) -> DescribeAppResponse | None:
-        """Return the app's state, or None if the scheduler does not know it."""
+    async def _describe(self, app_id: str) -> AppSnapshot | None:
+        """Hook: the app as the backend sees it now, or None when unknown.
+
+        No argument checks needed (the public methods made them). Signal
+        later changes with ``self._changes.notify(key)`` (``key`` is
+        ``snapshot.change_key``, the app id by default).
+        """
 
     @abc.abstractmethod
+    async def _list(self) -> builtins.list[AppSnapshot]:
+        """Hook: every app the backend can see."""
+
+    def _watching(self, app_id: str) -> AbstractAsyncContextManager[object]:
+        """Hook: held by every ``wait`` on ``app_id``; a backend that learns of
+        changes only while asked (e.g. by polling) watches the app meanwhile."""
+        return contextlib.nullcontext()
+
+    def _poll_interval(self, snapshot: AppSnapshot) -> float | None:
+        """Hook: ``wait`` re-reads an app at least this often (the pause grows
+        from 50 ms up to it). Default 2 s; a backend that signals every change
+        of this app returns None."""
+        return 2.0
+
+    def _handle(self, app_id: str) -> str:
+        """The full handle ``backend://session/app_id`` errors name."""
+        return make_app_handle(self.backend, self.session_name, app_id)
+
+    async def describe(self, app_id: str) -> DescribeAppResponse | None:
+        """Return the app's state, or None if the scheduler does not know it.
+
+        The app state is its replicas' states rolled up by
+        :func:`~asyncsched.specs.rollup_state` (the same rule on every backend).
+        """
+        self._check_open()
+        snapshot = await self._describe(app_id)
+        return None if snapshot is None else _response(snapshot)
+
     async def list(self) -> builtins.list[ListAppResponse]:
         """Return the apps this scheduler can see."""
+        self._check_open()
+        return [
+            ListAppResponse(app_id=s.app_id, state=s.state, name=s.name)
+            for s in await self._list()
+        ]
 
     async def exists(self, app_id: str) -> bool:
         """True when ``describe(app_id)`` is not None."""
@@ -403,43 +488,73 @@ class Scheduler(abc.ABC, Generic[T]):
 
         Raises:
             WaitTimeoutError: ``timeout`` seconds passed first (also a TimeoutError).
+            SchedulerClosedError: the scheduler closed before the app ended.
         """
         self._check_open()
         if timeout is None:
             return await self._wait(app_id)
         # an app that is already done (or unknown) is returned even for timeout=0
-        desc = await self.describe(app_id)
-        if desc is None or is_terminal(desc.state):
-            return desc
-        done = False
+        snapshot = await self._describe(app_id)
+        if snapshot is None:
+            return None
+        if snapshot.terminal:
+            return _response(snapshot)
         with anyio.move_on_after(timeout):
-            desc = await self._wait(app_id)
-            done = True
-        if not done:
-            raise WaitTimeoutError(app_id, timeout)
-        return desc
+            return await self._wait(app_id)
+        raise WaitTimeoutError(app_id, timeout)
 
     async def _wait(self, app_id: str) -> DescribeAppResponse | None:
-        """Hook: wait for a terminal state. Default: poll with backoff."""
-        delay = 0.05
-        while True:
-            desc = await self.describe(app_id)
-            if desc is None or is_terminal(desc.state):
-                return desc
-            await anyio.sleep(delay)
-            delay = min(delay * 1.5, 2.0)
+        """Re-read the app at each change signal until it is terminal.
+
+        A terminal app whose snapshot is not ``settled`` yet gets up to
+        ``SETTLE_TIMEOUT`` seconds for its last details to land.
+        """
+        key = app_id
+        delay = 0.0
+        settle_by: float | None = None
+        async with self._watching(app_id):
+            while True:
+                changed = self._changes.changed(key)
+                snapshot = await self._describe(app_id)
+                if snapshot is None:
+                    return None
+                if (snapshot.change_key or snapshot.app_id) != key:
+                    key = snapshot.change_key or snapshot.app_id
+                    continue  # take the right event before reading again
+                pause = math.inf
+                if snapshot.terminal:
+                    now = anyio.current_time()
+                    if settle_by is None:
+                        settle_by = now + SETTLE_TIMEOUT
+                    if snapshot.settled or now >= settle_by:
+                        return _response(snapshot)
+                    pause = settle_by - now
+                elif self._closed:
+                    raise SchedulerClosedError(
+                        f"{self!r} was closed during wait({app_id!r})"
+                    )
+                poll = self._poll_interval(snapshot)
+                if poll is not None:
+                    delay = min(delay * 1.5, poll) if delay else min(0.05, poll)
+                    pause = min(pause, delay)
+                with anyio.move_on_after(pause):
+                    await changed.wait()
 
     # -- control ---------------------------------------------------------------
 
     async def cancel(self, app_id: str) -> None:
-        """Ask the backend to stop the app; idempotent, does not wait for it."""
+        """Ask the backend to stop the app; idempotent, does not wait for it.
+
+        A no-op for an unknown app.
+        """
         self._check_open()
-        if await self.exists(app_id):
-            await self._cancel_existing(app_id)
+        snapshot = await self._describe(app_id)
+        if snapshot is not None:
+            await self._cancel(snapshot)
 
     @abc.abstractmethod
-    async def _cancel_existing(self, app_id: str) -> None:
-        """Hook: cancel an app known to exist."""
+    async def _cancel(self, app: AppSnapshot) -> None:
+        """Hook: stop an app known to exist (it may be terminal already)."""
 
     # -- logs ------------------------------------------------------------------
 
@@ -489,27 +604,47 @@ class Scheduler(abc.ABC, Generic[T]):
             since = until = None
         if should_tail and not caps.log_tail:
             raise InvalidArgumentError(f"{type(self).__name__} cannot tail logs")
-        since, until = _as_utc(since), _as_utc(until)
-        lines = self._log_iter(app_id, role_name, k, since, until, should_tail, stream)
+        query = LogQuery(
+            role_name, k, _as_utc(since), _as_utc(until), should_tail, stream
+        )
+        lines = self._replica_log(app_id, query)
         if pattern is not None:
             return afilter_regex(pattern, lines)  # closing it closes ``lines``
-        if inspect.isasyncgen(lines):
-            return cast(AsyncGenerator[str, None], lines)
-        return _closing_generator(lines)
+        return lines
 
-    def _log_iter(
-        self,
-        app_id: str,
-        role_name: str,
-        k: int,
-        since: datetime | None,
-        until: datetime | None,
-        should_tail: bool,
-        streams: Stream | None,
-    ) -> AsyncIterator[str]:
-        """Hook: yield whole lines (an async generator in practice).
+    async def _replica_log(
+        self, app_id: str, query: LogQuery
+    ) -> AsyncGenerator[str, None]:
+        """The checks every backend shares, then the backend's ``_log_iter``."""
+        snapshot = await self._describe(app_id)
+        if snapshot is None:
+            raise UnknownAppException(self._handle(app_id))
+        if self._find_replica(snapshot, query.role_name, query.k) is None:
+            raise UnknownReplicaError(
+                self._handle(app_id),
+                query.role_name,
+                query.k,
+                snapshot.role_names(),
+            )
+        lines = self._log_iter(snapshot, query)
+        try:
+            async for line in lines:
+                yield line
+        finally:
+            aclose = getattr(lines, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
-        ``since``/``until`` arrive timezone-aware (naive ones made UTC). Cut
+    def _find_replica(
+        self, app: AppSnapshot, role_name: str, k: int
+    ) -> ReplicaSnapshot | None:
+        """Hook: the replica ``log_iter`` reads (default: exact role name)."""
+        return app.replica(role_name, k)
+
+    def _log_iter(self, app: AppSnapshot, query: LogQuery) -> AsyncIterator[str]:
+        """Hook: yield whole lines of a replica known to exist (an async generator).
+
+        ``query.since``/``query.until`` arrive timezone-aware. Cut
         lines with :class:`~asyncsched.schedulers.shared.lines.LineAssembler`
         (linear, capped) and hold no file or connection longer than needed:
         closing the generator must release it at once (``aclosing`` the
@@ -523,15 +658,28 @@ class Scheduler(abc.ABC, Generic[T]):
         return f"{type(self).__name__}(session_name={self.session_name!r})"
 
 
-async def _closing_generator(lines: AsyncIterator[str]) -> AsyncGenerator[str, None]:
-    """An async generator over ``lines`` that closes them when it is closed."""
-    try:
-        async for line in lines:
-            yield line
-    finally:
-        aclose = getattr(lines, "aclose", None)
-        if aclose is not None:
-            await aclose()
+def _response(app: AppSnapshot) -> DescribeAppResponse:
+    """The TorchX-shaped description of a snapshot."""
+    shared = {name: getattr(app, name) for name in _RESPONSE_FIELDS}
+    statuses = app.role_statuses()
+    reason, _ = deciding_reason(app.state, statuses)
+    return DescribeAppResponse(
+        roles_statuses=statuses,
+        roles=builtins.list(app.roles),
+        reason=reason,
+        **shared,
+    )
+
+
+#: what a DescribeAppResponse takes from an AppSnapshot as it is
+_RESPONSE_FIELDS = (
+    "app_id",
+    "state",
+    "num_restarts",
+    "msg",
+    "structured_error_msg",
+    "ui_url",
+)
 
 
 def _parse_stream(streams: Stream | str | None, caps: Capabilities) -> Stream | None:

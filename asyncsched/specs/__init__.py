@@ -84,6 +84,7 @@ from .status import (
     deciding_reason as deciding_reason,
     is_started as is_started,
     is_terminal as is_terminal,
+    rollup_state as rollup_state,
 )
 
 __all__ = [
@@ -137,6 +138,7 @@ __all__ = [
     "resource",
     "role_from_dict",
     "role_to_dict",
+    "rollup_state",
     "runopt",
     "runopts",
     "signal_name",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from enum import Enum
@@ -23,6 +24,7 @@ __all__ = [
     "deciding_reason",
     "is_started",
     "is_terminal",
+    "rollup_state",
 ]
 
 
@@ -62,6 +64,61 @@ def is_terminal(state: AppState) -> bool:
 def is_started(state: AppState) -> bool:
     """True once the app has run: RUNNING or a terminal state."""
     return state in _STARTED_STATES
+
+
+_LIVE_ORDER = (
+    AppState.RUNNING,
+    AppState.PENDING,
+    AppState.SUBMITTED,
+    AppState.UNSUBMITTED,
+)
+
+
+def rollup_state(
+    replica_states: Iterable[AppState], decided: AppState | None = None
+) -> AppState:
+    """The app state implied by its replicas' states (every backend uses it).
+
+    ``decided`` is an outcome the backend settled for the whole app before
+    every replica ended: CANCELLED once a cancel was asked, FAILED on
+    fail-fast or a lost supervisor, a job-level terminal phase. Precedence:
+
+    1. FAILED when a replica FAILED and the app is over (every replica is
+       terminal, or an outcome is ``decided``). A replica stopped *by* a
+       cancel is CANCELLED, never FAILED, so a cancel wins only when it came
+       before any failure.
+    2. The ``decided`` outcome, when terminal.
+    3. Every replica terminal: CANCELLED if any was cancelled, else SUCCEEDED
+       (as TorchX: all SUCCEEDED gives SUCCEEDED, any failure FAILED).
+    4. Otherwise RUNNING once any replica has started (RUNNING or ended),
+       else the most advanced live state (PENDING, SUBMITTED, UNSUBMITTED),
+       else UNKNOWN (no replica, or only UNKNOWN ones).
+
+    Example:
+        >>> S, F, C, R = (AppState.SUCCEEDED, AppState.FAILED,
+        ...               AppState.CANCELLED, AppState.RUNNING)
+        >>> rollup_state([F, R]), rollup_state([F, C]), rollup_state([S, C])
+        (RUNNING (3), FAILED (5), CANCELLED (6))
+        >>> rollup_state([S, R], decided=C), rollup_state([F, R], decided=C)
+        (CANCELLED (6), FAILED (5))
+    """
+    states = list(replica_states)
+    over = decided is not None and is_terminal(decided)
+    ended = bool(states) and all(is_terminal(s) for s in states)
+    if (over or ended) and AppState.FAILED in states:
+        return AppState.FAILED
+    if decided is not None and over:
+        return decided
+    if ended:
+        if AppState.CANCELLED in states:
+            return AppState.CANCELLED
+        return AppState.SUCCEEDED
+    if any(is_started(s) for s in states):
+        return AppState.RUNNING
+    for live in _LIVE_ORDER:
+        if live in states:
+            return live
+    return decided if decided is not None else AppState.UNKNOWN
 
 
 @dataclass

@@ -9,8 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from asyncsched.testing import InMemoryScheduler
-from tests.conformance import ContractTarget, SchedulerContract
+from asyncsched.testing import ContractTarget, InMemoryScheduler, SchedulerContract
 
 
 class TestInMemoryContract(SchedulerContract):

@@ -17,9 +17,12 @@ from asyncsched.errors import (
     WaitTimeoutError,
 )
 from asyncsched.schedulers.api import (
+    AppSnapshot,
     Capabilities,
     DescribeAppResponse,
     ListAppResponse,
+    LogQuery,
+    ReplicaSnapshot,
     Scheduler,
     Stream,
 )
@@ -62,40 +65,34 @@ class RecordingScheduler(Scheduler[dict[str, CfgVal]]):
     ) -> AppDryRunInfo[dict[str, Any]]:
         return AppDryRunInfo({"app": app.name, "cfg": cfg}, repr)
 
-    async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
+    async def _schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
         self.scheduled.append(dryrun_info)
         app_id = f"app-{len(self.scheduled)}"
         self.states[app_id] = AppState.RUNNING
         return app_id
 
-    async def describe(self, app_id: str) -> DescribeAppResponse | None:
+    async def _describe(self, app_id: str) -> AppSnapshot | None:
         self.describes += 1
         state = self.states.get(app_id)
-        return (
-            None if state is None else DescribeAppResponse(app_id=app_id, state=state)
-        )
+        if state is None:
+            return None
+        return AppSnapshot(app_id, [ReplicaSnapshot("trainer", 0, state)])
 
-    async def list(self) -> builtins.list[ListAppResponse]:
-        return [ListAppResponse(app_id=a, state=s) for a, s in self.states.items()]
+    async def _list(self) -> builtins.list[AppSnapshot]:
+        return [
+            AppSnapshot(a, [ReplicaSnapshot("trainer", 0, s)])
+            for a, s in self.states.items()
+        ]
 
-    async def _cancel_existing(self, app_id: str) -> None:
-        self.cancelled.append(app_id)
+    async def _cancel(self, app: AppSnapshot) -> None:
+        self.cancelled.append(app.app_id)
 
     async def build_workspace_and_update_role(
         self, role: Role, workspace: str | Workspace, cfg: dict[str, CfgVal]
     ) -> None:
         role.image = str(workspace)
 
-    async def _log_iter(
-        self,
-        app_id: str,
-        role_name: str,
-        k: int,
-        since: datetime | None,
-        until: datetime | None,
-        should_tail: bool,
-        streams: Stream | None,
-    ) -> AsyncIterator[str]:
+    async def _log_iter(self, app: AppSnapshot, query: LogQuery) -> AsyncIterator[str]:
         for line in ["alpha\n", "beta\n", "gamma"]:
             yield line
 
@@ -247,8 +244,12 @@ async def test_log_iter_checks_arguments_eagerly_and_filters() -> None:
         sched.log_iter("a", "r", regex="(")
     with pytest.raises(ValueError, match="cannot tail"):
         sched.log_iter("a", "r", should_tail=True)
-    assert [x async for x in sched.log_iter("a", "r")] == ["alpha\n", "beta\n", "gamma"]
-    assert [x async for x in sched.log_iter("a", "r", regex="^.a")] == ["gamma"]
+    app_id = await sched.submit(_app(), {"foo": "x"})
+    lines = [x async for x in sched.log_iter(app_id, "trainer")]
+    assert lines == ["alpha\n", "beta\n", "gamma"]
+    assert [x async for x in sched.log_iter(app_id, "trainer", regex="^.a")] == [
+        "gamma"
+    ]
     with pytest.warns(UserWarning, match="since/until"):
         sched.log_iter("a", "r", since=datetime(2020, 1, 1))
 
@@ -292,18 +293,13 @@ async def test_log_iter_hands_backends_naive_datetimes_as_utc() -> None:
         )
 
         async def _log_iter(
-            self,
-            app_id: str,
-            role_name: str,
-            k: int,
-            since: datetime | None,
-            until: datetime | None,
-            should_tail: bool,
-            streams: Stream | None,
+            self, app: AppSnapshot, query: LogQuery
         ) -> AsyncIterator[str]:
-            seen.extend([since, until])
+            seen.extend([query.since, query.until])
             yield "x\n"
 
     naive = datetime(2024, 1, 1, 12, 0)
-    assert [x async for x in TimedLogs().log_iter("a", "r", since=naive)] == ["x\n"]
+    sched = TimedLogs()
+    app_id = await sched.submit(_app(), {"foo": "x"})
+    assert [x async for x in sched.log_iter(app_id, "trainer", since=naive)] == ["x\n"]
     assert seen == [naive.replace(tzinfo=UTC), None]

@@ -22,7 +22,7 @@ import pytest
 import asyncsched.workspace
 import asyncsched.workspace.api
 from asyncsched.errors import AsyncschedWarning, UnsupportedOperationError
-from asyncsched.schedulers.api import DescribeAppResponse, ListAppResponse, Scheduler
+from asyncsched.schedulers.api import AppSnapshot, ReplicaSnapshot, Scheduler
 from asyncsched.schedulers.devices import DEVICES, get_device_mounts
 from asyncsched.schedulers.docker._render import render_job
 from asyncsched.schedulers.docker._scheduler import DockerScheduler
@@ -92,23 +92,22 @@ class RecordingScheduler(Scheduler[dict[str, CfgVal]]):
     ) -> AppDryRunInfo[AppDef]:
         return AppDryRunInfo(app, repr)
 
-    async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
+    async def _schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
         app_id = f"app-{len(self.apps)}"
         self.apps[app_id] = dryrun_info.request
         return app_id
 
-    async def describe(self, app_id: str) -> DescribeAppResponse | None:
+    async def _describe(self, app_id: str) -> AppSnapshot | None:
         app = self.apps.get(app_id)
         if app is None:
             return None
-        return DescribeAppResponse(
-            app_id=app_id, state=AppState.SUCCEEDED, roles=list(app.roles)
-        )
+        replicas = [ReplicaSnapshot(r.name, 0, AppState.SUCCEEDED) for r in app.roles]
+        return AppSnapshot(app_id, replicas, roles=list(app.roles))
 
-    async def list(self) -> list[ListAppResponse]:
-        return [ListAppResponse(a, AppState.SUCCEEDED) for a in self.apps]
+    async def _list(self) -> list[AppSnapshot]:
+        return [s for a in self.apps if (s := await self._describe(a)) is not None]
 
-    async def _cancel_existing(self, app_id: str) -> None:
+    async def _cancel(self, app: AppSnapshot) -> None:
         pass
 
 

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from asyncsched.schedulers.docker_scheduler import DockerScheduler
-from tests.conformance import ContractTarget, SchedulerContract
+from asyncsched.testing import ContractTarget, SchedulerContract
 
 from .conftest import NETWORK, SESSION, TEST_IMAGE, Engine, sweep
 

@@ -1,4 +1,4 @@
-"""State table, app-state aggregation, the index, error mapping, log params (no daemon)."""
+"""State table, the index, error mapping, log params (no daemon)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from asyncsched.schedulers.docker._state import (
     AppView,
     ContainerIndex,
     ContainerRecord,
-    app_state,
     replica_state,
 )
 from asyncsched.specs import AppState
@@ -48,21 +47,6 @@ def test_replica_state_table(
     status: str, code: int | None, cancelled: bool, expected: AppState
 ) -> None:
     assert replica_state(status, code, cancelled=cancelled) == expected
-
-
-@pytest.mark.parametrize(
-    ("states", "expected"),
-    [
-        ([S.SUCCEEDED, S.SUCCEEDED], S.SUCCEEDED),
-        ([S.SUCCEEDED, S.FAILED], S.FAILED),
-        ([S.FAILED, S.CANCELLED], S.CANCELLED),
-        ([S.SUCCEEDED, S.RUNNING, S.PENDING], S.RUNNING),
-        ([S.FAILED, S.PENDING], S.PENDING),
-        ([], S.UNKNOWN),
-    ],
-)
-def test_app_state(states: list[AppState], expected: AppState) -> None:
-    assert app_state(states) == expected
 
 
 def _item(cid: str, state: str, status: str, replica: str = "0") -> dict[str, object]:
@@ -122,21 +106,21 @@ async def test_index_notifies_waiters_per_app() -> None:
     index = ContainerIndex()
     rec = ContainerRecord.from_list_item(_item("c1", "running", "Up"))
     assert rec is not None
-    ev_app, ev_other = index.changed("app"), index.changed("other")
+    ev_app, ev_other = index.changes.changed("app"), index.changes.changed("other")
     index.upsert(rec)
     assert ev_app.is_set()
     assert not ev_other.is_set()
     view = index.app("app")
     assert isinstance(view, AppView)
-    assert view.state == S.RUNNING
+    assert view.snapshot().state == S.RUNNING
     assert view.name == "a"
-    ev_app = index.changed("app")
+    ev_app = index.changes.changed("app")
     index.remove("c1")
     assert ev_app.is_set()
     assert index.app("app") is None
     with anyio.fail_after(1):
-        ev = index.changed("other")
-        index.notify_all()
+        ev = index.changes.changed("other")
+        index.changes.notify_all()
         await ev.wait()
 
 

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.conformance import ContractTarget, SchedulerContract
+from asyncsched.testing import ContractTarget, SchedulerContract
 
 from .fakeapi.controller import FakeController
 from .fakeapi.env import KubeEnv

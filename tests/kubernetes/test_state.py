@@ -82,7 +82,7 @@ def test_replicas_come_from_pods_with_exit_codes_and_hostnames() -> None:
     ]
     desc = describe_volcano("ns:a-b", job, pods)
     assert desc.state == AppState.FAILED
-    [role] = desc.roles_statuses
+    [role] = desc.role_statuses()
     assert role.role == "my_role"  # as written, not normalised
     assert [(r.id, r.state, r.exit_code) for r in role.replicas] == [
         (0, AppState.SUCCEEDED, 0),
@@ -100,7 +100,7 @@ def test_replica_without_pod_falls_back_to_task_status_count() -> None:
         taskStatusCount={"myrole-1": {"phase": {"Running": 1}}},
     )
     desc = describe_volcano("ns:a-b", job, [pod(0, "Running", running={})])
-    states = [r.state for r in desc.roles_statuses[0].replicas]
+    states = [r.state for r in desc.role_statuses()[0].replicas]
     assert states == [AppState.RUNNING, AppState.RUNNING]
 
 
@@ -117,7 +117,7 @@ def test_aborted_job_cancels_unfinished_replicas() -> None:
     desc = describe_volcano(
         "ns:a-b", job, [pod(0, "Succeeded", terminated={"exitCode": 0})]
     )
-    states = [r.state for r in desc.roles_statuses[0].replicas]
+    states = [r.state for r in desc.role_statuses()[0].replicas]
     assert states == [AppState.SUCCEEDED, AppState.CANCELLED]
 
 
@@ -158,7 +158,7 @@ def test_indexed_replicas_use_completed_indexes_when_pods_are_gone() -> None:
         conditions=[{"type": "Failed", "status": "True"}],
     )
     desc = describe_indexed("ns:a", [job], [])
-    states = [r.state for r in desc.roles_statuses[0].replicas]
+    states = [r.state for r in desc.role_statuses()[0].replicas]
     assert states == [
         AppState.SUCCEEDED,
         AppState.SUCCEEDED,

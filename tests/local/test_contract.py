@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from asyncsched.schedulers.local_scheduler import LocalScheduler
-from tests.conformance import ContractTarget, SchedulerContract
+from asyncsched.testing import ContractTarget, SchedulerContract
 
 
 class TestLocalContract(SchedulerContract):

@@ -22,7 +22,6 @@ from asyncsched.schedulers.local._records import default_state_dir, pointer_path
 from asyncsched.schedulers.local._state import (
     RetryAction,
     RetryCounters,
-    app_state,
     decide_retry,
 )
 from asyncsched.schedulers.local_scheduler import (
@@ -31,7 +30,7 @@ from asyncsched.schedulers.local_scheduler import (
     LocalScheduler,
     create_scheduler,
 )
-from asyncsched.specs import AppState, RetryPolicy, Role
+from asyncsched.specs import AppState, RetryPolicy, Role, rollup_state
 
 
 # L30
@@ -237,12 +236,12 @@ def test_retry_decisions() -> None:
 
 
 def test_app_state_rules() -> None:
+    # local apps: fail-fast and cancel decide the outcome, the replicas the rest
     s, r, f = AppState.SUCCEEDED, AppState.RUNNING, AppState.FAILED
-    kw = {"cancelled": False, "failed": False, "fail_fast": True}
-    assert app_state([s, r], **kw) == r
-    assert app_state([s, s], **kw) == s
-    assert app_state([f, r], **{**kw, "failed": True}) == f
-    assert app_state([f, r], **{**kw, "failed": True, "fail_fast": False}) == r
-    assert app_state([f, s], **{**kw, "failed": True, "fail_fast": False}) == f
-    assert app_state([r], **{**kw, "cancelled": True}) == AppState.CANCELLED
-    assert app_state([AppState.PENDING, s], **kw) == r
+    assert rollup_state([s, r]) == r
+    assert rollup_state([s, s]) == s
+    assert rollup_state([f, r], decided=f) == f  # fail-fast
+    assert rollup_state([f, r]) == r  # no fail-fast: the others still run
+    assert rollup_state([f, s]) == f
+    assert rollup_state([r], decided=AppState.CANCELLED) == AppState.CANCELLED
+    assert rollup_state([AppState.PENDING, s]) == r  # waiting for a restart

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
-from tests.conformance import ContractTarget, SchedulerContract
+from asyncsched.testing import ContractTarget, SchedulerContract
 
 pytestmark = pytest.mark.slurm
 
@@ -13,4 +13,6 @@ pytestmark = pytest.mark.slurm
 class TestSlurmContract(SchedulerContract):
     @pytest.fixture
     async def target(self, slurm: SlurmScheduler) -> ContractTarget:
-        return ContractTarget(slurm, cfg={}, image="/", quick_timeout=30)
+        return ContractTarget(
+            slurm, cfg={}, image="/", quick_timeout=30, independent_replicas=False
+        )

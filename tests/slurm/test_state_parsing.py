@@ -30,17 +30,17 @@ def _epoch(text: str) -> float:
 
 def test_heterogeneous_components_group_into_one_app_with_replica_codes() -> None:
     views = group_components(parse_squeue(SQUEUE_HET + SQUEUE_ONE), source="squeue")
-    het = views["5"].describe()
+    het = views["5"].snapshot()
     assert het.state == AppState.FAILED
-    [role] = het.roles_statuses
+    [role] = het.role_statuses()
     assert [(r.id, r.hostname, r.exit_code) for r in role.replicas] == [
         (0, "n1", 128 + 15),
         (1, "n2", 3),
     ]
     assert views["5"].work_dir == "/work/a|b"  # the last field may hold the separator
-    one = views["7"].describe()
+    one = views["7"].snapshot()
     assert one.state == AppState.RUNNING
-    assert one.roles_statuses[0].replicas[0].exit_code is None  # not exited yet
+    assert one.role_statuses()[0].replicas[0].exit_code is None  # not exited yet
 
 
 def test_app_is_terminal_only_when_every_component_is() -> None:
@@ -57,9 +57,9 @@ def test_completion_log_rows_map_component_ids_to_their_app() -> None:
         "6|w-1|FAILED|3:0|3:0|2026-11-23T11:08:31|n2|/w\n"
     )
     views = group_components(parse_sacct(text, {"5": "5", "6": "5"}), source="sacct -c")
-    desc = views["5"].describe()
+    desc = views["5"].snapshot()
     assert desc.state == AppState.FAILED
-    assert [r.exit_code for r in desc.roles_statuses[0].replicas] == [3, 3]
+    assert [r.exit_code for r in desc.role_statuses()[0].replicas] == [3, 3]
 
 
 def test_accounting_rows_skip_steps_and_read_het_offsets() -> None:

@@ -69,7 +69,7 @@ async def test_closing_the_scheduler_ends_pending_waits(
             tg.start_soon(wait)
             while sched._tracker.ticks == 0:
                 await anyio.sleep(0.05)
-            await sched._cancel_existing(app_id)
+            await sched.cancel(app_id)
             await sched.aclose()
     assert len(errors) == 1
 

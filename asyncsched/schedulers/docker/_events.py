@@ -125,12 +125,12 @@ class EventWatcher:
         self.synced = False
         self._synced_event.set()  # wake wait_synced() callers: they re-check
         self._synced_event = anyio.Event()
-        self._index.notify_all()
+        self._index.changes.notify_all()
 
     def _mark_unsynced(self) -> None:
         self.synced = False
         self._synced_event = anyio.Event()
-        self._index.notify_all()
+        self._index.changes.notify_all()
 
     async def _session(self, task_status: TaskStatus[None] | None) -> None:
         filters = {
@@ -152,7 +152,7 @@ class EventWatcher:
         self.synced = True
         self.resyncs += 1
         self._synced_event.set()
-        self._index.notify_all()
+        self._index.changes.notify_all()
         if task_status is not None:
             task_status.started()
         while True:

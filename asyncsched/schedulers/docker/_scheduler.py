@@ -19,7 +19,6 @@ import contextlib
 import copy
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from datetime import datetime
 from typing import Any, TypedDict, TypeVar, cast, final
 
 import aiodocker
@@ -35,13 +34,11 @@ from asyncsched.errors import (
     SchedulerError,
     SchedulerUnavailableError,
     SubmitError,
-    UnknownAppException,
-    UnknownReplicaError,
 )
 from asyncsched.schedulers.api import (
+    AppSnapshot,
     Capabilities,
-    DescribeAppResponse,
-    ListAppResponse,
+    LogQuery,
     Scheduler,
     Stream,
 )
@@ -93,12 +90,9 @@ from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.specs import (
     AppDef,
     AppDryRunInfo,
-    AppState,
     CfgVal,
     Role,
     Workspace,
-    deciding_reason,
-    is_terminal,
     runopts,
 )
 from asyncsched.workspace.api import WorkspaceMixin
@@ -223,7 +217,7 @@ class DockerScheduler(
         self._max_concurrency = max_concurrency
         self._stop_timeout = stop_timeout
         self._tasks = TaskHost("DockerScheduler")
-        self._index = ContainerIndex()
+        self._index = ContainerIndex(changes=self._changes)
         self._watcher: EventWatcher | None = None
         self._locks: dict[str, anyio.Lock] = {}
         self._limiter: anyio.CapacityLimiter | None = None
@@ -334,7 +328,7 @@ class DockerScheduler(
         )
         return AppDryRunInfo(job, format_job)
 
-    async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
+    async def _schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
         """Create then start every container of the job; all or nothing.
 
         Images are checked (and pulled, per ``image_pull_policy``) and the
@@ -347,7 +341,6 @@ class DockerScheduler(
             SubmitError: an image, mount, name or daemon problem (named).
             SchedulerUnavailableError: the daemon cannot be reached.
         """
-        self._check_open()
         job: DockerJob = dryrun_info.request
         if job.image_pull_policy not in PULL_POLICIES:
             raise SubmitError(f"unknown image_pull_policy {job.image_pull_policy!r}")
@@ -653,20 +646,16 @@ class DockerScheduler(
         if pending:
             await self._run_all([_bind(settle, docker, self._host, r) for r in pending])
 
-    async def describe(self, app_id: str) -> DescribeAppResponse | None:
+    async def _describe(self, app_id: str) -> AppSnapshot | None:
         """Per-role/replica states with exit codes; None for an unknown app.
 
         A cancelled app is CANCELLED (TorchX says FAILED).
         """
-        self._check_open()
         view = await self._view(app_id)
-        if view is None:
-            return None
-        return _response(view)
+        return None if view is None else view.snapshot()
 
-    async def list(self) -> builtins.list[ListAppResponse]:
-        """Every asyncsched app on this daemon, one row per app."""
-        self._check_open()
+    async def _list(self) -> builtins.list[AppSnapshot]:
+        """Every asyncsched app on this daemon."""
         docker = self._docker()
         watcher = await self._ensure_watching()
         if watcher.synced:
@@ -677,33 +666,17 @@ class DockerScheduler(
                 grouped.setdefault(r.app_id, []).append(r)
             views = [AppView(a, rs) for a, rs in grouped.items()]
         await self._settle([r for v in views for r in v.records])
-        return [
-            ListAppResponse(app_id=v.app_id, state=v.state, name=v.name) for v in views
-        ]
+        return [v.snapshot() for v in views]
 
-    async def _wait(self, app_id: str) -> DescribeAppResponse | None:
-        delay = 0.1
-        while True:
-            watcher = await self._ensure_watching()  # restarted should it die
-            changed = self._index.changed(app_id)
-            view = await self._view(app_id)
-            if view is None:
-                return None
-            if is_terminal(view.state) and all(r.settled for r in view.records):
-                return _response(view)
-            if watcher.synced:
-                await changed.wait()
-            else:  # fallback while the stream reconnects
-                with anyio.move_on_after(delay):
-                    await watcher.wait_synced()
-                delay = min(delay * 2, 2.0)
+    def _poll_interval(self, snapshot: AppSnapshot) -> float | None:
+        # while the events stream reconnects, nothing signals: poll
+        watcher = self._watcher
+        return None if watcher is not None and watcher.synced else 2.0
 
     # -- control ---------------------------------------------------------------
 
-    async def _cancel_existing(self, app_id: str) -> None:
-        view = await self._view(app_id)
-        if view is None:
-            return
+    async def _cancel(self, app: AppSnapshot) -> None:
+        view: AppView = app.native
         live = [r for r in view.records if r.status in _LIVE and not r.cancelled]
         await self._run_all([_bind(self._cancel_one, r) for r in live])
 
@@ -719,7 +692,7 @@ class DockerScheduler(
                     {"Name": CANCEL_MARK_POLICY, "MaximumRetryCount": 0},
                 )
                 record.cancelled = True
-                self._index.notify(record.app_id)
+                self._changes.notify(record.app_id)
                 # the daemon replies once the container stopped: up to t later
                 await docker.containers.container(record.id).stop(
                     t=self._stop_timeout,
@@ -742,31 +715,20 @@ class DockerScheduler(
 
     # -- logs ------------------------------------------------------------------
 
-    async def _log_iter(
-        self,
-        app_id: str,
-        role_name: str,
-        k: int,
-        since: datetime | None,
-        until: datetime | None,
-        should_tail: bool,
-        streams: Stream | None,
-    ) -> AsyncIterator[str]:
-        view = await self._view(app_id)
-        if view is None:
-            raise UnknownAppException(f"{self.backend}://{self.session_name}/{app_id}")
-        matches = [r for r in view.records if r.role == role_name and r.replica_id == k]
-        if not matches:
-            roles = [r.role for r in view.records]
-            raise UnknownReplicaError(app_id, role_name, k, sorted(set(roles)))
+    async def _log_iter(self, app: AppSnapshot, query: LogQuery) -> AsyncIterator[str]:
+        role_name, k = query.role_name, query.k
+        view: AppView = app.native
+        [record] = [
+            r for r in view.records if r.role == role_name and r.replica_id == k
+        ]
         batches = iter_container_log(
             self._docker(),
             self._host,
-            matches[0].id,
-            since=since,
-            until=until,
-            should_tail=should_tail,
-            streams=streams,
+            record.id,
+            since=query.since,
+            until=query.until,
+            should_tail=query.should_tail,
+            streams=query.streams,
             max_line_bytes=self.max_line_bytes,
         )
         # closing this generator closes the HTTP response at once
@@ -781,26 +743,6 @@ def _bind(func: Callable[..., Awaitable[T]], *args: Any) -> Callable[[], Awaitab
         return await func(*args)
 
     return call
-
-
-def _response(view: AppView) -> DescribeAppResponse:
-    state = view.state
-    failed = [
-        f"{r.name}: {r.reason()[1]}"
-        for r in view.records
-        if r.state == AppState.FAILED and r.exit_code is not None
-    ]
-    roles_statuses = view.role_statuses()
-    reason, _ = deciding_reason(state, roles_statuses)
-    return DescribeAppResponse(
-        app_id=view.app_id,
-        state=state,
-        num_restarts=0,
-        msg="; ".join(failed) if failed else "",
-        roles_statuses=roles_statuses,
-        roles=view.roles(),
-        reason=reason,
-    )
 
 
 def _explain_create_error(

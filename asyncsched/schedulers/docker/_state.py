@@ -15,20 +15,13 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
-
-from asyncsched.specs import (
-    AppState,
-    ReplicaStatus,
-    Role,
-    RoleStatus,
-    StatusReason,
-    is_terminal,
-)
+from asyncsched.schedulers.shared.changes import ChangeNotifier
+from asyncsched.schedulers.snapshot import AppSnapshot, ReplicaSnapshot
+from asyncsched.specs import AppState, Role, StatusReason
 
 from ._reasons import container_reason
 from ._render import (
@@ -46,7 +39,6 @@ __all__ = [
     "AppView",
     "ContainerIndex",
     "ContainerRecord",
-    "app_state",
     "replica_state",
 ]
 
@@ -81,23 +73,6 @@ def replica_state(status: str, exit_code: int | None, *, cancelled: bool) -> App
             return AppState.UNKNOWN
         return AppState.SUCCEEDED if exit_code == 0 else AppState.FAILED
     return DOCKER_STATES.get(status, AppState.UNKNOWN)
-
-
-def app_state(states: Sequence[AppState]) -> AppState:
-    """Combine replica states (in role/replica order) into the app state.
-
-    All terminal: CANCELLED if any replica was cancelled, SUCCEEDED if all
-    succeeded, else FAILED. Otherwise the first non-terminal state.
-    """
-    if not states:
-        return AppState.UNKNOWN
-    if all(is_terminal(s) for s in states):
-        if AppState.CANCELLED in states:
-            return AppState.CANCELLED
-        if all(s == AppState.SUCCEEDED for s in states):
-            return AppState.SUCCEEDED
-        return AppState.FAILED
-    return next(s for s in states if not is_terminal(s))
 
 
 @dataclass
@@ -209,33 +184,39 @@ class AppView:
     records: list[ContainerRecord]
 
     @property
-    def state(self) -> AppState:
-        """The combined app state."""
-        return app_state([r.state for r in self.records])
-
-    @property
     def name(self) -> str:
         """The AppDef name, from the labels."""
         return self.records[0].app_name if self.records else ""
 
-    def role_statuses(self) -> list[RoleStatus]:
-        """Per-role replica statuses, with exit codes and restart counts."""
-        roles: dict[str, list[ReplicaStatus]] = {}
-        for r in self.records:
-            reason, message = r.reason()
-            roles.setdefault(r.role, []).append(
-                ReplicaStatus(
-                    id=r.replica_id,
-                    state=r.state,
-                    role=r.role,
-                    hostname=r.name,
-                    exit_code=r.exit_code if r.status in ("exited", "dead") else None,
-                    num_restarts=r.restarts,
-                    reason=reason,
-                    message=message,
-                )
+    def snapshot(self) -> AppSnapshot:
+        """The app as the scheduler reports it (exit codes, restart counts)."""
+        replicas = [
+            ReplicaSnapshot(
+                r.role,
+                r.replica_id,
+                r.state,
+                exit_code=r.exit_code if r.status in ("exited", "dead") else None,
+                hostname=r.name,
+                num_restarts=r.restarts,
+                reason=r.reason()[0],
+                message=r.reason()[1],
             )
-        return [RoleStatus(role, replicas) for role, replicas in roles.items()]
+            for r in self.records
+        ]
+        failed = [
+            f"{r.name}: {r.reason()[1]}"
+            for r in self.records
+            if r.state == AppState.FAILED and r.exit_code is not None
+        ]
+        return AppSnapshot(
+            self.app_id,
+            replicas,
+            name=self.name,
+            msg="; ".join(failed),
+            roles=self.roles(),
+            settled=all(r.settled for r in self.records),
+            native=self,
+        )
 
     def roles(self) -> list[Role]:
         """Partial roles (name, image, num_replicas) recovered from the containers."""
@@ -257,7 +238,8 @@ class ContainerIndex:
     """Records of every asyncsched container, plus per-app change events."""
 
     records: dict[str, ContainerRecord] = field(default_factory=dict)
-    _waiters: dict[str, anyio.Event] = field(default_factory=dict)
+    #: where the index signals that an app changed
+    changes: ChangeNotifier = field(default_factory=ChangeNotifier)
 
     def app(self, app_id: str) -> AppView | None:
         """The records of ``app_id``; None when the index has none."""
@@ -290,34 +272,15 @@ class ContainerIndex:
         }
         self.records = fresh
         for app_id in touched:
-            self.notify(app_id)
+            self.changes.notify(app_id)
 
     def upsert(self, record: ContainerRecord) -> None:
         """Add or replace one record and wake the app's waiters."""
         self.records[record.id] = record
-        self.notify(record.app_id)
+        self.changes.notify(record.app_id)
 
     def remove(self, cid: str) -> None:
         """Forget a destroyed container."""
         record = self.records.pop(cid, None)
         if record is not None:
-            self.notify(record.app_id)
-
-    def changed(self, app_id: str) -> anyio.Event:
-        """An event set at the next change of ``app_id`` (take it before reading)."""
-        event = self._waiters.get(app_id)
-        if event is None:
-            event = self._waiters[app_id] = anyio.Event()
-        return event
-
-    def notify(self, app_id: str) -> None:
-        """Wake everyone waiting on ``app_id``."""
-        event = self._waiters.pop(app_id, None)
-        if event is not None:
-            event.set()
-
-    def notify_all(self) -> None:
-        """Wake every waiter (the index was resynced or lost)."""
-        waiters, self._waiters = self._waiters, {}
-        for event in waiters.values():
-            event.set()
+            self.changes.notify(record.app_id)

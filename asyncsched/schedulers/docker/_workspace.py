@@ -331,7 +331,8 @@ async def open_context(workspace: str | Workspace) -> AsyncIterator[IO[bytes]]:
         yield file
     finally:
         with anyio.CancelScope(shield=True):  # close it even when cancelled
-            await anyio.to_thread.run_sync(file.close)
+            with anyio.move_on_after(30):
+                await anyio.to_thread.run_sync(file.close)
 
 
 def _context_file(workspace: str | Workspace) -> IO[bytes]:

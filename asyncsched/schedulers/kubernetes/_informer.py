@@ -12,8 +12,9 @@ and ``wait`` read, so waiting on N apps costs one open watch, not N polls:
 * a watch that ends at its ``timeoutSeconds`` reconnects at once;
 * every ``resync`` seconds the cache is rebuilt by a fresh list.
 
-Objects are indexed by name and by a key (e.g. the app-id label); a waiter
-gets an event that fires when an object with its key changes.
+Objects are indexed by name and by a key (e.g. the app id); every change is
+signalled on a :class:`ChangeNotifier` under the object's key (a re-list
+wakes every waiter).
 
 Example:
     >>> async def main(api: KubeApi) -> None:
@@ -36,6 +37,7 @@ import anyio
 from anyio.abc import TaskStatus
 
 from asyncsched.schedulers.kubernetes._client import KubeApi, KubernetesApiError
+from asyncsched.schedulers.shared.changes import ChangeNotifier
 
 __all__ = ["Informer"]
 
@@ -56,7 +58,8 @@ class Informer:
         api: The connection.
         path: Collection path, e.g. ``/api/v1/namespaces/ns/pods``.
         selector: Label selector sent with every list and watch.
-        key: Maps an object to its waiter key (e.g. its app id).
+        key: Maps an object to its key (e.g. its app id).
+        changes: Where changes are signalled, by key (default: a new one).
         resync: Seconds between full re-lists.
         watch_timeout: ``timeoutSeconds`` of each watch request.
         backoff: First reconnect delay (doubles, jittered, capped at 30 s).
@@ -71,6 +74,7 @@ class Informer:
         selector: str,
         *,
         key: Callable[[JSON], str],
+        changes: ChangeNotifier | None = None,
         resync: float = 600.0,
         watch_timeout: int = 290,
         backoff: float = 0.1,
@@ -93,7 +97,7 @@ class Informer:
         self.denied = False
         self.lists = 0
         self.watches = 0
-        self._waiters: dict[str, anyio.Event] = {}
+        self.changes = changes if changes is not None else ChangeNotifier()
 
     # -- reading ---------------------------------------------------------------
 
@@ -104,13 +108,6 @@ class Informer:
     def with_key(self, key: str) -> list[JSON]:
         """The cached objects whose key is ``key``."""
         return list(self.by_key.get(key, {}).values())
-
-    def changed(self, key: str) -> anyio.Event:
-        """An event set the next time an object with ``key`` changes (or on re-list)."""
-        event = self._waiters.get(key)
-        if event is None:
-            event = self._waiters[key] = anyio.Event()
-        return event
 
     def upsert(self, obj: JSON) -> None:
         """Store ``obj`` unless the cache holds a newer version of it."""
@@ -273,15 +270,15 @@ class Informer:
         self.objects[name] = obj
         key = self.key(obj)
         self.by_key.setdefault(key, {})[name] = obj
-        self._notify(key)
+        self.changes.notify(key)
         if old is not None and self.key(old) != key:
-            self._notify(self.key(old))
+            self.changes.notify(self.key(old))
 
     def _delete(self, name: str) -> None:
         old = self.objects.pop(name, None)
         if old is not None:
             self._unindex(name, old)
-            self._notify(self.key(old))
+            self.changes.notify(self.key(old))
 
     def _unindex(self, name: str, obj: JSON) -> None:
         key = self.key(obj)
@@ -297,14 +294,7 @@ class Informer:
         for name, obj in items.items():
             self.by_key.setdefault(self.key(obj), {})[name] = obj
         self.resource_version = rv
-        waiters, self._waiters = self._waiters, {}
-        for event in waiters.values():
-            event.set()
-
-    def _notify(self, key: str) -> None:
-        event = self._waiters.pop(key, None)
-        if event is not None:
-            event.set()
+        self.changes.notify_all()
 
     def _delay(self, failures: int) -> float:
         delay: float = min(self.backoff * 2 ** (failures - 1), 30.0)

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import builtins
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, TypedDict, cast, final
 
 import anyio
@@ -25,13 +24,12 @@ from asyncsched.errors import (
     InvalidRunConfigException,
     SchedulerUnavailableError,
     SubmitError,
-    UnknownAppException,
-    UnknownReplicaError,
 )
 from asyncsched.schedulers.api import (
+    AppSnapshot,
     Capabilities,
-    DescribeAppResponse,
-    ListAppResponse,
+    LogQuery,
+    ReplicaSnapshot,
     Scheduler,
     Stream,
 )
@@ -49,7 +47,6 @@ from asyncsched.schedulers.kubernetes._render import (
     ANNOTATION_CANCELLED,
     JOB_APIS,
     LABEL_APP_ID,
-    LABEL_APP_NAME,
     LABEL_MANAGED_BY,
     LABEL_REPLICA_ID,
     LABEL_ROLE_NAME,
@@ -67,8 +64,6 @@ from asyncsched.schedulers.kubernetes._state import (
     completion_index,
     describe_indexed,
     describe_volcano,
-    indexed_state,
-    volcano_state,
 )
 from asyncsched.schedulers.shared.ids import random_id
 from asyncsched.schedulers.shared.lines import (
@@ -79,11 +74,9 @@ from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.specs import (
     AppDef,
     AppDryRunInfo,
-    AppState,
     CfgVal,
     Role,
     Workspace,
-    is_terminal,
     runopts,
 )
 
@@ -105,8 +98,6 @@ BATCH_JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
 PODS = "/api/v1/namespaces/{ns}/pods"
 SERVICES = "/api/v1/namespaces/{ns}/services"
 SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
-#: how long a terminal app's pods may lag behind its Job in the cache
-_POD_SETTLE = 5.0
 #: seconds between polls of a Volcano job asyncsched did not create
 _FOREIGN_POLL = 5.0
 
@@ -143,6 +134,15 @@ class _Namespace:
 def _app_key(obj: JSON) -> str:
     labels = (obj.get("metadata") or {}).get("labels") or {}
     return str(labels.get(LABEL_APP_ID) or obj["metadata"]["name"])
+
+
+def _keyed_by_app_id(namespace: str) -> Callable[[JSON], str]:
+    """The informers' key: the app id ``namespace:name`` (what changes signal)."""
+
+    def key(obj: JSON) -> str:
+        return f"{namespace}:{_app_key(obj)}"
+
+    return key
 
 
 @final
@@ -445,7 +445,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                     ) from exc
         return AppDryRunInfo(job, format_job)
 
-    async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
+    async def _schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
         """Create the manifests (after pushing ``images_to_push``); return the app id.
 
         All or nothing: if a later manifest fails, the earlier ones are deleted.
@@ -453,7 +453,6 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         Raises:
             SubmitError: the server rejected a manifest (409: the name is taken).
         """
-        self._check_open()
         job: KubernetesJob = dryrun_info.request
         cfg = dryrun_info._cfg or {}
         context = cfg.get("context")
@@ -554,7 +553,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             ns = self._namespaces.get(namespace)
             if ns is None:
                 kwargs: dict[str, Any] = {
-                    "key": _app_key,
+                    "key": _keyed_by_app_id(namespace),
+                    "changes": self._changes,
                     "resync": self._resync,
                     "watch_timeout": self._watch_timeout,
                 }
@@ -598,7 +598,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         job = ns.volcano.get(name)
         if job is not None:
             return "volcano", ns, [job]
-        jobs = ns.batch.with_key(name)
+        jobs = ns.batch.with_key(f"{namespace}:{name}")
         if jobs:
             return "indexed", ns, jobs
         # not cached: made by another process a moment ago, or gone
@@ -626,87 +626,48 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
 
     # -- observation -----------------------------------------------------------
 
-    async def describe(self, app_id: str) -> DescribeAppResponse | None:
+    async def _describe(self, app_id: str) -> AppSnapshot | None:
         """State, per-replica status (from the pods) and messages; None if unknown."""
-        self._check_open()
         found = await self._lookup(app_id)
         if found is None:
             return None
         return _describe(app_id, *found)
 
-    async def list(self) -> builtins.list[ListAppResponse]:
+    async def _list(self) -> builtins.list[AppSnapshot]:
         """The asyncsched apps in the scheduler's namespace (jobs without status too)."""
-        self._check_open()
         await self._api()
         namespace = self._namespace or "default"
         ns = await self._watch(namespace)
         _check_allowed(ns)
-        rows = [
-            ListAppResponse(
-                app_id=f"{namespace}:{name}",
-                state=volcano_state(job),
-                name=_labels(job).get(LABEL_APP_NAME, ""),
-            )
+        snapshots = [
+            _describe(f"{namespace}:{name}", "volcano", ns, [job])
             for name, job in ns.volcano.objects.items()
         ]
         for key, jobs in ns.batch.by_key.items():
-            pods = ns.pods.with_key(key)
-            first = next(iter(jobs.values()))
-            rows.append(
-                ListAppResponse(
-                    app_id=f"{namespace}:{key}",
-                    state=indexed_state(builtins.list(jobs.values()), pods),
-                    name=_labels(first).get(LABEL_APP_NAME, ""),
-                )
+            snapshots.append(
+                _describe(key, "indexed", ns, builtins.list(jobs.values()))
             )
-        return rows
+        return snapshots
 
-    async def _wait(self, app_id: str) -> DescribeAppResponse | None:
-        settle_deadline: float | None = None
-        while True:
-            found = await self._lookup(app_id)
-            if found is None:
-                return None
-            kind, ns, jobs = found
-            name = _app_key(jobs[0])
-            informer = ns.volcano if kind == "volcano" else ns.batch
-            changed = informer.changed(name)
-            pods_changed = ns.pods.changed(name)
-            desc = _describe(app_id, kind, ns, jobs)
-            if is_terminal(desc.state):
-                # the pods' final status travels on another watch: let it land
-                live = [
-                    p
-                    for p in ns.pods.with_key(name)
-                    if (p.get("status") or {}).get("phase") in ("Pending", "Running")
-                ]
-                now = anyio.current_time()
-                if settle_deadline is None:
-                    settle_deadline = now + _POD_SETTLE
-                if (
-                    not live
-                    or desc.state == AppState.CANCELLED
-                    or now >= settle_deadline
-                ):
-                    return desc
-                with anyio.move_on_after(settle_deadline - now):
-                    await pods_changed.wait()
-                continue
-            if _managed(jobs[0]):
-                await changed.wait()
-            else:  # not ours: no cache sees it change, so poll it
-                with anyio.move_on_after(_FOREIGN_POLL):
-                    await changed.wait()
+    def _poll_interval(self, snapshot: AppSnapshot) -> float | None:
+        _, _, jobs = snapshot.native
+        # a job of someone else's is in no cache: nothing signals its changes
+        return None if _managed(jobs[0]) else _FOREIGN_POLL
+
+    def _find_replica(
+        self, app: AppSnapshot, role_name: str, k: int
+    ) -> ReplicaSnapshot | None:
+        # role names may be read back from labels (sanitised)
+        return app.replica(role_name, k) or app.replica(
+            sanitize_label_value(role_name), k
+        )
 
     # -- control ---------------------------------------------------------------
 
-    async def _cancel_existing(self, app_id: str) -> None:
-        found = await self._lookup(app_id)
-        if found is None:
+    async def _cancel(self, app: AppSnapshot) -> None:
+        if app.terminal:
             return
-        kind, ns, jobs = found
-        if is_terminal(_describe(app_id, kind, ns, jobs).state):
-            return
+        kind, ns, jobs = app.native
         api = await self._api()
         if kind == "volcano":
             name = jobs[0]["metadata"]["name"]
@@ -752,32 +713,18 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
 
     # -- logs ------------------------------------------------------------------
 
-    async def _log_iter(
-        self,
-        app_id: str,
-        role_name: str,
-        k: int,
-        since: datetime | None,
-        until: datetime | None,
-        should_tail: bool,
-        streams: Stream | None,
-    ) -> AsyncIterator[str]:
-        found = await self._lookup(app_id)
-        if found is None:
-            raise UnknownAppException(f"{self.backend}://{self.session_name}/{app_id}")
-        kind, ns, jobs = found
-        desc = _describe(app_id, kind, ns, jobs)
-        roles = {r.role: len(r.replicas) for r in desc.roles_statuses}
+    async def _log_iter(self, app: AppSnapshot, query: LogQuery) -> AsyncIterator[str]:
+        role_name, k = query.role_name, query.k
+        app_id = app.app_id
+        kind, ns, jobs = app.native
         role_label = sanitize_label_value(role_name)
-        if not 0 <= k < roles.get(role_name, roles.get(role_label, 0)):
-            raise UnknownReplicaError(app_id, role_name, k, list(roles))
-        name = _app_key(jobs[0])
-        namespace = app_id.rpartition(":")[0] or self._namespace or "default"
+        namespace = ns.name
+        key = f"{namespace}:{_app_key(jobs[0])}"
 
         def find_pod() -> JSON | None:
             pods = [
                 p
-                for p in ns.pods.with_key(name)
+                for p in ns.pods.with_key(key)
                 if _labels(p).get(LABEL_ROLE_NAME) == role_label
                 and (
                     _labels(p).get(LABEL_REPLICA_ID) == str(k)
@@ -789,14 +736,14 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             return pods[-1] if pods else None
 
         async def app_over() -> bool:
-            current = await self._lookup(app_id)
-            return current is None or is_terminal(_describe(app_id, *current).state)
+            current = await self._describe(app_id)
+            return current is None or current.terminal
 
         pod = find_pod()
         while pod is None:
-            if not should_tail or await app_over():
+            if not query.should_tail or await app_over():
                 return
-            changed = ns.pods.changed(name)
+            changed = self._changes.changed(key)
             if (pod := find_pod()) is None:
                 await changed.wait()
                 pod = find_pod()
@@ -813,9 +760,9 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             await self._api(),
             namespace,
             pod_name,
-            since=since,
-            until=until,
-            follow=should_tail,
+            since=query.since,
+            until=query.until,
+            follow=query.should_tail,
             pod_done=pod_done,
             idle_timeout=self._log_idle_timeout,
             max_line_bytes=self.max_line_bytes,
@@ -863,11 +810,15 @@ def _managed(obj: JSON) -> bool:
 
 def _describe(
     app_id: str, kind: str, ns: _Namespace, jobs: builtins.list[JSON]
-) -> DescribeAppResponse:
-    pods = ns.pods.with_key(_app_key(jobs[0]))
+) -> AppSnapshot:
+    pods = ns.pods.with_key(f"{ns.name}:{_app_key(jobs[0])}")
     if kind == "volcano":
-        return describe_volcano(app_id, jobs[0], pods)
-    return describe_indexed(app_id, jobs, pods)
+        snapshot = describe_volcano(app_id, jobs[0], pods)
+    else:
+        snapshot = describe_indexed(app_id, jobs, pods)
+    snapshot.change_key = f"{ns.name}:{_app_key(jobs[0])}"
+    snapshot.native = (kind, ns, jobs)
+    return snapshot
 
 
 def _collection(manifest: JSON, namespace: str) -> str:

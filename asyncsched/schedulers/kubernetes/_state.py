@@ -16,10 +16,10 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from asyncsched.schedulers.api import DescribeAppResponse
 from asyncsched.schedulers.kubernetes._reasons import (
     main_container_status,
     pod_reason,
@@ -27,18 +27,13 @@ from asyncsched.schedulers.kubernetes._reasons import (
 from asyncsched.schedulers.kubernetes._render import (
     ANNOTATION_CANCELLED,
     COMPLETION_INDEX,
+    LABEL_APP_NAME,
     LABEL_REPLICA_ID,
     LABEL_ROLE_INDEX,
     LABEL_ROLE_NAME,
 )
-from asyncsched.specs import (
-    AppState,
-    ReplicaStatus,
-    Role,
-    RoleStatus,
-    deciding_reason,
-    is_terminal,
-)
+from asyncsched.schedulers.snapshot import AppSnapshot, ReplicaSnapshot
+from asyncsched.specs import AppState, Role, is_terminal
 
 __all__ = [
     "JOB_STATE",
@@ -86,6 +81,8 @@ POD_STATE: dict[str, AppState] = {
     "Failed": AppState.FAILED,
     "Unknown": AppState.UNKNOWN,
 }
+
+_LIVE_JOB = frozenset({AppState.PENDING, AppState.RUNNING})
 
 #: container waiting reasons that will not fix themselves (reported in ``msg``)
 _STUCK = frozenset(
@@ -141,10 +138,10 @@ def _replica(
     pod: JSON | None,
     namespace: str,
     fallback: AppState,
-) -> tuple[ReplicaStatus, str]:
-    """The replica's status and a message when it failed or is stuck."""
+) -> ReplicaSnapshot:
+    """The replica, with a message when it failed or is stuck."""
     if pod is None:
-        return ReplicaStatus(replica_id, fallback, role, ""), ""
+        return ReplicaSnapshot(role, replica_id, fallback)
     status = pod.get("status") or {}
     state = POD_STATE.get(str(status.get("phase")), AppState.UNKNOWN)
     ip = status.get("podIP")
@@ -167,49 +164,63 @@ def _replica(
     if waiting.get("reason") in _STUCK:
         msg = f"{name}: {waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
     why = pod_reason(pod, main_container(pod))
-    replica = ReplicaStatus(
+    return ReplicaSnapshot(
+        role,
         replica_id,
         state,
-        role,
-        hostname,
         exit_code=int(exit_code) if exit_code is not None else None,
+        hostname=hostname,
+        message=msg or why.message,
         num_restarts=int(_container_status(pod).get("restartCount") or 0),
         reason=None if state in (AppState.RUNNING, AppState.SUCCEEDED) else why.reason,
-        message=why.message,
     )
-    return replica, msg
 
 
-def _response(
+def _cancel_unfinished(replica: ReplicaSnapshot) -> ReplicaSnapshot:
+    if replica.state in (AppState.SUCCEEDED, AppState.FAILED):
+        return replica
+    return dataclasses.replace(replica, state=AppState.CANCELLED)
+
+
+def _snapshot(
     app_id: str,
-    state: AppState,
-    roles: dict[int, tuple[str, list[ReplicaStatus]]],
-    msgs: list[str],
+    jobs: list[JSON],
+    decided: AppState,
+    roles: dict[int, tuple[str, list[ReplicaSnapshot]]],
+    pods: list[JSON],
     num_restarts: int,
-) -> DescribeAppResponse:
-    ordered = [roles[i] for i in sorted(roles)]
-    statuses = [
-        RoleStatus(name, sorted(reps, key=lambda r: r.id)) for name, reps in ordered
+) -> AppSnapshot:
+    ordered = [
+        (name, sorted(reps, key=lambda r: r.id))
+        for name, reps in (roles[i] for i in sorted(roles))
     ]
-    reason, _ = deciding_reason(state, statuses)
-    return DescribeAppResponse(
-        app_id=app_id,
-        state=state,
+    replicas = [r for _, reps in ordered for r in reps]
+    snapshot = AppSnapshot(
+        app_id,
+        replicas,
+        name=next((_labels(j).get(LABEL_APP_NAME, "") for j in jobs), ""),
+        decided=decided,
+        msg="; ".join(r.message for r in replicas if r.message),
         num_restarts=num_restarts,
-        msg="; ".join(m for m in msgs if m),
-        roles_statuses=statuses,
         roles=[
             Role(name=name, image="", num_replicas=len(reps)) for name, reps in ordered
         ],
-        reason=reason,
     )
+    # the pods' final status travels on another watch: a terminal app whose
+    # pods still look live is not settled yet (a cancelled one is at once)
+    live = any(
+        (p.get("status") or {}).get("phase") in ("Pending", "Running") for p in pods
+    )
+    snapshot.settled = not live or snapshot.state == AppState.CANCELLED
+    return snapshot
 
 
-def describe_volcano(app_id: str, job: JSON, pods: list[JSON]) -> DescribeAppResponse:
+def describe_volcano(app_id: str, job: JSON, pods: list[JSON]) -> AppSnapshot:
     """Describe a Volcano app from its Job and its (cached) pods.
 
     Roles and replicas come from the Job's task templates (role names as the
-    user wrote them, not normalised).
+    user wrote them, not normalised). The Job's phase is the app-level
+    outcome the replicas are rolled up with.
     """
     namespace = app_id.partition(":")[0]
     state = volcano_state(job)
@@ -220,8 +231,7 @@ def describe_volcano(app_id: str, job: JSON, pods: list[JSON]) -> DescribeAppRes
         labels = _labels(pod)
         key = (labels.get(LABEL_ROLE_NAME, ""), labels.get(LABEL_REPLICA_ID, ""))
         by_replica.setdefault(key, []).append(pod)
-    roles: dict[int, tuple[str, list[ReplicaStatus]]] = {}
-    msgs: list[str] = []
+    roles: dict[int, tuple[str, list[ReplicaSnapshot]]] = {}
     for task in (job.get("spec") or {}).get("tasks") or []:
         labels = _labels(task.get("template") or {})
         role = labels.get(LABEL_ROLE_NAME)
@@ -232,19 +242,17 @@ def describe_volcano(app_id: str, job: JSON, pods: list[JSON]) -> DescribeAppRes
         fallback = (
             TASK_STATE.get(next(iter(phases)), AppState.UNKNOWN)
             if phases
-            else (state if is_terminal(state) else AppState.PENDING)
+            # no status yet (UNKNOWN, as TorchX) or over: the job's state
+            else (AppState.PENDING if state in _LIVE_JOB else state)
         )
         newest = _newest(by_replica.get((role, replica_id), []))
-        replica, msg = _replica(int(replica_id), role, newest, namespace, fallback)
-        if state == AppState.CANCELLED and replica.state not in (
-            AppState.SUCCEEDED,
-            AppState.FAILED,
-        ):
-            replica.state = AppState.CANCELLED
-        msgs.append(msg)
+        replica = _replica(int(replica_id), role, newest, namespace, fallback)
+        if state == AppState.CANCELLED:
+            replica = _cancel_unfinished(replica)
         index = int(labels.get(LABEL_ROLE_INDEX, "0"))
         roles.setdefault(index, (role, []))[1].append(replica)
-    return _response(app_id, state, roles, msgs, int(status.get("retryCount") or 0))
+    retries = int(status.get("retryCount") or 0)
+    return _snapshot(app_id, [job], state, roles, pods, retries)
 
 
 def _condition(job: JSON, kind: str) -> bool:
@@ -312,14 +320,11 @@ def _index_set(spec: object) -> set[int]:
     return out
 
 
-def describe_indexed(
-    app_id: str, jobs: list[JSON], pods: list[JSON]
-) -> DescribeAppResponse:
+def describe_indexed(app_id: str, jobs: list[JSON], pods: list[JSON]) -> AppSnapshot:
     """Describe an ``indexed`` app from its role Jobs and their pods."""
     namespace = app_id.partition(":")[0]
     state = indexed_state(jobs, pods)
-    roles: dict[int, tuple[str, list[ReplicaStatus]]] = {}
-    msgs: list[str] = []
+    roles: dict[int, tuple[str, list[ReplicaSnapshot]]] = {}
     restarts = 0
     for job in jobs:
         labels = _labels(job)
@@ -338,16 +343,12 @@ def describe_indexed(
                 fallback = AppState.SUCCEEDED
             else:
                 fallback = job_state if is_terminal(job_state) else AppState.PENDING
-            replica, msg = _replica(
+            replica = _replica(
                 i, role, _newest(by_index.get(i, [])), namespace, fallback
             )
-            if job_state == AppState.CANCELLED and replica.state not in (
-                AppState.SUCCEEDED,
-                AppState.FAILED,
-            ):
-                replica.state = AppState.CANCELLED
+            if job_state == AppState.CANCELLED:
+                replica = _cancel_unfinished(replica)
             replicas.append(replica)
-            msgs.append(msg)
         index = int(labels.get(LABEL_ROLE_INDEX, "0"))
         roles[index] = (role, replicas)
-    return _response(app_id, state, roles, msgs, restarts)
+    return _snapshot(app_id, jobs, state, roles, pods, restarts)

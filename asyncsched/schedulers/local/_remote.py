@@ -18,29 +18,28 @@ from typing import Any
 
 import anyio
 
-from asyncsched.schedulers.api import DescribeAppResponse
 from asyncsched.schedulers.local._process import pid_alive, signal_group
+from asyncsched.schedulers.local._reasons import replica_outcome
 from asyncsched.schedulers.local._records import (
     CANCEL_MARKER,
     RECORD_NAME,
     read_json,
     write_json_atomic,
 )
+from asyncsched.schedulers.snapshot import AppSnapshot, ReplicaSnapshot
 from asyncsched.specs import (
     NONE,
     AppState,
-    ReplicaStatus,
-    RoleStatus,
     is_terminal,
     role_from_dict,
 )
 
 __all__ = [
     "cancel_remote",
-    "describe_record",
     "load_record",
     "record_done",
     "replica_gone",
+    "snapshot_record",
     "supervisor_alive",
 ]
 
@@ -90,42 +89,48 @@ def _effective(
     return state, msg, roles
 
 
-def describe_record(record: dict[str, Any]) -> DescribeAppResponse:
-    """Turn a record into a DescribeAppResponse (with per-replica statuses)."""
+def snapshot_record(record: dict[str, Any]) -> AppSnapshot:
+    """The app a record describes (the recorded terminal state is decided)."""
     state, msg, roles = _effective(record)
-    statuses = [
-        RoleStatus(
-            name,
-            [
-                ReplicaStatus(
-                    id=int(r["replica_id"]),
-                    state=AppState[r["state"]],
-                    role=name,
-                    hostname=str(
-                        (record.get("supervisor") or {}).get("hostname", "localhost")
-                    ),
-                    structured_error_msg=str(r.get("structured_error_msg", NONE)),
-                    exit_code=r.get("exit_code"),
-                    pid=r.get("pid"),
+    hostname = str((record.get("supervisor") or {}).get("hostname", "localhost"))
+    replicas = []
+    for name, reps in roles.items():
+        for r in reps:
+            replica_state = AppState[r["state"]]
+            code, reason, message = replica_outcome(
+                replica_state,
+                r.get("exit_code"),
+                app_failed=state == AppState.FAILED,
+                app_msg=msg,
+            )
+            replicas.append(
+                ReplicaSnapshot(
+                    name,
+                    int(r["replica_id"]),
+                    replica_state,
+                    exit_code=code,
+                    hostname=hostname,
                     num_restarts=int(r.get("num_restarts", 0)),
+                    pid=r.get("pid"),
+                    structured_error_msg=str(r.get("structured_error_msg", NONE)),
+                    reason=reason,
+                    message=message,
                 )
-                for r in reps
-            ],
-        )
-        for name, reps in roles.items()
-    ]
-    return DescribeAppResponse(
-        app_id=str(record["app_id"]),
-        state=state,
-        num_restarts=int(record.get("num_restarts", 0)),
+            )
+    return AppSnapshot(
+        str(record["app_id"]),
+        replicas,
+        name=str(record.get("name", "")),
+        decided=state if is_terminal(state) else None,
         msg=msg,
+        num_restarts=int(record.get("num_restarts", 0)),
         structured_error_msg=str(record.get("structured_error_msg", NONE)),
         ui_url=f"file://{record.get('app_dir', '')}",
-        roles_statuses=statuses,
         roles=[
             role_from_dict(spec, record_path(record), f"role_specs.{name}")
             for name, spec in (record.get("role_specs") or {}).items()
         ],
+        native=record,
     )
 
 

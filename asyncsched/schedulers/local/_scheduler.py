@@ -21,7 +21,6 @@ import shutil
 import signal
 import warnings
 from collections.abc import AsyncIterator, Mapping
-from datetime import datetime
 from typing import Any, cast, final
 
 import anyio
@@ -34,13 +33,12 @@ from asyncsched.errors import (
     SchedulerError,
     SpecError,
     SubmitError,
-    UnknownAppException,
-    UnknownReplicaError,
 )
 from asyncsched.schedulers.api import (
+    AppSnapshot,
     Capabilities,
-    DescribeAppResponse,
-    ListAppResponse,
+    LogQuery,
+    ReplicaSnapshot,
     Scheduler,
     Stream,
 )
@@ -68,6 +66,7 @@ from asyncsched.schedulers.local._process import (
     find_executable,
     resolve_pdeathsig,
 )
+from asyncsched.schedulers.local._reasons import replica_outcome
 from asyncsched.schedulers.local._render import (
     CWDImageProvider,
     HostFacts,
@@ -105,13 +104,10 @@ from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.specs import (
     AppDef,
     AppDryRunInfo,
-    AppState,
     BindMount,
     CfgVal,
     DeviceMount,
-    ReplicaStatus,
     RetryPolicy,
-    RoleStatus,
     VolumeMount,
     runopts,
 )
@@ -498,7 +494,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
                 )
         return launches
 
-    async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
+    async def _schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
         """Start the replicas of a dry-run request; return the app id.
 
         Raises:
@@ -508,7 +504,6 @@ class LocalScheduler(Scheduler[LocalOpts]):
                 start (whatever started was killed and the app dir removed).
             IndexError: the cache is full of apps that have not finished.
         """
-        self._check_open()
         request: PopenRequest = dryrun_info.request
         if request.app_id in self._apps:
             raise SubmitError(f"app {request.app_id} was already scheduled")
@@ -630,6 +625,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
             writer=self._writer,
             state_dir=self.state_dir,
             supervisor=supervisor_info(),
+            changes=self._changes,
         )
         return app
 
@@ -664,118 +660,79 @@ class LocalScheduler(Scheduler[LocalOpts]):
             return None
         return record
 
-    async def describe(self, app_id: str) -> DescribeAppResponse | None:
+    async def _describe(self, app_id: str) -> AppSnapshot | None:
         """Describe ``app_id``: state, restarts, per-replica statuses and roles.
 
         Apps supervised by another process are read from their records. A
         terminal state is reported only once the record (and, for a finished
         app, TorchX's SUCCESS file) is on disk.
         """
-        self._check_open()
         app = self._apps.get(app_id)
         if app is not None:
             if app.done.is_set() and app.record_stale:
                 await app.settled()
-            return self._describe_local(app)
+            return self._snapshot(app)
         record = await self._record_of(app_id)
-        return remote.describe_record(record) if record is not None else None
+        return remote.snapshot_record(record) if record is not None else None
 
-    def _describe_local(self, app: LocalApp) -> DescribeAppResponse:
-        roles: dict[str, list[ReplicaStatus]] = {}
+    def _snapshot(self, app: LocalApp) -> AppSnapshot:
+        replicas = []
         for r in app.replicas:
-            roles.setdefault(r.launch.role, []).append(
-                ReplicaStatus(
-                    id=r.launch.replica_id,
-                    state=r.state,
-                    role=r.launch.role,
+            code, reason, message = replica_outcome(
+                r.state, r.exit_code, app_failed=app.failed, app_msg=app.msg
+            )
+            replicas.append(
+                ReplicaSnapshot(
+                    r.launch.role,
+                    r.launch.replica_id,
+                    r.state,
+                    exit_code=code,
                     hostname="localhost",
-                    structured_error_msg=r.structured_error,
-                    exit_code=r.exit_code,
                     pid=r.pid,
                     num_restarts=r.num_restarts,
+                    structured_error_msg=r.structured_error,
+                    reason=reason,
+                    message=message,
                 )
             )
         app_def = self._app_defs.get(app.app_id)
-        return DescribeAppResponse(
-            app_id=app.app_id,
-            state=app.state,
-            num_restarts=app.num_restarts,
+        return AppSnapshot(
+            app.app_id,
+            replicas,
+            name=app.name,
+            decided=app.decided(),
             msg=app.msg,
+            num_restarts=app.num_restarts,
             structured_error_msg=app.structured_error(),
             ui_url=f"file://{app.app_dir}",
-            roles_statuses=[RoleStatus(name, reps) for name, reps in roles.items()],
             roles=builtins.list(app_def.roles) if app_def is not None else [],
+            native=app,
         )
 
-    async def list(self) -> builtins.list[ListAppResponse]:
+    async def _list(self) -> builtins.list[AppSnapshot]:
         """The apps of this session: those supervised here and those on record."""
-        self._check_open()
         for app in builtins.list(self._apps.values()):
             if app.done.is_set() and app.record_stale:  # as in describe
                 await app.settled()
-        result = [
-            ListAppResponse(app_id=a.app_id, state=a.state, name=a.name)
-            for a in self._apps.values()
-        ]
+        result = [self._snapshot(a) for a in self._apps.values()]
         known = set(self._apps)
         found = await anyio.to_thread.run_sync(
             _load_listed, self.state_dir, self.session_name, known
         )
-        for app_id, record in found:
-            desc = remote.describe_record(record)
-            result.append(
-                ListAppResponse(
-                    app_id=app_id, state=desc.state, name=str(record.get("name", ""))
-                )
-            )
+        result.extend(remote.snapshot_record(record) for _, record in found)
         return result
 
-    async def wait(
-        self,
-        app_id: str,
-        timeout: float | None = None,  # noqa: ASYNC109 -- TorchX's signature
-    ) -> DescribeAppResponse | None:
-        """Wait until the app is terminal and return its description.
-
-        For an app supervised here, the record on disk (and the SUCCESS file)
-        reflects the returned state, even when the app was already terminal.
-        """
-        self._check_open()
-        app = self._apps.get(app_id)
-        if app is not None and app.done.is_set():
-            await app.settled()
-            return self._describe_local(app)
-        return await super().wait(app_id, timeout)
-
-    async def _wait(self, app_id: str) -> DescribeAppResponse | None:
-        app = self._apps.get(app_id)
-        if app is not None:
-            await app.done.wait()
-            await app.settled()
-            return self._describe_local(app)
-        delay = 0.05
-        while True:
-            desc = await self.describe(app_id)
-            if desc is None or desc.state in (
-                AppState.SUCCEEDED,
-                AppState.FAILED,
-                AppState.CANCELLED,
-            ):
-                return desc
-            await anyio.sleep(delay)
-            delay = min(delay * 1.5, 1.0)
+    def _poll_interval(self, snapshot: AppSnapshot) -> float | None:
+        # an app supervised by another process changes on disk: poll its record
+        return 1.0 if isinstance(snapshot.native, dict) else None
 
     # -- control -----------------------------------------------------------------------------
 
-    async def _cancel_existing(self, app_id: str) -> None:
-        app = self._apps.get(app_id)
-        if app is not None:
-            app.cancel()
+    async def _cancel(self, app: AppSnapshot) -> None:
+        if isinstance(app.native, LocalApp):
+            app.native.cancel()
             return
-        record = await self._record_of(app_id)
-        if record is None:
-            return
-        app_dir = str(record["app_dir"])
+        app_dir = str(app.native["app_dir"])
         updated = await anyio.to_thread.run_sync(remote.cancel_remote, app_dir)
         if updated is not None and await anyio.to_thread.run_sync(
             remote.supervisor_alive, updated
@@ -795,30 +752,20 @@ class LocalScheduler(Scheduler[LocalOpts]):
 
     # -- logs ----------------------------------------------------------------------------------
 
-    async def _log_iter(
-        self,
-        app_id: str,
-        role_name: str,
-        k: int,
-        since: datetime | None,
-        until: datetime | None,
-        should_tail: bool,
-        streams: Stream | None,
-    ) -> AsyncIterator[str]:
-        stream = (streams or Stream.COMBINED).value
-        app = self._apps.get(app_id)
+    async def _log_iter(self, app: AppSnapshot, query: LogQuery) -> AsyncIterator[str]:
+        role_name, k = query.role_name, query.k
+        app_id = app.app_id
+        stream = (query.streams or Stream.COMBINED).value
         follow: Follow | None = None
-        if app is not None:
-            replica = _find_replica(app, role_name, k)
+        if isinstance(app.native, LocalApp):
+            replica = _find_replica(app.native, role_name, k)
             replica_dir = replica.launch.log_dir
-            if should_tail:
+            if query.should_tail:
                 follow = _local_follow(replica.log, stream)
         else:
-            record = await self._record_of(app_id)
-            if record is None:
-                raise UnknownAppException(app_id)
+            record: dict[str, Any] = app.native
             replica_dir = _record_replica_dir(record, role_name, k)
-            if should_tail:
+            if query.should_tail:
                 follow = _remote_follow(
                     str(record["app_dir"]), os.path.join(replica_dir, f"{stream}.log")
                 )
@@ -826,8 +773,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
         batches = read_line_batches(
             path,
             index=index_path(replica_dir, stream),
-            since=since,
-            until=until,
+            since=query.since,
+            until=query.until,
             follow=follow,
             max_line_bytes=self.max_line_bytes,
         )
@@ -959,19 +906,23 @@ def _load_listed(
 
 
 def _find_replica(app: LocalApp, role_name: str, k: int) -> Replica:
-    for r in app.replicas:
-        if r.launch.role == role_name and r.launch.replica_id == k:
-            return r
-    roles = sorted({r.launch.role for r in app.replicas})
-    raise UnknownReplicaError(app.app_id, role_name, k, roles)
+    """The replica ``log_iter`` checked exists."""
+    [replica] = [
+        r
+        for r in app.replicas
+        if r.launch.role == role_name and r.launch.replica_id == k
+    ]
+    return replica
 
 
 def _record_replica_dir(record: dict[str, Any], role_name: str, k: int) -> str:
-    for r in (record.get("roles") or {}).get(role_name, []):
-        if int(r.get("replica_id", -1)) == k:
-            return str(r["log_dir"])
-    roles = list(record.get("roles") or {})
-    raise UnknownReplicaError(str(record.get("app_id")), role_name, k, roles)
+    """The log dir of a replica ``log_iter`` checked exists."""
+    [log_dir] = [
+        str(r["log_dir"])
+        for r in (record.get("roles") or {}).get(role_name, [])
+        if int(r.get("replica_id", -1)) == k
+    ]
+    return log_dir
 
 
 def _local_follow(log: ReplicaLog, stream: str) -> Follow:

@@ -1,8 +1,8 @@
-"""State rules of local apps and the retry decisions (pure functions).
+"""The retry decisions of local apps (pure functions).
 
-App state: CANCELLED once cancelled; FAILED as soon as a replica fails for good
-when ``fail_fast``; otherwise RUNNING while any replica runs (or waits for a
-restart), then FAILED if any replica failed, else SUCCEEDED.
+The app state is the replicas rolled up by :func:`asyncsched.specs.rollup_state`
+with the app-level outcome ``LocalApp.decided()``: CANCELLED once cancelled,
+FAILED as soon as a replica fails for good when ``fail_fast``.
 
 Retries (TorchX ignores them locally; asyncsched honours them): a replica of a
 role with ``max_retries = n`` that exits non-zero restarts, by the role's
@@ -11,21 +11,19 @@ ROLE restarts every replica of the role (at most n times per role),
 APPLICATION restarts every replica of the app (at most n times per app).
 
 Example:
-    >>> from asyncsched.specs import AppState
-    >>> app_state([AppState.SUCCEEDED, AppState.RUNNING], cancelled=False,
-    ...           failed=False, fail_fast=True)
-    <AppState.RUNNING: 3>
+    >>> counters = RetryCounters()
+    >>> decide_retry("REPLICA", 1, counters, "trainer", 0)
+    <RetryAction.RESTART_REPLICA: 'restart_replica'>
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from asyncsched.specs import AppState, RetryPolicy, is_terminal
+from asyncsched.specs import RetryPolicy
 
-__all__ = ["RetryAction", "RetryCounters", "app_state", "decide_retry"]
+__all__ = ["RetryAction", "RetryCounters", "decide_retry"]
 
 
 class RetryAction(enum.Enum):
@@ -69,23 +67,3 @@ def decide_retry(
         counters.app += 1
         return RetryAction.RESTART_APP
     return RetryAction.FAIL
-
-
-def app_state(
-    replica_states: Iterable[AppState],
-    *,
-    cancelled: bool,
-    failed: bool,
-    fail_fast: bool,
-) -> AppState:
-    """The app state implied by its replicas (see the module docstring)."""
-    if cancelled:
-        return AppState.CANCELLED
-    if failed and fail_fast:
-        return AppState.FAILED
-    states = list(replica_states)
-    if any(not is_terminal(s) for s in states):
-        return AppState.RUNNING
-    if failed or any(s == AppState.FAILED for s in states):
-        return AppState.FAILED
-    return AppState.SUCCEEDED

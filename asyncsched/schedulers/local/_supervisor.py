@@ -36,11 +36,11 @@ from asyncsched.schedulers.local._records import (
 from asyncsched.schedulers.local._state import (
     RetryAction,
     RetryCounters,
-    app_state,
     decide_retry,
 )
+from asyncsched.schedulers.shared.changes import ChangeNotifier
 from asyncsched.schedulers.shared.taskhost import TaskHost, describe_error
-from asyncsched.specs import NONE, AppState, RetryPolicy, is_terminal
+from asyncsched.specs import NONE, AppState, RetryPolicy, is_terminal, rollup_state
 
 __all__ = [
     "LocalApp",
@@ -331,6 +331,7 @@ class LocalApp:
         writer: RecordWriter,
         state_dir: str | None = None,
         supervisor: dict[str, Any] | None = None,
+        changes: ChangeNotifier | None = None,
     ) -> None:
         self.app_id = app_id
         self.name = name
@@ -364,6 +365,7 @@ class LocalApp:
         self._dirty_seq = 0
         self._written_seq = 0
         self._supervisor = supervisor if supervisor is not None else supervisor_info()
+        self._changes = changes if changes is not None else ChangeNotifier()
 
     # -- start -------------------------------------------------------------------
 
@@ -477,7 +479,8 @@ class LocalApp:
         if replica.child is child:
             replica.child = None
             replica.exit_code = child.returncode
-            replica.state = AppState.FAILED
+            stopping = self.cancelled or self.closing
+            replica.state = AppState.CANCELLED if stopping else AppState.FAILED
         if replica.exited is not None:
             replica.exited.set()
         if child.returncode is None:  # not reaped yet: kill and reap it aside
@@ -611,16 +614,20 @@ class LocalApp:
             self._restart_batch.clear()
         self._update_state()
 
+    def decided(self) -> AppState | None:
+        """The outcome settled for the whole app: CANCELLED once cancelled,
+        FAILED once a replica failed for good under fail-fast (or a
+        supervising task failed); else None (the replicas decide)."""
+        if self.cancelled:
+            return AppState.CANCELLED
+        if self.failed and (self.fail_fast or self.internal_error is not None):
+            return AppState.FAILED
+        return None
+
     def _update_state(self) -> None:
-        new = app_state(
-            (r.state for r in self.replicas),
-            cancelled=self.cancelled,
-            failed=self.failed,
-            fail_fast=self.fail_fast or self.internal_error is not None,
-        )
-        if new != self.state:
-            self.state = new
+        self.state = rollup_state((r.state for r in self.replicas), self.decided())
         self.last_updated = time.time()
+        self._changes.notify(self.app_id)
         if is_terminal(self.state):
             self.done.set()
             if (

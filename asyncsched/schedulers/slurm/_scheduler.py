@@ -18,7 +18,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import AsyncIterator, Mapping
-from datetime import datetime
+from contextlib import AbstractAsyncContextManager
 from typing import Any, TypedDict, cast, final
 
 import anyio
@@ -28,14 +28,12 @@ from asyncsched.errors import (
     InvalidRunConfigException,
     SpecError,
     SubmitError,
-    UnknownAppException,
-    UnknownReplicaError,
 )
 from asyncsched.schedulers.api import (
     DAYS_IN_2_WEEKS,
+    AppSnapshot,
     Capabilities,
-    DescribeAppResponse,
-    ListAppResponse,
+    LogQuery,
     Scheduler,
     Stream,
 )
@@ -172,6 +170,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         self._tracker = StatusTracker(
             self._batcher,
             self._tasks,
+            self._changes,
             min_interval=min_interval,
             max_interval=max_interval,
         )
@@ -292,7 +291,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             return False
         return (major, minor) >= (24, 11)
 
-    async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
+    async def _schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
         """Write the script and ``sbatch`` it; return the job id (the app id).
 
         Raises:
@@ -300,7 +299,6 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
                 does not answer (checked before submitting).
             SubmitError: ``job_dir`` exists, or ``sbatch`` refused the job.
         """
-        self._check_open()
         req: SlurmBatchRequest = dryrun_info.request
         await self._partition_memory()  # Slurm present and the controller up
         if req.job_dir is not None:
@@ -431,30 +429,26 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
     async def _view(self, app_id: str) -> AppView | None:
         if not app_id.isdigit():
             return None
+        if self._tracker.watches(app_id):  # a wait polls it: its latest view
+            return await self._tracker.view(app_id)
         return (await self._batcher.get([app_id]))[app_id]
 
-    async def describe(self, app_id: str) -> DescribeAppResponse | None:
+    async def _describe(self, app_id: str) -> AppSnapshot | None:
         """The app's state, per replica (one component per replica)."""
-        self._check_open()
         view = await self._view(app_id)
-        if view is None:
-            return None
-        desc = view.describe()
-        return desc
+        return None if view is None else view.snapshot()
 
-    async def _wait(self, app_id: str) -> DescribeAppResponse | None:
-        view = await self._tracker.wait(app_id)
-        return None if view is None else view.describe()
+    def _watching(self, app_id: str) -> AbstractAsyncContextManager[object]:
+        return self._tracker.watching(app_id)
 
     @property
     def status_queries(self) -> int:
         """Batched status queries run so far (each one squeue, maybe one sacct)."""
         return self._batcher.queries
 
-    async def list(self) -> builtins.list[ListAppResponse]:
+    async def _list(self) -> builtins.list[AppSnapshot]:
         """The jobs asyncsched submitted (from the registry) in the last two
         weeks, with their states from one batched query."""
-        self._check_open()
         horizon = time.time() - DAYS_IN_2_WEEKS * 86400
         records = {
             i: r for i, r in (await self.registry.all()).items() if r.submit >= horizon
@@ -462,42 +456,30 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         if not records:
             return []
         views = await self._batcher.get(records)
-        return [
-            ListAppResponse(app_id=i, state=v.state, name=records[i].name)
-            for i, v in sorted(views.items(), key=lambda kv: int(kv[0]))
-            if v is not None
-        ]
+        snapshots = []
+        for app_id, view in sorted(views.items(), key=lambda kv: int(kv[0])):
+            if view is not None:
+                snapshot = view.snapshot()
+                snapshot.name = records[app_id].name
+                snapshots.append(snapshot)
+        return snapshots
 
     # -- control ---------------------------------------------------------------
 
-    async def _cancel_existing(self, app_id: str) -> None:
-        if app_id in self._terminal:
+    async def _cancel(self, app: AppSnapshot) -> None:
+        if app.app_id in self._terminal:
             return  # finished: nothing to cancel
-        await self.cli.run(["scancel", app_id])
+        await self.cli.run(["scancel", app.app_id])
 
     # -- logs ------------------------------------------------------------------
 
-    async def _log_iter(
-        self,
-        app_id: str,
-        role_name: str,
-        k: int,
-        since: datetime | None,
-        until: datetime | None,
-        should_tail: bool,
-        streams: Stream | None,
-    ) -> AsyncIterator[str]:
-        view = await self._view(app_id)
-        if view is None:
-            raise UnknownAppException(f"{self.backend}://{self.session_name}/{app_id}")
+    async def _log_iter(self, app: AppSnapshot, query: LogQuery) -> AsyncIterator[str]:
+        role_name, k = query.role_name, query.k
+        app_id = app.app_id
+        view: AppView = app.native
         record = await self.registry.get(app_id)
-        desc = view.describe()
-        replicas = {(rs.role, r.id) for rs in desc.roles_statuses for r in rs.replicas}
-        if (role_name, k) not in replicas:
-            roles = sorted({role for role, _ in replicas})
-            raise UnknownReplicaError(app_id, role_name, k, roles)
         work_dir = (record.work_dir if record else "") or view.work_dir or os.getcwd()
-        suffix = "err" if streams == Stream.STDERR else "out"
+        suffix = "err" if query.streams == Stream.STDERR else "out"
         path = log_path(work_dir, app_id, role_name, k, suffix)
 
         checked = [0.0, True]  # last status check, and its answer
@@ -513,7 +495,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             return bool(checked[1])
 
         async for line in iter_file(
-            path, running if should_tail else None, self.max_line_bytes
+            path, running if query.should_tail else None, self.max_line_bytes
         ):
             yield line
 

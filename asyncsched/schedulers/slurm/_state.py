@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from asyncsched.schedulers.api import DescribeAppResponse
-from asyncsched.specs import AppState, ReplicaStatus, Role, RoleStatus, is_terminal
+from asyncsched.schedulers.snapshot import AppSnapshot, ReplicaSnapshot
+from asyncsched.specs import AppState, is_terminal
 
 __all__ = [
     "SACCT_FIELDS",
@@ -117,21 +117,8 @@ class AppView:
 
     @property
     def state(self) -> AppState:
-        """Terminal once every component is: FAILED > CANCELLED > SUCCEEDED."""
-        states = [c.state for c in self.components]
-        if not states:
-            return AppState.UNKNOWN
-        if all(is_terminal(s) for s in states):
-            for worst in (AppState.FAILED, AppState.CANCELLED):
-                if worst in states:
-                    return worst
-            return AppState.SUCCEEDED
-        live = [s for s in states if not is_terminal(s)]
-        if AppState.RUNNING in live:
-            return AppState.RUNNING
-        if AppState.PENDING in live:
-            return AppState.PENDING
-        return AppState.UNKNOWN
+        """The app state (the components rolled up, see ``rollup_state``)."""
+        return self.snapshot().state
 
     @property
     def work_dir(self) -> str:
@@ -143,35 +130,33 @@ class AppView:
         """Submit time (epoch seconds) of the first component."""
         return next((c.submit for c in self.components if c.submit), None)
 
-    def describe(self) -> DescribeAppResponse:
-        """The app as a DescribeAppResponse, one replica per component."""
-        roles: dict[str, list[ReplicaStatus]] = {}
+    def snapshot(self) -> AppSnapshot:
+        """The app, one replica per component (named ``{role}-{replica}``)."""
+        replicas = []
         for comp in sorted(self.components, key=lambda c: c.offset):
             role, _, index = comp.name.rpartition("-")
             if not role or not index.isdigit():
                 role, index = comp.name, "0"
-            roles.setdefault(role, []).append(
-                ReplicaStatus(
-                    id=int(index),
-                    state=comp.state,
-                    role=role,
-                    hostname=comp.node,
+            replicas.append(
+                ReplicaSnapshot(
+                    role,
+                    int(index),
+                    comp.state,
                     exit_code=comp.exit_code if is_terminal(comp.state) else None,
+                    hostname=comp.node,
+                    message=comp.raw_state,
                     num_restarts=comp.restarts,
                 )
             )
-        msg = ", ".join(sorted({c.raw_state for c in self.components}))
-        return DescribeAppResponse(
-            app_id=self.app_id,
-            state=self.state,
+        snapshot = AppSnapshot(
+            self.app_id,
+            replicas,
+            msg=", ".join(sorted({c.raw_state for c in self.components})),
             num_restarts=max((c.restarts for c in self.components), default=0),
-            msg=msg,
-            roles_statuses=[RoleStatus(role, reps) for role, reps in roles.items()],
-            roles=[
-                Role(name=role, image=self.work_dir, num_replicas=len(reps))
-                for role, reps in roles.items()
-            ],
+            native=self,
         )
+        snapshot.roles = snapshot.partial_roles(image=self.work_dir)
+        return snapshot
 
 
 def _epoch(text: str) -> float | None:

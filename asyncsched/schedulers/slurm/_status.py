@@ -2,10 +2,12 @@
 
 :class:`StatusBatcher` coalesces concurrent requests: every ``get(ids)``
 made while a query runs joins the next one, so N concurrent describes cost
-one or two commands. :class:`StatusTracker` runs one background loop for
-every ``wait`` in flight: each tick it queries all waited-on apps at once,
-then sleeps with jittered backoff (short after a change, longer while nothing
-changes), so waiting on N apps costs one query per tick, not N.
+one or two commands. :class:`StatusTracker` is how the Slurm backend learns
+of changes: one background loop for every ``wait`` in flight queries all
+watched apps at once each tick, keeps their latest views and signals the
+apps whose state changed, then sleeps with jittered backoff (short after a
+change, longer while nothing changes), so waiting on N apps costs one query
+per tick, not N.
 
 Facts it relies on (Slurm 22.05): ``squeue -h -t all -j IDS`` keeps finished
 jobs only with ``-t all``, and fails when the only id is unknown; finished
@@ -22,14 +24,15 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
 
 import anyio
 
 from asyncsched.errors import AsyncschedError, SchedulerClosedError
+from asyncsched.schedulers.shared.changes import ChangeNotifier
 from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.schedulers.slurm._state import AppView
-from asyncsched.specs import is_terminal
 
 __all__ = ["Fetch", "StatusBatcher", "StatusTracker"]
 
@@ -80,64 +83,79 @@ class StatusBatcher:
 
 
 class StatusTracker:
-    """One polling loop shared by every ``wait``."""
+    """One polling loop shared by every ``wait``; it signals ``changes``."""
 
     def __init__(
         self,
         batcher: StatusBatcher,
         tasks: TaskHost,
+        changes: ChangeNotifier,
         *,
         min_interval: float = 0.25,
         max_interval: float = 2.0,
     ) -> None:
         self._batcher = batcher
         self._tasks = tasks
+        self._changes = changes
         self._min = min_interval
         self._max = max_interval
-        self._waiters: dict[str, list[anyio.Event]] = {}
-        self._final: dict[str, AppView | None] = {}
+        self._watchers: dict[str, int] = {}
+        self._latest: dict[str, AppView | None] = {}
         self._errors: dict[str, BaseException] = {}
         self._kick = anyio.Event()
         self._running = False
         self.ticks = 0
 
-    async def wait(self, app_id: str) -> AppView | None:
-        """Return the app's terminal view (None when Slurm does not know it)."""
-        event = anyio.Event()
-        self._waiters.setdefault(app_id, []).append(event)
-        self._final.pop(app_id, None)
-        self._errors.pop(app_id, None)
+    def watches(self, app_id: str) -> bool:
+        """True while some ``wait`` watches ``app_id``."""
+        return app_id in self._watchers
+
+    @asynccontextmanager
+    async def watching(self, app_id: str) -> AsyncIterator[None]:
+        """Poll ``app_id`` each tick while the block runs."""
+        self._watchers[app_id] = self._watchers.get(app_id, 0) + 1
         try:
             if not self._running:
                 self._running = True
                 await self._tasks.start_soon(self._loop, name="slurm-status")
             self._kick.set()
-            await event.wait()
+            yield
         finally:
-            events = self._waiters.get(app_id, [])
-            if event in events:
-                events.remove(event)
-            if not events:
-                self._waiters.pop(app_id, None)
-        error = self._errors.get(app_id)
-        if error is not None:
-            raise error
-        return self._final.get(app_id)
+            self._watchers[app_id] -= 1
+            if not self._watchers[app_id]:
+                del self._watchers[app_id]
+                self._latest.pop(app_id, None)
+                self._errors.pop(app_id, None)
+
+    async def view(self, app_id: str) -> AppView | None:
+        """The view of a watched app as of the last tick (waits for the first).
+
+        Raises:
+            SchedulerClosedError: the loop ended (the scheduler closed).
+            AsyncschedError: the last query failed.
+        """
+        while True:
+            changed = self._changes.changed(app_id)
+            error = self._errors.get(app_id)
+            if error is not None:
+                raise error
+            if app_id in self._latest:
+                return self._latest[app_id]
+            await changed.wait()
 
     async def _loop(self) -> None:
         interval = self._min
-        previous: dict[str, object] = {}
         try:
             while True:
-                if not self._waiters:
+                if not self._watchers:
                     await self._kick.wait()
                 self._kick = anyio.Event()
                 await anyio.sleep(0.02)  # let waits arriving together share a tick
-                ids = list(self._waiters)
+                ids = list(self._watchers)
                 if not ids:
                     continue
                 self.ticks += 1
-                changed = await self._tick(ids, previous)
+                changed = await self._tick(ids)
                 interval = self._min if changed else min(interval * 1.5, self._max)
                 pause = interval * random.uniform(0.8, 1.2)
                 await anyio.sleep(min(self._min, pause))
@@ -148,31 +166,29 @@ class StatusTracker:
             # only cancellation (the scheduler closing) ends the loop
             self._running = False
             closed = SchedulerClosedError("the scheduler was closed during wait()")
-            for app_id in list(self._waiters):
+            for app_id in list(self._watchers):
                 self._errors[app_id] = closed
-                self._wake(app_id)
+                self._changes.notify(app_id)
 
-    async def _tick(self, ids: list[str], previous: dict[str, object]) -> bool:
+    async def _tick(self, ids: list[str]) -> bool:
         try:
             views = await self._batcher.get(ids)
         except Exception as exc:  # noqa: BLE001 -- reported to the waiters, who raise it
             for app_id in ids:
                 self._errors[app_id] = exc
-                self._wake(app_id)
+                self._changes.notify(app_id)
             return True
         changed = False
         for app_id in ids:
             view = views.get(app_id)
-            state = None if view is None else view.state
-            if previous.get(app_id, "?") != state:
+            first = app_id not in self._latest
+            old = self._latest.get(app_id)
+            self._latest[app_id] = view
+            if first or _state(old) != _state(view):
                 changed = True
-                previous[app_id] = state
-            if view is None or is_terminal(view.state):
-                self._final[app_id] = view
-                previous.pop(app_id, None)
-                self._wake(app_id)
+                self._changes.notify(app_id)
         return changed
 
-    def _wake(self, app_id: str) -> None:
-        for event in self._waiters.pop(app_id, []):
-            event.set()
+
+def _state(view: AppView | None) -> object:
+    return None if view is None else view.state

@@ -1,14 +1,22 @@
 """The Scheduler contract, as one suite every backend runs against itself.
 
-A backend's test module subclasses :class:`SchedulerContract` and provides a
-``target`` fixture returning a :class:`ContractTarget` (an open scheduler plus
-how to build an app that runs a POSIX ``sh -c`` script on it)::
+A backend's test module (a plugin's too) subclasses :class:`SchedulerContract`
+and provides a ``target`` fixture returning a :class:`ContractTarget` (an
+open scheduler plus how to build an app that runs a POSIX ``sh -c`` script on
+it)::
+
+    from asyncsched.testing import ContractTarget, SchedulerContract
 
     class TestLocalContract(SchedulerContract):
         @pytest.fixture
         async def target(self, tmp_path):
             async with LocalScheduler("contract") as sched:
                 yield ContractTarget(sched, cfg={"log_dir": str(tmp_path)})
+
+The tests are ``@pytest.mark.anyio``: they need pytest and anyio's pytest
+plugin (it comes with anyio). They run on the event loops of the
+``anyio_backend`` fixture (anyio's default: asyncio only; return ``"trio"``
+too, e.g. with ``params=["asyncio", "trio"]``, to run them on both).
 
 Scripts stay within ``echo``, ``sleep``, ``exit`` and ``>&2`` so that the
 in-memory scheduler of ``asyncsched.testing`` can run them too.
@@ -27,10 +35,14 @@ from asyncsched.errors import (
     InvalidRunConfigException,
     SchedulerClosedError,
     SpecError,
+    UnknownAppException,
+    UnknownReplicaError,
     WaitTimeoutError,
 )
 from asyncsched.schedulers.api import Scheduler, Stream
 from asyncsched.specs import AppDef, AppState, CfgVal, Resource, Role, is_terminal
+
+__all__ = ["ContractTarget", "SchedulerContract"]
 
 
 @dataclass
@@ -42,6 +54,9 @@ class ContractTarget:
     image: str = "/"
     #: seconds a "quick" app may take end to end on this backend
     quick_timeout: float = 30.0
+    #: False when every replica reports the whole job's outcome (Slurm: the
+    #: components of a heterogeneous job share its state and exit code)
+    independent_replicas: bool = True
 
     def app(self, script: str, *, name: str = "app", replicas: int = 1) -> AppDef:
         role = Role(
@@ -54,24 +69,36 @@ class ContractTarget:
         )
         return AppDef(name=name, roles=[role])
 
+    def roles_app(self, scripts: dict[str, str], *, name: str = "app") -> AppDef:
+        """An app of one single-replica role per ``{role name: script}``."""
+        app = AppDef(name=name)
+        for role_name, script in scripts.items():
+            [role] = self.app(script).roles
+            role.name = role_name
+            app.roles.append(role)
+        return app
+
     async def run(self, script: str, **kwargs: Any) -> str:
         return await self.scheduler.submit(self.app(script, **kwargs), self.cfg)
 
+    def handle(self, app_id: str) -> str:
+        """The full handle errors name: ``backend://session/app_id``."""
+        sched = self.scheduler
+        return f"{sched.backend}://{sched.session_name}/{app_id}"
+
 
 async def _lines(
-    target: ContractTarget, app_id: str, **kwargs: Any
+    target: ContractTarget, app_id: str, role: str = "worker", **kwargs: Any
 ) -> builtins.list[str]:
-    return [
-        line async for line in target.scheduler.log_iter(app_id, "worker", **kwargs)
-    ]
+    return [line async for line in target.scheduler.log_iter(app_id, role, **kwargs)]
 
 
 class SchedulerContract:
     """Behaviour every scheduler backend must show.
 
     Run by pytest's anyio plugin on every event loop of the ``anyio_backend``
-    fixture (asyncio and trio, see ``tests/conftest.py``); a backend bound to
-    one loop overrides ``anyio_backend`` in its subclass.
+    fixture; a backend bound to one loop overrides ``anyio_backend`` in its
+    subclass. App states follow :func:`asyncsched.specs.rollup_state`.
     """
 
     pytestmark = pytest.mark.anyio
@@ -230,9 +257,95 @@ class SchedulerContract:
                 a.name != "app" or is_terminal(a.state) for a in await sched.list()
             )
 
+    async def test_one_failed_replica_fails_the_app(
+        self, target: ContractTarget
+    ) -> None:
+        """One replica succeeds, another fails: FAILED, each replica as it ended."""
+        app = target.roles_app({"ok": "echo ok", "bad": "sleep 2; exit 3"})
+        app_id = await target.scheduler.submit(app, target.cfg)
+        desc = await target.scheduler.wait(app_id, timeout=target.quick_timeout)
+        assert desc is not None
+        assert desc.state == AppState.FAILED
+        if target.scheduler.capabilities.per_replica_status:
+            replicas = {r.role: r.replicas[0] for r in desc.roles_statuses}
+            if target.independent_replicas:
+                assert replicas["ok"].state == AppState.SUCCEEDED
+                assert replicas["ok"].exit_code == 0
+            assert replicas["bad"].state == AppState.FAILED
+            assert replicas["bad"].exit_code == 3
+
+    async def test_cancel_after_a_failure_keeps_the_app_failed(
+        self, target: ContractTarget
+    ) -> None:
+        """A cancel wins only when it comes before any failure."""
+        sched = target.scheduler
+        if not sched.capabilities.per_replica_status:
+            pytest.skip("cannot tell when one replica has failed")
+        app = target.roles_app({"bad": "exit 3", "long": "sleep 60"})
+        app_id = await sched.submit(app, target.cfg)
+        with anyio.fail_after(target.quick_timeout):
+            while True:
+                desc = await sched.describe(app_id)
+                assert desc is not None
+                states = {r.role: r.replicas[0].state for r in desc.roles_statuses}
+                if states.get("bad") == AppState.FAILED:
+                    break
+                await anyio.sleep(0.05)
+        await sched.cancel(app_id)
+        desc = await sched.wait(app_id, timeout=target.quick_timeout)
+        assert desc is not None
+        assert desc.state == AppState.FAILED
+        replicas = {r.role: r.replicas[0] for r in desc.roles_statuses}
+        assert replicas["bad"].state == AppState.FAILED
+        # stopped by the cancel (or by fail-fast), maybe still in its grace
+        assert replicas["long"].state != AppState.SUCCEEDED
+
+    async def test_unknown_app_role_and_replica_errors_name_the_handle(
+        self, target: ContractTarget
+    ) -> None:
+        sched = target.scheduler
+        if not sched.capabilities.logs:
+            pytest.skip("scheduler has no logs")
+        app_id = await target.run("echo hi")
+        await sched.wait(app_id, timeout=target.quick_timeout)
+        handle = target.handle(app_id)
+        with pytest.raises(UnknownReplicaError) as unknown_role:
+            await _lines(target, app_id, role="nobody")
+        with pytest.raises(UnknownReplicaError) as out_of_range:
+            await _lines(target, app_id, k=5)
+        assert str(unknown_role.value) == (
+            f"app {handle} has no replica 0 of role 'nobody' (roles: ['worker'])"
+        )
+        assert str(out_of_range.value) == (
+            f"app {handle} has no replica 5 of role 'worker' (roles: ['worker'])"
+        )
+        missing = "no-such-app-bcdfg"
+        with pytest.raises(UnknownAppException) as unknown_app:
+            await _lines(target, missing)
+        assert unknown_app.value.app_handle == target.handle(missing)
+
     async def test_closed_scheduler_refuses_work(self, target: ContractTarget) -> None:
         sched = target.scheduler
+        info = await sched.submit_dryrun(target.app("echo late"), target.cfg)
         await sched.aclose()
         await sched.aclose()  # idempotent
         with pytest.raises(SchedulerClosedError):
             await sched.submit(target.app("echo late"), target.cfg)
+        with pytest.raises(SchedulerClosedError):
+            await sched.submit_dryrun(target.app("echo late"), target.cfg)
+        with pytest.raises(SchedulerClosedError):
+            await sched.schedule(info)
+        with pytest.raises(SchedulerClosedError):
+            await sched.describe("any-app")
+        with pytest.raises(SchedulerClosedError):
+            await sched.exists("any-app")
+        with pytest.raises(SchedulerClosedError):
+            await sched.list()
+        with pytest.raises(SchedulerClosedError):
+            await sched.wait("any-app")
+        with pytest.raises(SchedulerClosedError):
+            await sched.wait("any-app", timeout=1)
+        with pytest.raises(SchedulerClosedError):
+            await sched.cancel("any-app")
+        with pytest.raises(SchedulerClosedError):
+            sched.log_iter("any-app", "worker")

@@ -28,14 +28,16 @@ from typing import Any, final
 
 import anyio
 
-from asyncsched.errors import SpecError, UnknownAppException, UnknownReplicaError
+from asyncsched.errors import SpecError
 from asyncsched.schedulers.api import (
+    AppSnapshot,
     Capabilities,
-    DescribeAppResponse,
-    ListAppResponse,
+    LogQuery,
+    ReplicaSnapshot,
     Scheduler,
     Stream,
 )
+from asyncsched.schedulers.shared.changes import ChangeNotifier
 from asyncsched.schedulers.shared.ids import make_unique
 from asyncsched.schedulers.shared.taskhost import TaskHost, describe_error
 from asyncsched.specs import (
@@ -44,9 +46,7 @@ from asyncsched.specs import (
     AppDryRunInfo,
     AppState,
     CfgVal,
-    ReplicaStatus,
     Role,
-    RoleStatus,
     is_terminal,
     macros,
     runopts,
@@ -107,9 +107,9 @@ class _App:
     app_id: str
     app: AppDef
     replicas: builtins.list[_Replica]
-    state: AppState = AppState.PENDING
+    changes: ChangeNotifier
+    decided: AppState | None = None
     cancel_scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    changed: anyio.Event = field(default_factory=anyio.Event)
     done: anyio.Event = field(default_factory=anyio.Event)
     submitted_at: float = field(default_factory=time.time)
     fail_fast: bool = True
@@ -117,8 +117,7 @@ class _App:
     msg: str = NONE
 
     def notify(self) -> None:
-        self.changed.set()
-        self.changed = anyio.Event()
+        self.changes.notify(self.app_id)
 
 
 @final
@@ -171,15 +170,20 @@ class InMemoryScheduler(Scheduler[dict[str, CfgVal]]):
         )
         return AppDryRunInfo(request, pformat)
 
-    async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
-        self._check_open()
+    async def _schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
         request: InMemoryRequest = dryrun_info.request
         replicas = [
             _Replica(role, i)
             for role, per_replica in request.commands.items()
             for i in range(len(per_replica))
         ]
-        app = _App(request.app_id, request.app, replicas, fail_fast=request.fail_fast)
+        app = _App(
+            request.app_id,
+            request.app,
+            replicas,
+            self._changes,
+            fail_fast=request.fail_fast,
+        )
         self._apps[app.app_id] = app
         await self._host.start_soon(
             self._run_app,
@@ -193,7 +197,7 @@ class InMemoryScheduler(Scheduler[dict[str, CfgVal]]):
     @staticmethod
     def _app_failed(app: _App, exc: Exception) -> None:
         """The task running ``app`` raised: that app alone is FAILED."""
-        app.state = AppState.FAILED
+        app.decided = AppState.FAILED
         app.msg = f"running the app failed: {describe_error(exc)}"
         for replica in app.replicas:
             if not is_terminal(replica.state):
@@ -205,8 +209,6 @@ class InMemoryScheduler(Scheduler[dict[str, CfgVal]]):
         self, app: _App, commands: dict[str, list[list[list[str]]]]
     ) -> None:
         with app.cancel_scope:
-            app.state = AppState.RUNNING
-            app.notify()
             async with anyio.create_task_group() as tg:
                 app.replicas_scope = tg.cancel_scope
                 for replica in app.replicas:
@@ -217,16 +219,10 @@ class InMemoryScheduler(Scheduler[dict[str, CfgVal]]):
                         commands[replica.role][replica.replica_id],
                     )
         if app.cancel_scope.cancel_called:
-            app.state = AppState.CANCELLED
-            for replica in app.replicas:
-                if not is_terminal(replica.state):
-                    replica.state = AppState.CANCELLED
-        else:
-            failed = any(r.state == AppState.FAILED for r in app.replicas)
-            app.state = AppState.FAILED if failed else AppState.SUCCEEDED
-            for replica in app.replicas:
-                if not is_terminal(replica.state):  # stopped by fail-fast
-                    replica.state = AppState.CANCELLED
+            app.decided = AppState.CANCELLED
+        for replica in app.replicas:
+            if not is_terminal(replica.state):  # stopped by a cancel or fail-fast
+                replica.state = AppState.CANCELLED
         app.done.set()
         app.notify()
 
@@ -256,87 +252,64 @@ class InMemoryScheduler(Scheduler[dict[str, CfgVal]]):
         if code != 0 and app.fail_fast and app.replicas_scope is not None:
             app.replicas_scope.cancel()
 
-    async def describe(self, app_id: str) -> DescribeAppResponse | None:
-        self._check_open()
+    async def _describe(self, app_id: str) -> AppSnapshot | None:
         app = self._apps.get(app_id)
         if app is None:
             return None
-        roles: dict[str, list[ReplicaStatus]] = {}
-        for r in app.replicas:
-            roles.setdefault(r.role, []).append(
-                ReplicaStatus(
-                    id=r.replica_id,
-                    state=r.state,
-                    role=r.role,
-                    hostname="localhost",
-                    exit_code=r.exit_code,
-                )
-            )
-        return DescribeAppResponse(
-            app_id=app_id,
-            state=app.state,
-            num_restarts=0,
-            msg=app.msg,
-            roles_statuses=[RoleStatus(name, reps) for name, reps in roles.items()],
-            roles=builtins.list(app.app.roles),
-        )
+        return _snapshot(app)
 
-    async def list(self) -> builtins.list[ListAppResponse]:
-        self._check_open()
-        return [
-            ListAppResponse(app_id=a.app_id, state=a.state, name=a.app.name)
-            for a in self._apps.values()
+    async def _list(self) -> builtins.list[AppSnapshot]:
+        return [_snapshot(a) for a in self._apps.values()]
+
+    async def _cancel(self, app: AppSnapshot) -> None:
+        app.native.cancel_scope.cancel()
+
+    async def _log_iter(self, app: AppSnapshot, query: LogQuery) -> AsyncIterator[str]:
+        run: _App = app.native
+        [replica] = [
+            r
+            for r in run.replicas
+            if r.role == query.role_name and r.replica_id == query.k
         ]
-
-    async def _wait(self, app_id: str) -> DescribeAppResponse | None:
-        app = self._apps.get(app_id)
-        if app is None:
-            return None
-        await app.done.wait()
-        return await self.describe(app_id)
-
-    async def _cancel_existing(self, app_id: str) -> None:
-        self._apps[app_id].cancel_scope.cancel()
-
-    async def _log_iter(
-        self,
-        app_id: str,
-        role_name: str,
-        k: int,
-        since: datetime | None,
-        until: datetime | None,
-        should_tail: bool,
-        streams: Stream | None,
-    ) -> AsyncIterator[str]:
-        app = self._apps.get(app_id)
-        if app is None:
-            raise UnknownAppException(app_id)
-        matches = [r for r in app.replicas if r.role == role_name and r.replica_id == k]
-        if not matches:
-            roles = sorted({r.role for r in app.replicas})
-            raise UnknownReplicaError(app_id, role_name, k, roles)
-        replica = matches[0]
         wanted = (
             {Stream.STDOUT, Stream.STDERR}
-            if streams in (None, Stream.COMBINED)
-            else {streams}
+            if query.streams in (None, Stream.COMBINED)
+            else {query.streams}
         )
         pos = 0
         while True:
-            changed = app.changed
+            changed = self._changes.changed(run.app_id)
             while pos < len(replica.lines):
                 line = replica.lines[pos]
                 pos += 1
                 if line.stream not in wanted:
                     continue
-                if since is not None and line.when < since:
+                if query.since is not None and line.when < query.since:
                     continue
-                if until is not None and line.when > until:
+                if query.until is not None and line.when > query.until:
                     continue
                 yield line.text
-            if not should_tail or app.done.is_set():
+            if not query.should_tail or run.done.is_set():
                 return
             await changed.wait()
+
+
+def _snapshot(app: _App) -> AppSnapshot:
+    replicas = [
+        ReplicaSnapshot(
+            r.role, r.replica_id, r.state, exit_code=r.exit_code, hostname="localhost"
+        )
+        for r in app.replicas
+    ]
+    return AppSnapshot(
+        app.app_id,
+        replicas,
+        name=app.app.name,
+        decided=app.decided,
+        msg=app.msg,
+        roles=builtins.list(app.app.roles),
+        native=app,
+    )
 
 
 def _substituted(role: Role, app_id: str, replica_id: int) -> Role:

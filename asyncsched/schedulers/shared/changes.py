@@ -1,0 +1,47 @@
+"""Per-key change events: "wake me at the next change of this app".
+
+A waiter takes :meth:`ChangeNotifier.changed` *before* it reads the state it
+waits on, then awaits the event: a change between the read and the wait is
+never missed. Events are one-shot and made on demand, so keys nobody waits on
+cost nothing.
+
+Example:
+    >>> async def waiter(changes: ChangeNotifier, read_state) -> None:
+    ...     while True:
+    ...         event = changes.changed("app-1")
+    ...         if read_state() == "done":
+    ...             return
+    ...         await event.wait()
+"""
+
+from __future__ import annotations
+
+import anyio
+
+__all__ = ["ChangeNotifier"]
+
+
+class ChangeNotifier:
+    """One-shot events keyed by a string (an app id, an object's key)."""
+
+    def __init__(self) -> None:
+        self._events: dict[str, anyio.Event] = {}
+
+    def changed(self, key: str) -> anyio.Event:
+        """An event set at the next change of ``key`` (take it before reading)."""
+        event = self._events.get(key)
+        if event is None:
+            event = self._events[key] = anyio.Event()
+        return event
+
+    def notify(self, key: str) -> None:
+        """Wake everyone waiting on ``key``."""
+        event = self._events.pop(key, None)
+        if event is not None:
+            event.set()
+
+    def notify_all(self) -> None:
+        """Wake every waiter (e.g. the cache was rebuilt, or the owner closed)."""
+        events, self._events = self._events, {}
+        for event in events.values():
+            event.set()

@@ -1,0 +1,115 @@
+"""Local replicas carry a typed reason for every non-success (real processes)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+import anyio
+import pytest
+
+from asyncsched.schedulers.local_scheduler import LocalScheduler
+from asyncsched.specs import AppState, StatusReason
+
+from .conftest import app_of, sh_role
+
+pytestmark = pytest.mark.anyio
+
+
+async def _pid_when_ready(sched: LocalScheduler, app_id: str) -> int:
+    lines = sched.log_iter(app_id, "worker", should_tail=True)
+    async with contextlib.aclosing(lines):
+        async for line in lines:
+            assert line == "ready\n"
+            break
+    desc = await sched.describe(app_id)
+    assert desc is not None
+    pid = desc.roles_statuses[0].replicas[0].pid
+    assert pid is not None
+    return pid
+
+
+async def test_a_replica_killed_from_outside_reads_signal_137(log_dir: Path) -> None:
+    cfg = {"log_dir": str(log_dir)}
+    async with LocalScheduler("reasons") as sched:
+        app_id = await sched.submit(app_of(sh_role("echo ready; exec sleep 300")), cfg)
+        os.kill(await _pid_when_ready(sched, app_id), signal.SIGKILL)
+        desc = await sched.wait(app_id, timeout=30)
+        # and the same read back from the record by another scheduler
+        async with LocalScheduler("reasons") as other:
+            again = await other.describe(app_id)
+    for d in (desc, again):
+        assert d is not None
+        assert d.state == AppState.FAILED
+        replica = d.roles_statuses[0].replicas[0]
+        assert (replica.reason, replica.exit_code) == (StatusReason.SIGNAL, 137)
+        assert "SIGKILL" in replica.message
+        assert d.reason == StatusReason.SIGNAL
+
+
+@pytest.mark.parametrize(
+    ("script", "reason", "code"),
+    [
+        ("exit 3", StatusReason.EXIT_CODE, 3),
+        ("./not-there", StatusReason.LAUNCH_FAILED, 127),
+        ("/etc/passwd", StatusReason.LAUNCH_FAILED, 126),
+    ],
+)
+async def test_exit_codes_and_commands_that_cannot_run(
+    log_dir: Path, script: str, reason: StatusReason, code: int
+) -> None:
+    async with LocalScheduler("reasons") as sched:
+        app_id = await sched.submit(app_of(sh_role(script)), {"log_dir": str(log_dir)})
+        desc = await sched.wait(app_id, timeout=30)
+    assert desc is not None
+    assert desc.state == AppState.FAILED
+    replica = desc.roles_statuses[0].replicas[0]
+    assert (replica.reason, replica.exit_code) == (reason, code)
+    assert desc.reason == reason
+    assert "reason: " + reason.value in desc_format(desc)
+
+
+def desc_format(desc: object) -> str:
+    from asyncsched.runner.api import _to_status  # the status users print
+
+    return _to_status(desc).format()  # type: ignore[arg-type]
+
+
+async def test_cancel_reads_cancelled_and_fail_fast_names_the_failure(
+    log_dir: Path,
+) -> None:
+    cfg = {"log_dir": str(log_dir)}
+    async with LocalScheduler("reasons") as sched:
+        app_id = await sched.submit(app_of(sh_role("echo ready; exec sleep 300")), cfg)
+        await _pid_when_ready(sched, app_id)
+        await sched.cancel(app_id)
+        desc = await sched.wait(app_id, timeout=30)
+        assert desc is not None
+        assert desc.state == AppState.CANCELLED
+        assert desc.reason == StatusReason.CANCELLED
+        with anyio.fail_after(30):  # the replica exits once its SIGTERM lands
+            while desc.roles_statuses[0].replicas[0].state == AppState.RUNNING:
+                await anyio.sleep(0.02)
+                desc = await sched.describe(app_id)
+                assert desc is not None
+        assert desc.roles_statuses[0].replicas[0].reason == StatusReason.CANCELLED
+        # one replica fails, fail-fast stops the other: the app says why it failed
+        script = 'if [ "$ASYNCSCHED_REPLICA_ID" = 0 ]; then exit 4; fi; exec sleep 300'
+        mixed = await sched.submit(app_of(sh_role(script, replicas=2)), cfg)
+        with anyio.fail_after(30):
+            desc = await sched.wait(mixed)
+            assert desc is not None
+            while any(
+                r.state == AppState.RUNNING for r in desc.roles_statuses[0].replicas
+            ):
+                await anyio.sleep(0.02)
+                desc = await sched.describe(mixed)
+                assert desc is not None
+    assert desc.state == AppState.FAILED
+    assert desc.reason == StatusReason.EXIT_CODE
+    first, second = desc.roles_statuses[0].replicas
+    assert (first.reason, first.exit_code) == (StatusReason.EXIT_CODE, 4)
+    assert second.reason == StatusReason.CANCELLED
+    assert "another replica failed" in second.message
