@@ -126,6 +126,10 @@ log-error={err}
 skip-log-bin
 innodb_buffer_pool_size=32M
 innodb_log_file_size=16M
+# a throwaway test database: no need to survive a crash, so no fsync
+innodb_flush_log_at_trx_commit=0
+innodb_doublewrite=0
+innodb_flush_method=nosync
 [client]
 socket={sock}
 """
