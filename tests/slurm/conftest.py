@@ -1,9 +1,13 @@
 """Fixtures for the Slurm backend tests: a real private cluster, never a mock.
 
-``slurm_cluster`` (session-scoped) starts ``munged``, ``slurmctld`` and two
-``slurmd`` (logical nodes ``n1``/``n2`` on this host) from a configuration
-written into a temp dir (see :mod:`tests.slurm.cluster`), waits until ``sinfo``
-shows the nodes idle, and stops everything it started at the end. Without
+``slurm_cluster`` (session-scoped, parametrised) starts a private cluster
+twice, one after the other: ``jobcomp`` (finished jobs are recorded only in
+the job completion log) and ``accounting`` (also a private ``mariadbd`` and
+``slurmdbd``, as on most production clusters). Each runs ``munged``,
+``slurmctld`` and four ``slurmd`` (logical nodes on this host) from a
+configuration written into a temp dir (see :mod:`tests.slurm.cluster`); the
+fixture waits until ``sinfo`` shows the nodes idle and stops everything it
+started at the end. Every test that uses the cluster runs on both. Without
 Slurm (not root, or not Debian, so ``provision.sh`` installed nothing) the
 tests skip -- or fail when ``CI`` is set or ``ASYNCSCHED_REQUIRE_SLURM=1``.
 """
@@ -30,10 +34,16 @@ def _required() -> bool:
     )
 
 
-@pytest.fixture(scope="session")
-def slurm_cluster() -> Iterator[Cluster]:
-    """A running private Slurm cluster (session-wide)."""
-    missing = missing_binaries()
+#: the two kinds of cluster every Slurm test runs on
+CLUSTER_MODES = ("jobcomp", "accounting")
+
+
+@pytest.fixture(scope="session", params=CLUSTER_MODES)
+def slurm_cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    """A running private Slurm cluster (session-wide), without and with
+    accounting storage (pytest finishes one before starting the other)."""
+    accounting = request.param == "accounting"
+    missing = missing_binaries(accounting=accounting)
     if missing or os.geteuid() != 0:
         reason = (
             f"not installed: {', '.join(missing)} (run tests/slurm/provision.sh as root)"
@@ -44,13 +54,23 @@ def slurm_cluster() -> Iterator[Cluster]:
             pytest.fail(f"Slurm required (CI / ASYNCSCHED_REQUIRE_SLURM): {reason}")
         pytest.skip(f"no Slurm: {reason}")
     try:
-        cluster = start_cluster()
+        cluster = start_cluster(accounting=accounting)
     except ClusterError as exc:
         pytest.fail(f"could not start the Slurm test cluster: {exc}")
     try:
         yield cluster
     finally:
         cluster.stop()
+
+
+#: replica 0 exits 0; replica 1 waits until replica 0's shell is gone, then
+#: exits 3 (so srun's --kill-on-bad-exit cannot reach replica 0 first)
+MIXED_RESULT_SCRIPT = (
+    "f=replica0-$ASYNCSCHED_APP_ID.pid;"
+    ' if [ "$ASYNCSCHED_REPLICA_ID" = 0 ]; then echo $$ >$f.tmp; mv $f.tmp $f; exit 0; fi;'
+    " while [ ! -s $f ]; do sleep 0.05; done;"
+    " while kill -0 $(cat $f) 2>/dev/null; do sleep 0.05; done; exit 3"
+)
 
 
 @dataclass
@@ -62,6 +82,7 @@ class AgedApps:
     work_dir: Path
     ok: str
     failed: str
+    mixed: str
 
 
 def _quick_app(name: str, script: str, replicas: int) -> AppDef:
@@ -80,10 +101,11 @@ def _quick_app(name: str, script: str, replicas: int) -> AppDef:
 def aged_apps(
     slurm_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
 ) -> AgedApps:
-    """Two apps: two replicas that succeed; one replica that exits 3."""
+    """Three apps: two replicas that succeed; one replica that exits 3; two
+    replicas of which the first exits 0 and the second 3."""
     root = tmp_path_factory.mktemp("aged")
 
-    async def submit() -> tuple[str, str]:
+    async def submit() -> tuple[str, str, str]:
         async with SlurmScheduler(
             "pytest", slurm_conf=str(slurm_cluster.conf), state_dir=str(root / "state")
         ) as sched:
@@ -93,10 +115,14 @@ def aged_apps(
             # one replica: with two, --kill-on-bad-exit may SIGTERM the second
             # before it exits 3 itself, and its code would then be 143
             failed = await sched.submit(_quick_app("aged-failed", "exit 3", 1), cfg)
-            return ok, failed
+            cfg = {"job_dir": str(root / "mixed")}
+            mixed = await sched.submit(
+                _quick_app("aged-mixed", MIXED_RESULT_SCRIPT, 2), cfg
+            )
+            return ok, failed, mixed
 
-    ok, failed = anyio.run(submit)
-    return AgedApps(root / "state", root, ok, failed)
+    ok, failed, mixed = anyio.run(submit)
+    return AgedApps(root / "state", root, ok, failed, mixed)
 
 
 @pytest.fixture

@@ -172,6 +172,9 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         self._probed_at = -_PROBE_TTL
         self._accounting: bool | None = None
         self._terminal: dict[str, AppView] = {}
+        # the last settled view of each app not yet terminal: what describe
+        # keeps answering while accounting shows its placeholder
+        self._settled: dict[str, AppView] = {}
 
     async def _aenter(self) -> None:
         await self._tasks.enter()
@@ -368,9 +371,14 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         missing = [i for i in query if i not in views]
         if missing:
             views.update(await self._sacct(missing, records, floors))
-        for app_id, view in views.items():
-            if is_terminal(view.state):
+        for app_id, view in list(views.items()):
+            if not view.settled:
+                views[app_id] = self._settled.get(app_id, view)
+            elif is_terminal(view.state):
                 self._terminal[app_id] = view
+                self._settled.pop(app_id, None)
+            else:
+                self._settled[app_id] = view
         return {**known, **{i: v for i, v in views.items() if i in ids}}
 
     async def _sacct(
@@ -390,9 +398,13 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
                 self._accounting = False
             else:
                 self._accounting = True
-                return group_components(
+                views = group_components(
                     parse_sacct(out), source="sacct", not_before=floors
                 )
+                for app_id, view in views.items():
+                    if app_id in records:
+                        view.expected = records[app_id].num_components
+                return views
         # the completion log lists each heterogeneous component by its own id,
         # allocated consecutively from the leader's
         leaders: dict[str, str] = {}

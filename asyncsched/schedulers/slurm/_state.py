@@ -3,7 +3,16 @@
 Parses the delimited output of ``squeue -O`` and ``sacct --parsable2``
 (accounting, or ``-c`` for the job completion log) into :class:`Component`
 rows, groups the components of a heterogeneous job into an :class:`AppView`,
-and maps Slurm states as TorchX does, per replica.
+and maps Slurm states as TorchX does.
+
+Each replica is one component of a heterogeneous job, and Slurm copies the
+batch script's state and exit code to every component; a component's own
+result is its derived exit code (the worst of its steps) and, with
+accounting, its step rows (``ID+k.0``). :func:`replica_result` reads a
+replica's own state and exit code from those, and says so when Slurm lost it
+(:class:`ReplicaResult`). Right after a job ends, accounting shows one
+placeholder row named ``allocation`` for a while: :attr:`AppView.settled`
+is then False.
 
 Example:
     >>> slurm_state("CANCELLED by 0"), slurm_state("TIMEOUT")
@@ -14,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from asyncsched.schedulers.api import DescribeAppResponse
@@ -25,9 +34,11 @@ __all__ = [
     "SQUEUE_FORMAT",
     "AppView",
     "Component",
+    "ReplicaResult",
     "group_components",
     "parse_sacct",
     "parse_squeue",
+    "replica_result",
     "slurm_state",
 ]
 
@@ -78,6 +89,10 @@ _STATES: dict[str, AppState] = {
     "SPECIAL_EXIT": AppState.FAILED,
 }
 _SACCT_ID = re.compile(r"^(\d+)(?:\+(\d+))?$")
+# a step that ran a command: 5.0, 5+1.0 (not 5.batch, 5.extern)
+_SACCT_STEP = re.compile(r"^(\d+(?:\+\d+)?)\.(\d+)$")
+#: the job name accounting shows until the job's own record arrives
+PLACEHOLDER_NAME = "allocation"
 
 
 def slurm_state(raw: str) -> AppState:
@@ -88,23 +103,92 @@ def slurm_state(raw: str) -> AppState:
 
 @dataclass(frozen=True)
 class Component:
-    """One job of Slurm (a whole job, or one component of a heterogeneous job)."""
+    """One job of Slurm (a whole job, or one component of a heterogeneous job).
+
+    ``raw_state`` and ``job_code`` are the job's (for a heterogeneous job: the
+    batch script's, copied to every component); ``own_code`` is the
+    component's derived exit code (its steps' worst); ``step_state`` and
+    ``step_code`` its last step's row (accounting only; ``""``/None unknown).
+    """
 
     job_id: str
     app_id: str
     offset: int
     name: str
     raw_state: str
-    exit_code: int | None
+    job_code: int | None
     submit: float | None
     node: str = ""
     work_dir: str = ""
     restarts: int = 0
+    own_code: int | None = None
+    step_state: str = ""
+    step_code: int | None = None
 
     @property
     def state(self) -> AppState:
-        """The mapped state of this component."""
+        """The mapped state of the job this component belongs to."""
         return slurm_state(self.raw_state)
+
+    @property
+    def placeholder(self) -> bool:
+        """Accounting's stand-in row, shown until the job's record arrives."""
+        return self.name == PLACEHOLDER_NAME and "+" not in self.job_id
+
+
+@dataclass(frozen=True)
+class ReplicaResult:
+    """One replica's own state, exit code and (when not plain) why."""
+
+    state: AppState
+    exit_code: int | None
+    message: str = ""
+
+
+def _unexplained(components: list[Component]) -> bool:
+    """A failed job none of whose replicas recorded a failure of its own."""
+    return not any(c.own_code or c.step_code for c in components)
+
+
+def replica_result(comp: Component, components: list[Component]) -> ReplicaResult:
+    """The result of replica ``comp`` of the app made of ``components``.
+
+    Slurm gives every component of a heterogeneous job the batch script's
+    state; a FAILED script means some replica failed, and which one is in
+    each component's derived exit code (and step rows). A replica whose own
+    result Slurm did not keep is UNKNOWN, with a message saying so.
+
+    Example:
+        >>> rows = parse_sacct("5|w-0|FAILED|3:0|0:0||n1|/w\\n6|w-1|FAILED|3:0|3:0||n2|/w",
+        ...                    {"5": "5", "6": "5"})
+        >>> [replica_result(c, rows).state.name for c in rows]
+        ['SUCCEEDED', 'FAILED']
+    """
+    state = comp.state
+    word = comp.raw_state.split()[0].rstrip("+").upper() if comp.raw_state else ""
+    if not is_terminal(state):
+        return ReplicaResult(state, None)
+    if state == AppState.SUCCEEDED:
+        return ReplicaResult(state, 0)
+    own = comp.own_code or comp.step_code
+    if state == AppState.CANCELLED:
+        return ReplicaResult(state, own, comp.raw_state)
+    if word != "FAILED" or len(components) == 1:
+        # a limit, node or preemption hit the whole job; or the only replica
+        return ReplicaResult(state, own or comp.job_code, comp.raw_state)
+    if own:
+        return ReplicaResult(AppState.FAILED, own)
+    step = slurm_state(comp.step_state) if comp.step_state else None
+    if step == AppState.SUCCEEDED or (step is None and not _unexplained(components)):
+        # its own steps succeeded (accounting), or another replica's failure
+        # explains the job's: this one exited 0
+        return ReplicaResult(AppState.SUCCEEDED, 0)
+    return ReplicaResult(
+        AppState.UNKNOWN,
+        None,
+        f"the job {comp.raw_state} (exit {comp.job_code}) but Slurm kept no"
+        " result of this replica's own",
+    )
 
 
 @dataclass
@@ -115,11 +199,23 @@ class AppView:
     components: list[Component] = field(default_factory=list)
     source: str = "squeue"
 
+    expected: int = 0
+
+    @property
+    def settled(self) -> bool:
+        """False while accounting still shows its placeholder for the job, or
+        fewer components than ``expected`` (the app's replica count, if known)."""
+        if any(c.placeholder for c in self.components):
+            return False
+        return len(self.components) >= self.expected
+
     @property
     def state(self) -> AppState:
-        """Terminal once every component is: FAILED > CANCELLED > SUCCEEDED."""
+        """Terminal once every component is: FAILED > CANCELLED > SUCCEEDED.
+
+        UNKNOWN while not :attr:`settled` (poll again)."""
         states = [c.state for c in self.components]
-        if not states:
+        if not states or not self.settled:
             return AppState.UNKNOWN
         if all(is_terminal(s) for s in states):
             for worst in (AppState.FAILED, AppState.CANCELLED):
@@ -146,21 +242,33 @@ class AppView:
     def describe(self) -> DescribeAppResponse:
         """The app as a DescribeAppResponse, one replica per component."""
         roles: dict[str, list[ReplicaStatus]] = {}
+        notes = []
         for comp in sorted(self.components, key=lambda c: c.offset):
             role, _, index = comp.name.rpartition("-")
             if not role or not index.isdigit():
                 role, index = comp.name, "0"
+            result = (
+                replica_result(comp, self.components)
+                if self.settled
+                else ReplicaResult(AppState.UNKNOWN, None, "not settled yet")
+            )
+            if result.state == AppState.UNKNOWN and result.message:
+                notes.append(f"{comp.name}: {result.message}")
             roles.setdefault(role, []).append(
                 ReplicaStatus(
                     id=int(index),
-                    state=comp.state,
+                    state=result.state,
                     role=role,
                     hostname=comp.node,
-                    exit_code=comp.exit_code if is_terminal(comp.state) else None,
+                    exit_code=result.exit_code,
                     num_restarts=comp.restarts,
                 )
             )
         msg = ", ".join(sorted({c.raw_state for c in self.components}))
+        if not self.settled:
+            msg += " (Slurm's accounting has not settled yet)"
+        if notes:
+            msg = "; ".join([msg, *notes])
         return DescribeAppResponse(
             app_id=self.app_id,
             state=self.state,
@@ -200,14 +308,6 @@ def _wait_status(raw: str) -> int | None:
     return (status >> 8) & 0xFF
 
 
-def _exit_code(job: str, derived: str) -> int | None:
-    """Per replica: its step's code (the derived code) when non-zero, else the
-    job's (the batch script's, i.e. srun's): a step's code can reach the
-    controller after the job ended, and the completion log may then lack it."""
-    code = _wait_status(derived)
-    return code if code else _wait_status(job)
-
-
 def parse_squeue(text: str) -> list[Component]:
     """Parse ``squeue -h -O SQUEUE_FORMAT`` output."""
     rows = []
@@ -232,7 +332,8 @@ def parse_squeue(text: str) -> list[Component]:
                 offset=offset,
                 name=name.strip(),
                 raw_state=state.strip(),
-                exit_code=_exit_code(exit_raw, derived),
+                job_code=_wait_status(exit_raw),
+                own_code=_wait_status(derived),
                 submit=_epoch(submit),
                 node="" if nodes.strip() in ("", "(null)") else nodes.strip(),
                 work_dir=work_dir.strip(),
@@ -243,22 +344,32 @@ def parse_squeue(text: str) -> list[Component]:
 
 
 def parse_sacct(text: str, leaders: dict[str, str] | None = None) -> list[Component]:
-    """Parse ``sacct -n -P -o SACCT_FIELDS`` output; job steps are skipped.
+    """Parse ``sacct -n -P -o SACCT_FIELDS`` output.
 
-    Accounting prints heterogeneous components as ``ID+k``; the completion log
-    (``-c``) prints each component's own id, which ``leaders`` maps to
-    ``(app id)`` with the offset being the distance from it.
+    Accounting prints heterogeneous components as ``ID+k``, and their steps
+    as ``ID+k.N`` (the last numbered step becomes the component's
+    ``step_state``/``step_code``); the completion log (``-c``) prints each
+    component's own id, which ``leaders`` maps to ``(app id)`` with the
+    offset being the distance from it.
     """
     leaders = leaders or {}
     rows = []
+    steps: dict[str, tuple[int, str, int | None]] = {}
     for line in text.splitlines():
         parts = line.split("|", 7)
         if len(parts) < 8:
             continue
         job, name, state, exit_raw, derived, submit, nodes, work_dir = parts
+        step = _SACCT_STEP.match(job.strip())
+        if step is not None:
+            number = int(step.group(2))
+            owner = step.group(1)
+            if owner not in steps or steps[owner][0] <= number:
+                steps[owner] = (number, state.strip(), _wait_status(exit_raw))
+            continue
         match = _SACCT_ID.match(job.strip())
         if match is None:
-            continue  # a step (5.batch, 5+0.0) or garbage
+            continue  # 5.batch, 5.extern or garbage
         own, plus = match.group(1), match.group(2)
         if plus is not None:
             app_id, offset = own, int(plus)
@@ -272,13 +383,20 @@ def parse_sacct(text: str, leaders: dict[str, str] | None = None) -> list[Compon
                 offset=offset,
                 name=name,
                 raw_state=state,
-                exit_code=_exit_code(exit_raw, derived),
+                job_code=_wait_status(exit_raw),
+                own_code=_wait_status(derived),
                 submit=_epoch(submit),
                 node="" if nodes in ("", "None assigned") else nodes,
                 work_dir=work_dir,
             )
         )
-    return rows
+    return [_with_step(row, steps.get(row.job_id)) for row in rows]
+
+
+def _with_step(row: Component, step: tuple[int, str, int | None] | None) -> Component:
+    if step is None or row.placeholder:
+        return row
+    return replace(row, step_state=step[1], step_code=step[2])
 
 
 def group_components(
