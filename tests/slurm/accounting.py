@@ -1,8 +1,10 @@
 """Accounting storage for the private test cluster: a private ``mariadbd`` and
 ``slurmdbd`` (no systemd, nothing shared with a system MariaDB).
 
-:func:`start_database` initialises a datadir with ``mariadb-install-db`` and
-runs ``mariadbd`` on its own socket, pid file and loopback port, with a
+:func:`start_database` initialises a datadir with ``mariadb-install-db`` (the
+first time; later starts copy the empty datadir it cached under
+``/var/tmp/asyncsched-tests``, or ``$ASYNCSCHED_TEST_CACHE``; empty: no
+cache) and runs ``mariadbd`` on its own socket, pid file and loopback port, with a
 database ``slurm_acct_db`` and a user for slurmdbd; :func:`start_slurmdbd`
 writes ``slurmdbd.conf`` next to ``slurm.conf`` (where Slurm looks for it;
 mode 600, owned by the SlurmUser) and runs ``slurmdbd``;
@@ -18,11 +20,13 @@ Example (as root; ``procs`` collects the daemons)::
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pwd
 import secrets
 import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +49,17 @@ ACCOUNTING_BINARIES = (
     "sacctmgr",
 )
 DB_NAME = "slurm_acct_db"
+#: where an initialised, empty datadir is kept between test sessions (later
+#: starts copy it instead of running mariadb-install-db); ``""`` disables it
+CACHE_DIR = os.environ.get("ASYNCSCHED_TEST_CACHE", "/var/tmp/asyncsched-tests")
+_INNODB = """\
+innodb_buffer_pool_size=32M
+innodb_log_file_size=16M
+# a throwaway test database: no need to survive a crash, so no fsync
+innodb_flush_log_at_trx_commit=0
+innodb_doublewrite=0
+innodb_flush_method=nosync
+"""
 DB_USER = "slurm"
 
 
@@ -99,6 +114,64 @@ def _sql(db_cnf: Path, statement: str) -> None:
     )
 
 
+def _template() -> Path | None:
+    """The cached datadir for this MariaDB version and these InnoDB options."""
+    if not CACHE_DIR:
+        return None
+    version = subprocess.run(
+        [_which("mariadbd"), "--version"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+    key = hashlib.sha256((version + _INNODB).encode()).hexdigest()[:16]
+    return Path(CACHE_DIR) / f"mariadb-datadir-{key}"
+
+
+def _chown_tree(top: Path, user: pwd.struct_passwd) -> None:
+    os.chown(top, user.pw_uid, user.pw_gid)
+    for parent, dirs, files in os.walk(top):
+        for name in (*dirs, *files):
+            os.chown(os.path.join(parent, name), user.pw_uid, user.pw_gid)
+
+
+def _init_datadir(cnf: Path, data: Path, mysql: pwd.struct_passwd) -> None:
+    """Copy the cached empty datadir, or run mariadb-install-db (and cache it)."""
+    template = _template()
+    if template is not None and template.is_dir():
+        shutil.copytree(template, data, dirs_exist_ok=True)
+        _chown_tree(data, mysql)
+        return
+    os.chown(data, mysql.pw_uid, mysql.pw_gid)
+    init = subprocess.run(
+        [
+            _which("mariadb-install-db"),
+            f"--defaults-file={cnf}",
+            "--skip-test-db",
+            "--auth-root-authentication-method=socket",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if init.returncode != 0:
+        raise AccountingError(f"mariadb-install-db failed: {init.stdout}{init.stderr}")
+    if template is None:
+        return
+    # copy aside, then rename: a concurrent session sees all of it or nothing
+    template.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="staging-", dir=template.parent))
+    try:
+        shutil.copytree(data, staging / "data")
+        os.rename(staging / "data", template)
+    except OSError:
+        pass  # another session cached it first (or no space): not needed
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def start_database(
     mdir: Path, port: int, procs: dict[str, subprocess.Popen[bytes]]
 ) -> Database:
@@ -124,32 +197,12 @@ bind-address=127.0.0.1
 skip-name-resolve
 log-error={err}
 skip-log-bin
-innodb_buffer_pool_size=32M
-innodb_log_file_size=16M
-# a throwaway test database: no need to survive a crash, so no fsync
-innodb_flush_log_at_trx_commit=0
-innodb_doublewrite=0
-innodb_flush_method=nosync
-[client]
+{_INNODB}[client]
 socket={sock}
 """
     )
-    for path in (mdir, data):
-        os.chown(path, mysql.pw_uid, mysql.pw_gid)
-    init = subprocess.run(
-        [
-            _which("mariadb-install-db"),
-            f"--defaults-file={cnf}",
-            "--skip-test-db",
-            "--auth-root-authentication-method=socket",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    if init.returncode != 0:
-        raise AccountingError(f"mariadb-install-db failed: {init.stdout}{init.stderr}")
+    os.chown(mdir, mysql.pw_uid, mysql.pw_gid)
+    _init_datadir(cnf, data, mysql)
     with (mdir / "mariadbd-stdout.log").open("wb") as out:
         procs["mariadbd"] = subprocess.Popen(
             [_which("mariadbd"), f"--defaults-file={cnf}"],
