@@ -83,6 +83,7 @@ class AgedApps:
     ok: str
     failed: str
     mixed: str
+    cancelled: str
 
 
 def _quick_app(name: str, script: str, replicas: int) -> AppDef:
@@ -101,11 +102,12 @@ def _quick_app(name: str, script: str, replicas: int) -> AppDef:
 def aged_apps(
     slurm_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
 ) -> AgedApps:
-    """Three apps: two replicas that succeed; one replica that exits 3; two
-    replicas of which the first exits 0 and the second 3."""
+    """Four apps: two replicas that succeed; one replica that exits 3; two
+    replicas of which the first exits 0 and the second 3; two replicas
+    cancelled."""
     root = tmp_path_factory.mktemp("aged")
 
-    async def submit() -> tuple[str, str, str]:
+    async def submit() -> tuple[str, str, str, str]:
         async with SlurmScheduler(
             "pytest", slurm_conf=str(slurm_cluster.conf), state_dir=str(root / "state")
         ) as sched:
@@ -119,10 +121,15 @@ def aged_apps(
             mixed = await sched.submit(
                 _quick_app("aged-mixed", MIXED_RESULT_SCRIPT, 2), cfg
             )
-            return ok, failed, mixed
+            cfg = {"job_dir": str(root / "cancelled")}
+            cancelled = await sched.submit(
+                _quick_app("aged-cancelled", "sleep 300", 2), cfg
+            )
+            await sched.cancel(cancelled)
+            return ok, failed, mixed, cancelled
 
-    ok, failed, mixed = anyio.run(submit)
-    return AgedApps(root / "state", root, ok, failed, mixed)
+    ok, failed, mixed, cancelled = anyio.run(submit)
+    return AgedApps(root / "state", root, ok, failed, mixed, cancelled)
 
 
 @pytest.fixture

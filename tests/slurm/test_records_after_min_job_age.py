@@ -17,7 +17,8 @@ pytestmark = pytest.mark.slurm
 
 
 async def _wait_purged(slurm_cluster: Cluster, aged_apps: AgedApps) -> None:
-    ids = f"{aged_apps.ok},{aged_apps.failed},{aged_apps.mixed}"
+    apps = aged_apps
+    ids = f"{apps.ok},{apps.failed},{apps.mixed},{apps.cancelled}"
     # slurmctld purges finished jobs older than MinJobAge about once a minute
     with anyio.fail_after(100):
         while True:
@@ -54,6 +55,7 @@ async def test_finished_app_is_described_from_slurms_records(
         aged_apps.ok: ("aged-ok", AppState.SUCCEEDED),
         aged_apps.failed: ("aged-failed", AppState.FAILED),
         aged_apps.mixed: ("aged-mixed", AppState.FAILED),
+        aged_apps.cancelled: ("aged-cancelled", AppState.CANCELLED),
     }
     assert lines == ["done\n"]
 
@@ -68,6 +70,7 @@ async def test_finished_replicas_keep_their_own_results(
         state_dir=str(aged_apps.state_dir),
     ) as sched:
         desc = await sched.wait(aged_apps.mixed, timeout=30)
+        cancelled = await sched.describe(aged_apps.cancelled)
         squeue_calls = sched.cli.counts["squeue"]
     assert squeue_calls >= 1  # asked the controller first: the job had left it
     assert desc is not None
@@ -77,3 +80,8 @@ async def test_finished_replicas_keep_their_own_results(
         (0, AppState.SUCCEEDED, 0),
         (1, AppState.FAILED, 3),
     ], slurm_cluster.jobcomp.read_text()
+    assert cancelled is not None
+    assert cancelled.state == AppState.CANCELLED
+    assert "CANCELLED" in cancelled.msg
+    [role] = cancelled.roles_statuses
+    assert [r.state for r in role.replicas] == [AppState.CANCELLED] * 2
