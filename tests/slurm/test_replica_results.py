@@ -178,6 +178,19 @@ def test_replica_result_lost_by_slurm_is_unknown_with_a_message() -> None:
     assert "w-1: " in view.describe().msg
 
 
+def test_replica_whose_kill_the_log_lost_is_unknown_not_succeeded() -> None:
+    # seen once in eight such apps on the jobcomp cluster: the log was written
+    # before the SIGTERMed replica's code arrived; srun's 143 is then left
+    # unexplained by replica 1's 3, so replica 0 did not exit 0
+    lost = JOBCOMP_3_KILLS_0.replace("|143:0|0:15|", "|143:0|0:0|")
+    view = _view(lost, "3", source="sacct -c", expected=2)
+    assert view.state == AppState.FAILED
+    assert _replicas(view) == [(AppState.UNKNOWN, None), (AppState.FAILED, 3)]
+    assert "w-0: " in view.describe().msg
+    assert view.lost == ["w-0"]
+    assert _view(JOBCOMP_3_KILLS_0, "3", source="sacct -c").lost == []
+
+
 def test_accounting_step_rows_give_the_result_when_the_derived_code_is_lost() -> None:
     lost = ACCT_OK_THEN_3.replace("w-1|FAILED|3:0|3:0|", "w-1|FAILED|3:0|0:0|")
     view = _view(lost, "1", source="sacct", expected=2)

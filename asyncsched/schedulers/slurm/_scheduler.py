@@ -344,7 +344,13 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
 
     async def _fetch(self, ids: frozenset[str]) -> dict[str, AppView]:
         """One batched status query for ``ids`` (+ one sacct for the missing)."""
-        known = {i: self._terminal[i] for i in ids if i in self._terminal}
+        # final, unless a replica's code may still reach the controller
+        known = {
+            i: v
+            for i in ids
+            if (v := self._terminal.get(i)) is not None
+            and not (v.source == "squeue" and v.lost)
+        }
         query = sorted((i for i in ids if i not in known and i.isdigit()), key=int)
         if not query:
             return known

@@ -145,9 +145,20 @@ class ReplicaResult:
     message: str = ""
 
 
-def _unexplained(components: list[Component]) -> bool:
-    """A failed job none of whose replicas recorded a failure of its own."""
-    return not any(c.own_code or c.step_code for c in components)
+def _explained(components: list[Component]) -> bool:
+    """Whether a replica's own code accounts for the failed job's code.
+
+    The script exits with srun's code, the highest of the replicas' (128+N for
+    signal N; accounting records that job code as plain N). A job code no
+    replica recorded means Slurm lost a replica's result (the completion log
+    can be written before a killed replica's code reaches the controller).
+    """
+    for comp in components:
+        job = comp.job_code
+        for code in (comp.own_code, comp.step_code):
+            if code and (not job or code in (job, job + 128)):
+                return True
+    return False
 
 
 def replica_result(comp: Component, components: list[Component]) -> ReplicaResult:
@@ -156,7 +167,8 @@ def replica_result(comp: Component, components: list[Component]) -> ReplicaResul
     Slurm gives every component of a heterogeneous job the batch script's
     state; a FAILED script means some replica failed, and which one is in
     each component's derived exit code (and step rows). A replica whose own
-    result Slurm did not keep is UNKNOWN, with a message saying so.
+    result Slurm did not keep (no code of its own, and no other replica's code
+    explains the job's) is UNKNOWN, with a message saying so.
 
     Example:
         >>> rows = parse_sacct("5|w-0|FAILED|3:0|0:0||n1|/w\\n6|w-1|FAILED|3:0|3:0||n2|/w",
@@ -179,7 +191,7 @@ def replica_result(comp: Component, components: list[Component]) -> ReplicaResul
     if own:
         return ReplicaResult(AppState.FAILED, own)
     step = slurm_state(comp.step_state) if comp.step_state else None
-    if step == AppState.SUCCEEDED or (step is None and not _unexplained(components)):
+    if step == AppState.SUCCEEDED or (step is None and _explained(components)):
         # its own steps succeeded (accounting), or another replica's failure
         # explains the job's: this one exited 0
         return ReplicaResult(AppState.SUCCEEDED, 0)
@@ -208,6 +220,17 @@ class AppView:
         if any(c.placeholder for c in self.components):
             return False
         return len(self.components) >= self.expected
+
+    @property
+    def lost(self) -> list[str]:
+        """Names of the replicas whose own result Slurm did not keep (so far:
+        on the controller, a step's code may still arrive)."""
+        return [
+            c.name
+            for c in self.components
+            if replica_result(c, self.components).state == AppState.UNKNOWN
+            and is_terminal(c.state)
+        ]
 
     @property
     def state(self) -> AppState:
