@@ -22,8 +22,9 @@ from pathlib import Path
 import anyio
 import pytest
 
+from asyncsched.schedulers.api import DescribeAppResponse
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
-from asyncsched.specs import AppDef, Resource, Role
+from asyncsched.specs import AppDef, AppState, Resource, Role
 
 from .cluster import Cluster, ClusterError, missing_binaries, start_cluster
 
@@ -71,6 +72,32 @@ MIXED_RESULT_SCRIPT = (
     " while [ ! -s $f ]; do sleep 0.05; done;"
     " while kill -0 $(cat $f) 2>/dev/null; do sleep 0.05; done; exit 3"
 )
+#: each replica's result for MIXED_RESULT_SCRIPT: (state, exit code)
+MIXED_RESULTS: list[tuple[AppState, int | None]] = [
+    (AppState.SUCCEEDED, 0),
+    (AppState.FAILED, 3),
+]
+
+
+def assert_own_results(
+    desc: DescribeAppResponse,
+    expected: list[tuple[AppState, int | None]],
+    *,
+    may_be_lost: bool,
+    context: str = "",
+) -> None:
+    """Each replica has its own expected result; with ``may_be_lost`` (Slurm's
+    job completion log, which can be written before a replica's code reaches
+    the controller) a replica may instead be UNKNOWN with a message saying so,
+    but never a wrong result."""
+    [role] = desc.roles_statuses
+    got = [(r.state, r.exit_code) for r in role.replicas]
+    for k, (result, want) in enumerate(zip(got, expected, strict=True)):
+        if result == want:
+            continue
+        assert may_be_lost, (k, got, desc.msg, context)
+        assert result == (AppState.UNKNOWN, None), (k, got, desc.msg, context)
+        assert f"-{k}: " in desc.msg, (k, got, desc.msg, context)
 
 
 @dataclass
