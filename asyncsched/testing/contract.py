@@ -54,8 +54,9 @@ class ContractTarget:
     image: str = "/"
     #: seconds a "quick" app may take end to end on this backend
     quick_timeout: float = 30.0
-    #: False when every replica reports the whole job's outcome (Slurm: the
-    #: components of a heterogeneous job share its state and exit code)
+    #: False when the engine may lose a replica's own outcome (Slurm with only
+    #: the job-completion log): that replica may then read UNKNOWN, never a
+    #: wrong state
     independent_replicas: bool = True
 
     def app(self, script: str, *, name: str = "app", replicas: int = 1) -> AppDef:
@@ -271,8 +272,14 @@ class SchedulerContract:
             if target.independent_replicas:
                 assert replicas["ok"].state == AppState.SUCCEEDED
                 assert replicas["ok"].exit_code == 0
-            assert replicas["bad"].state == AppState.FAILED
-            assert replicas["bad"].exit_code == 3
+                assert replicas["bad"].state == AppState.FAILED
+                assert replicas["bad"].exit_code == 3
+            else:
+                assert replicas["ok"].state in (AppState.SUCCEEDED, AppState.UNKNOWN)
+                assert (replicas["bad"].state, replicas["bad"].exit_code) in (
+                    (AppState.FAILED, 3),
+                    (AppState.UNKNOWN, None),
+                )
 
     async def test_cancel_after_a_failure_keeps_the_app_failed(
         self, target: ContractTarget
@@ -288,7 +295,8 @@ class SchedulerContract:
                 desc = await sched.describe(app_id)
                 assert desc is not None
                 states = {r.role: r.replicas[0].state for r in desc.roles_statuses}
-                if states.get("bad") == AppState.FAILED:
+                # (an engine that ends the whole job on a failure may be done)
+                if states.get("bad") == AppState.FAILED or is_terminal(desc.state):
                     break
                 await anyio.sleep(0.05)
         await sched.cancel(app_id)
@@ -296,7 +304,8 @@ class SchedulerContract:
         assert desc is not None
         assert desc.state == AppState.FAILED
         replicas = {r.role: r.replicas[0] for r in desc.roles_statuses}
-        assert replicas["bad"].state == AppState.FAILED
+        lost = () if target.independent_replicas else (AppState.UNKNOWN,)
+        assert replicas["bad"].state in (AppState.FAILED, *lost)
         # stopped by the cancel (or by fail-fast), maybe still in its grace
         assert replicas["long"].state != AppState.SUCCEEDED
 

@@ -5,9 +5,15 @@ heterogeneous jobs (whose components never share a node) of up to four
 replicas can start; one ``slurmctld``; one ``munged`` (as the
 ``munge`` user, own key and socket). Everything lives in a temp dir; the
 configuration is written for this host (CPUs and memory from ``slurmd -C``).
-:func:`start_cluster` returns once ``sinfo`` shows both nodes idle;
-:meth:`Cluster.stop` cancels every job, stops the daemons and kills what they
-left (the processes whose ``SLURM_CONF`` is this cluster's), and nothing else.
+Two flavours: ``start_cluster()`` records finished jobs only in the job
+completion log (``jobcomp/filetxt``); ``start_cluster(accounting=True)`` also
+runs accounting storage, as most production clusters do: a private
+``mariadbd`` and ``slurmdbd`` (see :mod:`tests.slurm.accounting`), the
+cluster registered with ``sacctmgr``.
+:func:`start_cluster` returns once ``sinfo`` shows every node idle;
+:meth:`Cluster.stop` cancels every job, stops the daemons by PID and kills
+what they left (the processes whose ``SLURM_CONF`` is this cluster's), and
+nothing else.
 
 Example (as root, with the Debian packages installed)::
 
@@ -37,6 +43,15 @@ from typing import IO
 
 import psutil
 
+from .accounting import (
+    ACCOUNTING_BINARIES,
+    AccountingError,
+    accounting_conf,
+    register_cluster,
+    start_database,
+    start_slurmdbd,
+)
+
 __all__ = ["BINARIES", "Cluster", "ClusterError", "missing_binaries", "start_cluster"]
 
 BINARIES = ("slurmctld", "slurmd", "munged", "sbatch", "squeue", "sinfo", "sacct")
@@ -44,16 +59,19 @@ PARTITION = "debug"
 #: heterogeneous components never share a node: an app has at most this many replicas
 NODES = ("n1", "n2", "n3", "n4")
 MIN_JOB_AGE = 10
+CLUSTER_NAME = "asyncschedtest"
 
 
 class ClusterError(RuntimeError):
     """The cluster could not be started."""
 
 
-def missing_binaries() -> list[str]:
-    """The Slurm/munge programs not on PATH (or in /usr/sbin)."""
+def missing_binaries(*, accounting: bool = False) -> list[str]:
+    """The Slurm/munge (and with ``accounting``, MariaDB/slurmdbd) programs
+    not on PATH (or in /usr/sbin)."""
     path = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
-    return [b for b in BINARIES if shutil.which(b, path=path) is None]
+    wanted = BINARIES + (ACCOUNTING_BINARIES if accounting else ())
+    return [b for b in wanted if shutil.which(b, path=path) is None]
 
 
 def _which(name: str) -> str:
@@ -71,7 +89,13 @@ class Cluster:
     root: Path
     conf: Path
     jobcomp: Path
+    accounting: bool = False
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def mode(self) -> str:
+        """``"accounting"`` (slurmdbd) or ``"jobcomp"`` (completion log only)."""
+        return "accounting" if self.accounting else "jobcomp"
 
     @property
     def env(self) -> dict[str, str]:
@@ -123,7 +147,8 @@ class Cluster:
         """Cancel all jobs, stop the daemons, kill what they left; remove the dir."""
         with contextlib.suppress(Exception):
             self.run("scancel", "--full", "-u", "root", timeout=10)
-        for name in (*(f"slurmd-{n}" for n in NODES), "slurmctld", "munged"):
+        daemons = (*(f"slurmd-{n}" for n in NODES), "slurmctld", "slurmdbd")
+        for name in (*daemons, "mariadbd", "munged"):
             proc = self.procs.get(name)
             if proc is not None:
                 _terminate(proc)
@@ -182,11 +207,22 @@ def _node_hw() -> tuple[int, int]:
     return int(cpus.group(1)), int(mem.group(1))
 
 
-def write_conf(root: Path, *, cpus: int | None = None) -> tuple[Path, Path]:
-    """Write slurm.conf for this host under ``root``; return (conf, jobcomp)."""
+def write_conf(
+    root: Path, *, cpus: int | None = None, dbd_port: int | None = None
+) -> tuple[Path, Path]:
+    """Write slurm.conf for this host under ``root``; return (conf, jobcomp).
+
+    With ``dbd_port``, accounting goes to the slurmdbd listening there.
+    """
     hw_cpus, mem = _node_hw()
     cpus = cpus or hw_cpus
     ctld_port, *node_ports = _free_ports(1 + len(NODES))
+    storage = (
+        "JobAcctGatherType=jobacct_gather/none\n"
+        "AccountingStorageType=accounting_storage/none\n"
+        if dbd_port is None
+        else accounting_conf(dbd_port, root / "munge" / "munge.socket")
+    )
     for sub in ("state", "spool"):
         (root / sub).mkdir()
     jobcomp = root / "jobcomp.txt"
@@ -198,7 +234,7 @@ def write_conf(root: Path, *, cpus: int | None = None) -> tuple[Path, Path]:
     )
     conf.write_text(
         f"""\
-ClusterName=asyncschedtest
+ClusterName={CLUSTER_NAME}
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort={ctld_port}
 SlurmUser=root
@@ -215,9 +251,7 @@ SlurmdLogFile={root}/slurmd-%n.log
 SlurmdParameters=config_overrides
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/filetxt
+{storage}JobCompType=jobcomp/filetxt
 JobCompLoc={jobcomp}
 MpiDefault=none
 SchedulerType=sched/backfill
@@ -279,22 +313,36 @@ def _popen_munged(
     )
 
 
-def start_cluster(*, cpus: int | None = None, idle_deadline: float = 60) -> Cluster:
-    """Start munged, slurmctld and two slurmd; return once the nodes are idle.
+def start_cluster(
+    *, cpus: int | None = None, idle_deadline: float = 60, accounting: bool = False
+) -> Cluster:
+    """Start munged, slurmctld and the slurmds (with ``accounting``, first
+    mariadbd and slurmdbd); return once the nodes are idle.
 
     Raises:
         ClusterError: a binary is missing or a daemon did not come up.
     """
-    missing = missing_binaries()
+    missing = missing_binaries(accounting=accounting)
     if missing:
         raise ClusterError(f"not installed: {', '.join(missing)}")
     root = Path(tempfile.mkdtemp(prefix="asyncsched-slurm-"))
     os.chmod(root, 0o755)
-    conf, jobcomp = write_conf(root, cpus=cpus)
-    cluster = Cluster(root=root, conf=conf, jobcomp=jobcomp)
+    db_port, dbd_port = _free_ports(2) if accounting else (None, None)
+    conf, jobcomp = write_conf(root, cpus=cpus, dbd_port=dbd_port)
+    cluster = Cluster(root=root, conf=conf, jobcomp=jobcomp, accounting=accounting)
     env = {**os.environ, **cluster.env}
     try:
         _start_munged(root, cluster.procs)
+        if db_port is not None and dbd_port is not None:
+            try:
+                db = start_database(root / "mysql", db_port, cluster.procs)
+                munge_socket = root / "munge" / "munge.socket"
+                start_slurmdbd(root, db, dbd_port, munge_socket, cluster.procs, env)
+                register_cluster(
+                    CLUSTER_NAME, env, cluster.procs, root / "slurmdbd.log"
+                )
+            except (AccountingError, subprocess.SubprocessError) as exc:
+                raise ClusterError(f"accounting storage did not start: {exc}") from exc
         commands = {
             "slurmctld": [_which("slurmctld"), "-D", "-i", "-f", str(conf)],
             **{

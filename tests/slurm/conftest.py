@@ -1,9 +1,13 @@
 """Fixtures for the Slurm backend tests: a real private cluster, never a mock.
 
-``slurm_cluster`` (session-scoped) starts ``munged``, ``slurmctld`` and two
-``slurmd`` (logical nodes ``n1``/``n2`` on this host) from a configuration
-written into a temp dir (see :mod:`tests.slurm.cluster`), waits until ``sinfo``
-shows the nodes idle, and stops everything it started at the end. Without
+``slurm_cluster`` (session-scoped, parametrised) starts a private cluster
+twice, one after the other: ``jobcomp`` (finished jobs are recorded only in
+the job completion log) and ``accounting`` (also a private ``mariadbd`` and
+``slurmdbd``, as on most production clusters). Each runs ``munged``,
+``slurmctld`` and four ``slurmd`` (logical nodes on this host) from a
+configuration written into a temp dir (see :mod:`tests.slurm.cluster`); the
+fixture waits until ``sinfo`` shows the nodes idle and stops everything it
+started at the end. Every test that uses the cluster runs on both. Without
 Slurm (not root, or not Debian, so ``provision.sh`` installed nothing) the
 tests skip -- or fail when ``CI`` is set or ``ASYNCSCHED_REQUIRE_SLURM=1``.
 """
@@ -18,8 +22,10 @@ from pathlib import Path
 import anyio
 import pytest
 
+from asyncsched.schedulers.api import DescribeAppResponse
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
-from asyncsched.specs import AppDef, Resource, Role
+from asyncsched.schedulers.snapshot import AppSnapshot
+from asyncsched.specs import AppDef, AppState, Resource, Role
 
 from .cluster import Cluster, ClusterError, missing_binaries, start_cluster
 
@@ -30,10 +36,16 @@ def _required() -> bool:
     )
 
 
-@pytest.fixture(scope="session")
-def slurm_cluster() -> Iterator[Cluster]:
-    """A running private Slurm cluster (session-wide)."""
-    missing = missing_binaries()
+#: the two kinds of cluster every Slurm test runs on
+CLUSTER_MODES = ("jobcomp", "accounting")
+
+
+@pytest.fixture(scope="session", params=CLUSTER_MODES)
+def slurm_cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    """A running private Slurm cluster (session-wide), without and with
+    accounting storage (pytest finishes one before starting the other)."""
+    accounting = request.param == "accounting"
+    missing = missing_binaries(accounting=accounting)
     if missing or os.geteuid() != 0:
         reason = (
             f"not installed: {', '.join(missing)} (run tests/slurm/provision.sh as root)"
@@ -44,13 +56,52 @@ def slurm_cluster() -> Iterator[Cluster]:
             pytest.fail(f"Slurm required (CI / ASYNCSCHED_REQUIRE_SLURM): {reason}")
         pytest.skip(f"no Slurm: {reason}")
     try:
-        cluster = start_cluster()
+        cluster = start_cluster(accounting=accounting)
     except ClusterError as exc:
         pytest.fail(f"could not start the Slurm test cluster: {exc}")
     try:
         yield cluster
     finally:
         cluster.stop()
+
+
+#: replica 0 exits 0; replica 1 waits until replica 0's shell is gone, then
+#: exits 3 (so srun's --kill-on-bad-exit cannot reach replica 0 first)
+MIXED_RESULT_SCRIPT = (
+    "f=replica0-$ASYNCSCHED_APP_ID.pid;"
+    ' if [ "$ASYNCSCHED_REPLICA_ID" = 0 ]; then echo $$ >$f.tmp; mv $f.tmp $f; exit 0; fi;'
+    " while [ ! -s $f ]; do sleep 0.05; done;"
+    " while kill -0 $(cat $f) 2>/dev/null; do sleep 0.05; done; exit 3"
+)
+#: each replica's result for MIXED_RESULT_SCRIPT: (state, exit code)
+MIXED_RESULTS: list[tuple[AppState, int | None]] = [
+    (AppState.SUCCEEDED, 0),
+    (AppState.FAILED, 3),
+]
+
+
+def assert_own_results(
+    desc: DescribeAppResponse | AppSnapshot,
+    expected: list[tuple[AppState, int | None]],
+    *,
+    may_be_lost: bool,
+    context: str = "",
+) -> None:
+    """Each replica has its own expected result; with ``may_be_lost`` (Slurm's
+    job completion log, which can be written before a replica's code reaches
+    the controller) a replica may instead be UNKNOWN with a message saying so,
+    but never a wrong result."""
+    roles = (
+        desc.role_statuses() if isinstance(desc, AppSnapshot) else desc.roles_statuses
+    )
+    [role] = roles
+    got = [(r.state, r.exit_code) for r in role.replicas]
+    for k, (result, want) in enumerate(zip(got, expected, strict=True)):
+        if result == want:
+            continue
+        assert may_be_lost, (k, got, desc.msg, context)
+        assert result == (AppState.UNKNOWN, None), (k, got, desc.msg, context)
+        assert f"-{k}: " in desc.msg, (k, got, desc.msg, context)
 
 
 @dataclass
@@ -62,6 +113,8 @@ class AgedApps:
     work_dir: Path
     ok: str
     failed: str
+    mixed: str
+    cancelled: str
 
 
 def _quick_app(name: str, script: str, replicas: int) -> AppDef:
@@ -80,10 +133,12 @@ def _quick_app(name: str, script: str, replicas: int) -> AppDef:
 def aged_apps(
     slurm_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
 ) -> AgedApps:
-    """Two apps: two replicas that succeed; one replica that exits 3."""
+    """Four apps: two replicas that succeed; one replica that exits 3; two
+    replicas of which the first exits 0 and the second 3; two replicas
+    cancelled."""
     root = tmp_path_factory.mktemp("aged")
 
-    async def submit() -> tuple[str, str]:
+    async def submit() -> tuple[str, str, str, str]:
         async with SlurmScheduler(
             "pytest", slurm_conf=str(slurm_cluster.conf), state_dir=str(root / "state")
         ) as sched:
@@ -93,10 +148,19 @@ def aged_apps(
             # one replica: with two, --kill-on-bad-exit may SIGTERM the second
             # before it exits 3 itself, and its code would then be 143
             failed = await sched.submit(_quick_app("aged-failed", "exit 3", 1), cfg)
-            return ok, failed
+            cfg = {"job_dir": str(root / "mixed")}
+            mixed = await sched.submit(
+                _quick_app("aged-mixed", MIXED_RESULT_SCRIPT, 2), cfg
+            )
+            cfg = {"job_dir": str(root / "cancelled")}
+            cancelled = await sched.submit(
+                _quick_app("aged-cancelled", "sleep 300", 2), cfg
+            )
+            await sched.cancel(cancelled)
+            return ok, failed, mixed, cancelled
 
-    ok, failed = anyio.run(submit)
-    return AgedApps(root / "state", root, ok, failed)
+    ok, failed, mixed, cancelled = anyio.run(submit)
+    return AgedApps(root / "state", root, ok, failed, mixed, cancelled)
 
 
 @pytest.fixture

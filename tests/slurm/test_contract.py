@@ -7,12 +7,21 @@ import pytest
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.testing import ContractTarget, SchedulerContract
 
+from .cluster import Cluster
+
 pytestmark = pytest.mark.slurm
 
 
 class TestSlurmContract(SchedulerContract):
     @pytest.fixture
-    async def target(self, slurm: SlurmScheduler) -> ContractTarget:
+    async def target(
+        self, slurm: SlurmScheduler, slurm_cluster: Cluster
+    ) -> ContractTarget:
+        # the job-completion log may lose a replica's own code; accounting keeps it
         return ContractTarget(
-            slurm, cfg={}, image="/", quick_timeout=30, independent_replicas=False
+            slurm,
+            cfg={},
+            image="/",
+            quick_timeout=30,
+            independent_replicas=slurm_cluster.accounting,
         )

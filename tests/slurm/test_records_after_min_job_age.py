@@ -1,5 +1,6 @@
-"""Apps whose records left the controller (MinJobAge) are described from the
-job completion log (``sacct -c``), per replica, by a fresh scheduler."""
+"""Apps whose records left the controller (MinJobAge) are described, per
+replica, by a fresh scheduler: from accounting (``sacct``) on the cluster
+with accounting, from the job completion log (``sacct -c``) on the other."""
 
 from __future__ import annotations
 
@@ -10,15 +11,14 @@ from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppState
 
 from .cluster import Cluster
-from .conftest import AgedApps
+from .conftest import MIXED_RESULTS, AgedApps, assert_own_results
 
 pytestmark = pytest.mark.slurm
 
 
-async def test_finished_app_is_described_from_the_completion_log(
-    slurm_cluster: Cluster, aged_apps: AgedApps
-) -> None:
-    ids = f"{aged_apps.ok},{aged_apps.failed}"
+async def _wait_purged(slurm_cluster: Cluster, aged_apps: AgedApps) -> None:
+    apps = aged_apps
+    ids = f"{apps.ok},{apps.failed},{apps.mixed},{apps.cancelled}"
     # slurmctld purges finished jobs older than MinJobAge about once a minute
     with anyio.fail_after(100):
         while True:
@@ -27,6 +27,12 @@ async def test_finished_app_is_described_from_the_completion_log(
             if gone or (out.returncode == 0 and not out.stdout.strip()):
                 break
             await anyio.sleep(0.5)
+
+
+async def test_finished_app_is_described_from_slurms_records(
+    slurm_cluster: Cluster, aged_apps: AgedApps
+) -> None:
+    await _wait_purged(slurm_cluster, aged_apps)
     async with SlurmScheduler(
         "fresh",
         slurm_conf=str(slurm_cluster.conf),
@@ -48,5 +54,37 @@ async def test_finished_app_is_described_from_the_completion_log(
     assert listed == {
         aged_apps.ok: ("aged-ok", AppState.SUCCEEDED),
         aged_apps.failed: ("aged-failed", AppState.FAILED),
+        aged_apps.mixed: ("aged-mixed", AppState.FAILED),
+        aged_apps.cancelled: ("aged-cancelled", AppState.CANCELLED),
     }
     assert lines == ["done\n"]
+
+
+async def test_finished_replicas_keep_their_own_results(
+    slurm_cluster: Cluster, aged_apps: AgedApps
+) -> None:
+    await _wait_purged(slurm_cluster, aged_apps)
+    async with SlurmScheduler(
+        "fresh",
+        slurm_conf=str(slurm_cluster.conf),
+        state_dir=str(aged_apps.state_dir),
+    ) as sched:
+        desc = await sched.wait(aged_apps.mixed, timeout=30)
+        cancelled = await sched.describe(aged_apps.cancelled)
+        squeue_calls = sched.cli.counts["squeue"]
+    assert squeue_calls >= 1  # asked the controller first: the job had left it
+    assert desc is not None
+    assert desc.state == AppState.FAILED
+    assert [r.id for r in desc.roles_statuses[0].replicas] == [0, 1]
+    # accounting keeps every replica's code; the completion log may lose one
+    assert_own_results(
+        desc,
+        MIXED_RESULTS,
+        may_be_lost=not slurm_cluster.accounting,
+        context=slurm_cluster.jobcomp.read_text(),
+    )
+    assert cancelled is not None
+    assert cancelled.state == AppState.CANCELLED
+    assert "CANCELLED" in cancelled.msg
+    [role] = cancelled.roles_statuses
+    assert [r.state for r in role.replicas] == [AppState.CANCELLED] * 2

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import anyio
 import pytest
 
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, AppState, Resource, Role
+
+from .cluster import Cluster
+from .conftest import MIXED_RESULT_SCRIPT
 
 pytestmark = pytest.mark.slurm
 
@@ -65,6 +70,25 @@ async def test_failing_replica_fails_app_with_its_exit_code(
     assert replicas[1].state == AppState.FAILED
     # srun --kill-on-bad-exit stops the healthy replica: the job failed as a whole
     assert replicas[0].state == AppState.FAILED
+
+
+async def test_replica_that_exits_0_succeeds_while_its_peer_fails_the_app(
+    slurm: SlurmScheduler, slurm_cluster: Cluster, tmp_path: Path
+) -> None:
+    app_id = await slurm.submit(_app(MIXED_RESULT_SCRIPT, 2))
+    waited = await slurm.wait(app_id, timeout=30)
+    async with SlurmScheduler(
+        "fresh", slurm_conf=str(slurm_cluster.conf), state_dir=str(tmp_path / "state")
+    ) as fresh:
+        described = await fresh.describe(app_id)
+    for desc in (waited, described):
+        assert desc is not None
+        assert desc.state == AppState.FAILED
+        [role] = desc.roles_statuses
+        assert [(r.id, r.state, r.exit_code) for r in role.replicas] == [
+            (0, AppState.SUCCEEDED, 0),
+            (1, AppState.FAILED, 3),
+        ]
 
 
 async def test_failed_run_is_requeued_while_retries_remain(

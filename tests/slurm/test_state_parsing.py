@@ -59,7 +59,11 @@ def test_completion_log_rows_map_component_ids_to_their_app() -> None:
     views = group_components(parse_sacct(text, {"5": "5", "6": "5"}), source="sacct -c")
     desc = views["5"].snapshot()
     assert desc.state == AppState.FAILED
-    assert [r.exit_code for r in desc.role_statuses()[0].replicas] == [3, 3]
+    # each replica's own result: its derived exit code
+    assert [(r.state, r.exit_code) for r in desc.role_statuses()[0].replicas] == [
+        (AppState.SUCCEEDED, 0),
+        (AppState.FAILED, 3),
+    ]
 
 
 def test_accounting_rows_skip_steps_and_read_het_offsets() -> None:

@@ -178,6 +178,9 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         self._probed_at = -_PROBE_TTL
         self._accounting: bool | None = None
         self._terminal: dict[str, AppView] = {}
+        # the last settled view of each app not yet terminal: what describe
+        # keeps answering while accounting shows its placeholder
+        self._settled: dict[str, AppView] = {}
 
     async def _aenter(self) -> None:
         await self._tasks.enter()
@@ -356,7 +359,13 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
 
     async def _fetch(self, ids: frozenset[str]) -> dict[str, AppView]:
         """One batched status query for ``ids`` (+ one sacct for the missing)."""
-        known = {i: self._terminal[i] for i in ids if i in self._terminal}
+        # final, unless a replica's code may still reach the controller
+        known = {
+            i: v
+            for i in ids
+            if (v := self._terminal.get(i)) is not None
+            and not (v.source == "squeue" and v.lost)
+        }
         query = sorted((i for i in ids if i not in known and i.isdigit()), key=int)
         if not query:
             return known
@@ -384,9 +393,14 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         missing = [i for i in query if i not in views]
         if missing:
             views.update(await self._sacct(missing, records, floors))
-        for app_id, view in views.items():
-            if is_terminal(view.state):
+        for app_id, view in list(views.items()):
+            if not view.settled:
+                views[app_id] = self._settled.get(app_id, view)
+            elif is_terminal(view.state):
                 self._terminal[app_id] = view
+                self._settled.pop(app_id, None)
+            else:
+                self._settled[app_id] = view
         return {**known, **{i: v for i, v in views.items() if i in ids}}
 
     async def _sacct(
@@ -407,9 +421,13 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
                 self._accounting = False
             else:
                 self._accounting = True
-                return group_components(
+                views = group_components(
                     parse_sacct(out), source="sacct", not_before=floors
                 )
+                for app_id, view in views.items():
+                    if app_id in records:
+                        view.expected = records[app_id].num_components
+                return views
         # the completion log lists each heterogeneous component by its own id,
         # allocated consecutively from the leader's
         leaders: dict[str, str] = {}
