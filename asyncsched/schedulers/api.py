@@ -62,6 +62,7 @@ from asyncsched.specs import (
     is_terminal,
     runopts,
     validate_app,
+    validate_session_name,
 )
 
 __all__ = [
@@ -182,6 +183,8 @@ class Scheduler(abc.ABC, Generic[T]):
     capabilities: ClassVar[Capabilities] = Capabilities()
 
     def __init__(self, backend: str, session_name: str) -> None:
+        # it names directories (local logs and records) and goes into handles
+        validate_session_name(session_name)
         self.backend = backend
         self.session_name = session_name
         self._closed = False

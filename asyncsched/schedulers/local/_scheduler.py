@@ -144,7 +144,9 @@ class LocalScheduler(Scheduler[LocalOpts]):
     """Run apps as process groups on this host, orphan-proof and event-driven.
 
     Args:
-        session_name: Session; part of the log path and of app handles.
+        session_name: Session; part of the log path and of app handles
+            (letters, digits, ``_.-``; see
+            :func:`~asyncsched.specs.validate_session_name`).
         image_provider_class: :class:`CWDImageProvider` (``local_cwd``) or
             :class:`LocalDirectoryImageProvider` (``local_dir``).
         cache_size: How many apps are remembered; when full, the oldest
@@ -169,7 +171,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
             a longer line comes in pieces of at most this size.
 
     Raises:
-        InvalidArgumentError: ``cache_size`` is not positive.
+        InvalidArgumentError: ``cache_size`` is not positive, or
+            ``session_name`` cannot name a directory.
 
     Example:
         >>> async def main() -> None:
