@@ -660,6 +660,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         )
         if record is None or record.get("app_id") != app_id:
             return None
+        remote.check_record(record)  # a record this version cannot use: say so
         return record
 
     async def describe(self, app_id: str) -> DescribeAppResponse | None:
@@ -706,7 +707,11 @@ class LocalScheduler(Scheduler[LocalOpts]):
         )
 
     async def list(self) -> builtins.list[ListAppResponse]:
-        """The apps of this session: those supervised here and those on record."""
+        """The apps of this session: those supervised here and those on record.
+
+        A record that cannot be read or used (truncated, a newer version's,
+        edited) is skipped with a warning on the ``asyncsched`` logger.
+        """
         self._check_open()
         for app in builtins.list(self._apps.values()):
             if app.done.is_set() and app.record_stale:  # as in describe
@@ -720,10 +725,11 @@ class LocalScheduler(Scheduler[LocalOpts]):
             _load_listed, self.state_dir, self.session_name, known
         )
         for app_id, record in found:
-            desc = remote.describe_record(record)
             result.append(
                 ListAppResponse(
-                    app_id=app_id, state=desc.state, name=str(record.get("name", ""))
+                    app_id=app_id,
+                    state=remote.record_state(record),
+                    name=str(record.get("name", "")),
                 )
             )
         return result
@@ -949,10 +955,19 @@ def _load_listed(
         if app_id in known:
             continue
         record = remote.load_record(str(pointer["app_dir"]))
-        if record is not None:
-            found.append((app_id, record))
-        else:  # being written for the first time, or damaged: never fatal
+        if record is None:  # being written for the first time, or damaged
             logger.warning("skipping app %s: its record cannot be read", app_id)
+            continue
+        problem = remote.record_problem(record)
+        if problem is not None:  # a newer version's, or edited: never fatal
+            logger.warning(
+                "skipping app %s: its record %s cannot be used: %s",
+                app_id,
+                remote.record_path(record),
+                problem,
+            )
+            continue
+        found.append((app_id, record))
     return found
 
 
