@@ -41,6 +41,7 @@ import anyio.to_thread
 
 from asyncsched.errors import SchedulerError
 from asyncsched.schedulers.shared.lines import DEFAULT_MAX_LINE_BYTES, LineAssembler
+from asyncsched.schedulers.shared.state_dir import PRIVATE_FILE_MODE, makedirs_private
 
 __all__ = [
     "INDEX_ENTRY",
@@ -84,18 +85,20 @@ def index_path(replica_dir: str, stream: str) -> str:
 def open_log_fds(replica_dir: str) -> dict[str, tuple[int, int]]:
     """Create the replica dir and open ``{stream: (log_fd, -1)}`` for append.
 
-    Blocking (runs in a worker thread). Existing files are appended to. The
-    index files are created by :class:`ReplicaLog` on the first write of each
+    Blocking (runs in a worker thread). Existing files are appended to.
+    Directories are created ``0700`` and files are ``0600``, whatever the
+    umask: logs may hold secrets. The index files are created by :class:`ReplicaLog` on the first write of each
     stream (file creation is the expensive part of starting a replica).
     """
-    os.makedirs(replica_dir, exist_ok=True)
+    makedirs_private(replica_dir)
     fds: dict[str, tuple[int, int]] = {}
     try:
         for stream in STREAMS:
-            fds[stream] = (
-                os.open(os.path.join(replica_dir, f"{stream}.log"), _APPEND, 0o644),
-                -1,
+            fd = os.open(
+                os.path.join(replica_dir, f"{stream}.log"), _APPEND, PRIVATE_FILE_MODE
             )
+            fds[stream] = (fd, -1)
+            os.fchmod(fd, PRIVATE_FILE_MODE)  # whatever the umask (or an old file)
     except OSError:
         close_log_fds(fds)
         raise
@@ -157,7 +160,10 @@ class ReplicaLog:
         log_fd, idx_fd = self._fds[stream]
         if idx_fd == -1:
             try:
-                idx_fd = os.open(index_path(self.dir, stream), _APPEND, 0o644)
+                idx_fd = os.open(
+                    index_path(self.dir, stream), _APPEND, PRIVATE_FILE_MODE
+                )
+                os.fchmod(idx_fd, PRIVATE_FILE_MODE)
             except OSError as exc:
                 logger.warning("cannot create the index of %s: %s", self.dir, exc)
                 idx_fd = -2

@@ -27,7 +27,11 @@ import re
 import threading
 from typing import Any
 
-from asyncsched.schedulers.shared.state_dir import default_state_dir
+from asyncsched.schedulers.shared.state_dir import (
+    PRIVATE_FILE_MODE,
+    default_state_dir,
+    makedirs_private,
+)
 
 __all__ = [
     "CANCEL_MARKER",
@@ -85,20 +89,22 @@ def write_json_atomic(path: str, data: Any) -> None:
 
     The temp file is named after this process and thread, so concurrent
     writers never share one; the rename makes readers see old or new, never
-    a torn file. The parent directory is created when missing.
+    a torn file. The file is private (``0600``, whatever the umask: records
+    hold the apps' environments); missing parent directories are created
+    ``0700``.
     """
     directory, name = os.path.split(path)
     tmp = os.path.join(directory, f".tmp-{os.getpid()}-{threading.get_ident()}-{name}")
     payload = _dump(data)
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
     try:
-        fd = os.open(tmp, flags, 0o644)
+        fd = os.open(tmp, flags, PRIVATE_FILE_MODE)
     except FileNotFoundError:
-        os.makedirs(directory, exist_ok=True)
-        fd = os.open(tmp, flags, 0o644)
+        makedirs_private(directory)
+        fd = os.open(tmp, flags, PRIVATE_FILE_MODE)
     try:
         try:
-            os.fchmod(fd, 0o644)  # whatever the umask
+            os.fchmod(fd, PRIVATE_FILE_MODE)  # whatever the umask
             view = memoryview(payload)
             while view:
                 view = view[os.write(fd, view) :]

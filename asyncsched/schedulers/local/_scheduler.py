@@ -100,6 +100,11 @@ from asyncsched.schedulers.shared.lines import (
     DEFAULT_MAX_LINE_BYTES,
     check_max_line_bytes,
 )
+from asyncsched.schedulers.shared.state_dir import (
+    PRIVATE_DIR_MODE,
+    makedirs_private,
+    tighten_dir,
+)
 from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.specs import (
     AppDef,
@@ -325,6 +330,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
                 self._spawn_cfg = SpawnConfig(
                     setpriv, use_preexec, devnull, guardian, self._spawner
                 )
+                await anyio.to_thread.run_sync(_private_state_dirs, self.state_dir)
                 if self._retention is not None:
                     await self._prune(self._retention)
         return self._spawn_cfg
@@ -877,8 +883,9 @@ def _role_specs(request: PopenRequest) -> dict[str, dict[str, Any]]:
 def _prepare_app_dir(
     app_dir: str, replica_dirs: builtins.list[str]
 ) -> builtins.list[dict[str, tuple[int, int]]]:
-    os.makedirs(os.path.dirname(app_dir), exist_ok=True)
-    os.mkdir(app_dir)  # FileExistsError: never mix two apps' logs
+    makedirs_private(os.path.dirname(app_dir))
+    os.mkdir(app_dir, PRIVATE_DIR_MODE)  # FileExistsError: never mix two apps' logs
+    os.chmod(app_dir, PRIVATE_DIR_MODE)  # exactly, whatever the umask
     opened: builtins.list[dict[str, tuple[int, int]]] = []
     try:
         opened.extend(open_log_fds(d) for d in replica_dirs)
@@ -888,6 +895,18 @@ def _prepare_app_dir(
         shutil.rmtree(app_dir, ignore_errors=True)
         raise
     return opened
+
+
+def _private_state_dirs(state_dir: str) -> None:
+    """Create (or, from older versions, tighten) the state dir's own folders
+    ``0700`` (blocking; best effort: a failure shows at the first submit)."""
+    try:
+        makedirs_private(state_dir)
+    except OSError as exc:
+        logger.warning("cannot create the state dir %s: %s", state_dir, exc)
+        return
+    for sub in ("local", "logs"):
+        tighten_dir(os.path.join(state_dir, sub))
 
 
 class _SpawnFailed(Exception):

@@ -40,6 +40,7 @@ from asyncsched.schedulers.local._state import (
     app_state,
     decide_retry,
 )
+from asyncsched.schedulers.shared.state_dir import PRIVATE_FILE_MODE
 from asyncsched.schedulers.shared.taskhost import TaskHost, describe_error
 from asyncsched.specs import NONE, AppState, RetryPolicy, is_terminal
 
@@ -298,11 +299,12 @@ MAX_REPLY_BYTES = 64 * 1024
 _MTIME_SLACK = 1.0
 
 
-def _read_reply(path: str) -> tuple[str, float] | None:
+def _read_reply(path: str, *, private: bool) -> tuple[str, float] | None:
     """The first :data:`MAX_REPLY_BYTES` of a regular file and its mtime (blocking).
 
     None when ``path`` is missing, a symlink (never followed), not a regular
-    file (a FIFO would block, a device never end) or unreadable.
+    file (a FIFO would block, a device never end) or unreadable. With
+    ``private`` the file is made ``0600`` (it sits among the replica's logs).
     """
     flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
     try:
@@ -313,6 +315,9 @@ def _read_reply(path: str) -> tuple[str, float] | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return None
+        if private:
+            with contextlib.suppress(OSError):
+                os.fchmod(fd, PRIVATE_FILE_MODE)
         chunks: list[bytes] = []
         got = 0
         while got <= MAX_REPLY_BYTES:
@@ -369,11 +374,12 @@ def read_exit_facts(
     cancel = os.path.exists(os.path.join(app_dir, CANCEL_MARKER))
     if rc == 0:
         return ExitFacts(cancel_requested=cancel)
-    reply = _read_reply(error_file)
+    own = _in_dir(error_file, replica_dir)
+    reply = _read_reply(error_file, private=own)
     if reply is None:
         return ExitFacts(cancel_requested=cancel)
     text, mtime = reply
-    if _in_dir(error_file, replica_dir):
+    if own:
         with contextlib.suppress(OSError):
             os.replace(error_file, f"{error_file}.{attempt}")
     elif mtime < started - _MTIME_SLACK:  # left over from before this attempt
