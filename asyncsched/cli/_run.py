@@ -22,7 +22,7 @@ from asyncsched.cli._common import (
 )
 from asyncsched.cli._log import stream_logs
 from asyncsched.cli._progress import ProgressDisplay
-from asyncsched.errors import InvalidRunConfigException
+from asyncsched.errors import InvalidMountError, InvalidRunConfigException
 from asyncsched.runner import Runner
 from asyncsched.schedulers import get_default_scheduler_name
 from asyncsched.specs import (
@@ -196,8 +196,8 @@ def build_app(args: argparse.Namespace) -> AppDef:
     tokens = [t for m in args.mounts for t in m.split(",") if t]
     try:
         mounts = parse_mounts(tokens)
-    except (KeyError, ValueError) as exc:
-        raise UsageError(f"--mounts: {exc.args[0] if exc.args else exc}") from None
+    except InvalidMountError as exc:
+        raise UsageError(f"--mounts: {exc.message}") from None
     name = args.name or _role_name(command[0])
     role = Role(
         name=name,

@@ -283,7 +283,7 @@ class Scheduler(abc.ABC, Generic[T]):
             InvalidRunConfigException: a required option is missing, an option
                 has the wrong type or the key is unknown.
         """
-        return cast(T, self.run_opts().resolve(dict(cfg or {}), strict=True))
+        return cast(T, self.run_opts().resolve({} if cfg is None else cfg, strict=True))
 
     # -- submission ------------------------------------------------------------
 

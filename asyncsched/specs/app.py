@@ -337,6 +337,8 @@ def validate_app(app: AppDef) -> None:
     names name files and directories: letters, digits, ``_.-`` only, not
     starting with ``.`` or ``-``, at most :data:`MAX_NAME_LENGTH` characters
     (so ``../x``, ``/abs``, ``..`` and control characters are rejected).
+    ``port_map`` maps names to ports (0-65535), ``metadata`` is a dict with
+    string keys and ``mounts`` a list.
 
     Raises:
         SpecError: The first problem found; ``.field`` names it, e.g.
@@ -347,6 +349,7 @@ def validate_app(app: AppDef) -> None:
     problem = _name_problem(name)
     if problem is not None:
         raise SpecError("name", problem)
+    _check_metadata(app.metadata, "metadata")
     if not isinstance(roles, list) or not roles:
         raise SpecError("roles", "an app needs at least one role")
     seen: set[str] = set()
@@ -424,6 +427,15 @@ def _validate_role(role: Role, where: str, seen: set[str]) -> None:
 
     if check("resource"):
         _validate_resource(raw["resource"], f"{where}.resource")
+    if check("port_map"):
+        _check_port_map(raw["port_map"], f"{where}.port_map")
+    if check("metadata"):
+        _check_metadata(raw["metadata"], f"{where}.metadata")
+    if check("mounts") and not isinstance(raw["mounts"], list):
+        raise SpecError(
+            f"{where}.mounts",
+            f"must be a list of mounts, got {type(raw['mounts']).__name__}",
+        )
 
     args = raw["args"]
     if check("args") and (
@@ -443,6 +455,36 @@ def _validate_role(role: Role, where: str, seen: set[str]) -> None:
         for key, value in env.items():
             _check_env_key(key, f"{where}.env")
             _check_exec_safe(value, f"{where}.env[{key!r}]")
+
+
+def _check_port_map(port_map: object, where: str) -> None:
+    """Port names map to port numbers (0-65535)."""
+    if not isinstance(port_map, dict):
+        raise SpecError(
+            where,
+            "must be a dict of port name to port number, e.g. {'http': 8080},"
+            f" got {type(port_map).__name__}: {port_map!r}",
+        )
+    for name, port in port_map.items():
+        if not isinstance(name, str) or not name:
+            raise SpecError(where, f"a port name must be a non-empty string: {name!r}")
+        if not _is_int(port) or not 0 <= port <= 65535:
+            raise SpecError(
+                f"{where}[{name!r}]", f"must be an int in [0, 65535], got {port!r}"
+            )
+
+
+def _check_metadata(metadata: object, where: str) -> None:
+    """Metadata is a dict with string keys (values are the scheduler's business)."""
+    if not isinstance(metadata, dict):
+        raise SpecError(
+            where,
+            "must be a dict, e.g. {'<scheduler>.<key>': value},"
+            f" got {type(metadata).__name__}: {metadata!r}",
+        )
+    for key in metadata:
+        if not isinstance(key, str):
+            raise SpecError(where, f"keys must be strings, got {key!r}")
 
 
 def _check_exec_safe(value: str, where: str) -> None:

@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import time
@@ -43,18 +44,29 @@ class Retention:
     most ``max_age_days`` old. ``None`` disables a bound.
 
     Raises:
-        InvalidArgumentError: a negative bound.
+        InvalidArgumentError: a negative, non-finite (``nan``, ``inf``) or
+            non-numeric bound.
     """
 
     max_apps: int | None = 100
     max_age_days: float | None = 14.0
 
     def __post_init__(self) -> None:
-        if self.max_apps is not None and self.max_apps < 0:
-            raise InvalidArgumentError(f"max_apps must be >= 0, got {self.max_apps}")
-        if self.max_age_days is not None and self.max_age_days < 0:
+        keep: object = self.max_apps  # any object: callers may pass anything
+        if keep is not None and (
+            not isinstance(keep, int) or isinstance(keep, bool) or keep < 0
+        ):
+            raise InvalidArgumentError(f"max_apps must be an int >= 0, got {keep!r}")
+        days: object = self.max_age_days
+        if days is not None and (
+            not isinstance(days, int | float)
+            or isinstance(days, bool)
+            or not math.isfinite(days)
+            or days < 0
+        ):
             raise InvalidArgumentError(
-                f"max_age_days must be >= 0, got {self.max_age_days}"
+                f"max_age_days must be a finite number >= 0 (None: no age limit),"
+                f" got {days!r}"
             )
 
 
