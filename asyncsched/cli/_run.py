@@ -26,6 +26,7 @@ from asyncsched.errors import InvalidMountError, InvalidRunConfigException
 from asyncsched.runner import Runner
 from asyncsched.schedulers import get_default_scheduler_name
 from asyncsched.specs import (
+    MAX_NAME_LENGTH,
     NULL_RESOURCE,
     AppDef,
     AppDryRunInfo,
@@ -155,7 +156,8 @@ def add_parser(sub: Any) -> None:
 
 def _role_name(text: str) -> str:
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", os.path.basename(text)) or "app"
-    return name if not name.startswith((".", "-")) else f"app{name}"
+    name = name if not name.startswith((".", "-")) else f"app{name}"
+    return name[:MAX_NAME_LENGTH]
 
 
 def build_app(args: argparse.Namespace) -> AppDef:
