@@ -102,3 +102,37 @@ def test_the_cli_rejects_a_handle_whose_session_climbs_out(tmp_path: Path) -> No
         assert result.returncode == 2, result.stderr
         assert "session_name" in result.stderr
         assert "internal error" not in result.stderr
+
+
+async def test_a_dry_run_request_whose_app_id_was_edited_is_not_scheduled(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    async with LocalScheduler("s") as sched:
+        info = await sched.submit_dryrun(app_of(sh_role("true")), {})
+        info.request.app_id = "../../escaped"
+        with pytest.raises(InvalidArgumentError, match="app id"):
+            await sched.schedule(info)
+    assert not [p for p in _files(tmp_path) if "escaped" in p.name]
+
+
+async def test_prune_never_deletes_through_a_symlink_in_the_logs_dir(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    outside = tmp_path / "outside"
+    (outside / "precious").mkdir(parents=True)
+    (outside / "precious" / "data.txt").write_text("keep")
+    logs = state_dir / "logs"
+    logs.mkdir(parents=True)
+    (logs / "link").symlink_to(outside)
+    # a (hand-made) finished app whose dir lies behind the link
+    (state_dir / "local" / "s").mkdir(parents=True)
+    app_dir = logs / "link" / "precious"
+    (app_dir / "app.json").write_text(
+        json.dumps({"app_id": "x-1", "finished": True, "last_updated": 0})
+    )
+    (state_dir / "local" / "s" / "x-1.json").write_text(
+        json.dumps({"app_id": "x-1", "app_dir": str(app_dir)})
+    )
+    report = prune(str(state_dir), Retention(max_apps=0))
+    assert report.removed == ["x-1"]
+    assert (outside / "precious" / "data.txt").read_text() == "keep"

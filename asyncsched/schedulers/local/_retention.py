@@ -129,7 +129,8 @@ def prune(
             if entry is not None:
                 finished.append(entry)
     finished.sort(key=lambda e: e.finished_at, reverse=True)
-    managed = managed_logs_dir(state_dir) + os.sep
+    # real paths: a symlink planted in the logs dir never leads a delete out
+    managed = os.path.realpath(managed_logs_dir(state_dir)) + os.sep
     for rank, entry in enumerate(finished):
         too_many = retention.max_apps is not None and rank >= retention.max_apps
         too_old = (
@@ -144,7 +145,7 @@ def prune(
             continue
         with contextlib.suppress(FileNotFoundError):
             os.unlink(entry.pointer)
-        if os.path.abspath(entry.app_dir).startswith(managed):
+        if os.path.realpath(entry.app_dir).startswith(managed):
             shutil.rmtree(entry.app_dir, ignore_errors=True)
     return report
 

@@ -504,6 +504,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
         """Start the replicas of a dry-run request; return the app id.
 
         Raises:
+            InvalidArgumentError: the request's app id (edited after the dry
+                run) is not one plain path component.
             SpecError: an entrypoint is missing or not executable, or a
                 working directory does not exist (nothing was started).
             SubmitError: the log dir cannot be created or a replica failed to
@@ -512,6 +514,11 @@ class LocalScheduler(Scheduler[LocalOpts]):
         """
         self._check_open()
         request: PopenRequest = dryrun_info.request
+        if not records.is_app_id(request.app_id):  # a request edited after dry-run
+            raise InvalidArgumentError(
+                f"app id {request.app_id!r} is not one plain path component"
+                " (letters, digits, '_', '.', '-')"
+            )
         if request.app_id in self._apps:
             raise SubmitError(f"app {request.app_id} was already scheduled")
         self._submits_active += 1
