@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from typing import Any
 
 import anyio
@@ -15,6 +16,30 @@ from asyncsched.schedulers.shared.state_dir import default_state_dir
 __all__ = ["add_parser"]
 
 _DEFAULT = Retention()
+
+
+def _count(text: str) -> int:
+    """An int >= 0 (argparse type: a bad value exits 2 with the reason)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _days(text: str) -> float:
+    """A finite number of days >= 0 (``nan``, ``inf`` and negatives exit 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(
+            f"must be a finite number of days >= 0, got {text!r}"
+        )
+    return value
 
 
 def add_parser(sub: Any) -> None:
@@ -30,14 +55,14 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--keep",
-        type=int,
+        type=_count,
         default=_DEFAULT.max_apps,
         metavar="N",
         help="finished apps to keep (default: %(default)s)",
     )
     p.add_argument(
         "--max-age-days",
-        type=float,
+        type=_days,
         default=_DEFAULT.max_age_days,
         metavar="DAYS",
         help="remove finished apps older than this (default: %(default)s)",

@@ -22,10 +22,11 @@ from asyncsched.cli._common import (
 )
 from asyncsched.cli._log import stream_logs
 from asyncsched.cli._progress import ProgressDisplay
-from asyncsched.errors import InvalidRunConfigException
+from asyncsched.errors import InvalidMountError, InvalidRunConfigException
 from asyncsched.runner import Runner
 from asyncsched.schedulers import get_default_scheduler_name
 from asyncsched.specs import (
+    MAX_NAME_LENGTH,
     NULL_RESOURCE,
     AppDef,
     AppDryRunInfo,
@@ -155,7 +156,8 @@ def add_parser(sub: Any) -> None:
 
 def _role_name(text: str) -> str:
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", os.path.basename(text)) or "app"
-    return name if not name.startswith((".", "-")) else f"app{name}"
+    name = name if not name.startswith((".", "-")) else f"app{name}"
+    return name[:MAX_NAME_LENGTH]
 
 
 def build_app(args: argparse.Namespace) -> AppDef:
@@ -196,8 +198,8 @@ def build_app(args: argparse.Namespace) -> AppDef:
     tokens = [t for m in args.mounts for t in m.split(",") if t]
     try:
         mounts = parse_mounts(tokens)
-    except (KeyError, ValueError) as exc:
-        raise UsageError(f"--mounts: {exc.args[0] if exc.args else exc}") from None
+    except InvalidMountError as exc:
+        raise UsageError(f"--mounts: {exc.message}") from None
     name = args.name or _role_name(command[0])
     role = Role(
         name=name,

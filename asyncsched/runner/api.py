@@ -60,6 +60,7 @@ from asyncsched.specs import (
     make_app_handle,
     parse_app_handle,
     runopts,
+    validate_session_name,
 )
 
 __all__ = ["DEFAULT_SESSION_NAME", "Runner", "get_runner"]
@@ -117,7 +118,9 @@ class Runner:
     ``scheduler_params``, and ``wait`` is event-driven instead of polling.
 
     Args:
-        name: Session name, the middle part of every handle this runner makes.
+        name: Session name, the middle part of every handle this runner makes
+            (letters, digits, ``_.-``, or empty: see
+            :func:`~asyncsched.specs.validate_session_name`).
         scheduler_factories: Registry name -> factory; defaults to
             :func:`asyncsched.schedulers.get_scheduler_factories`.
         scheduler_params: Keyword arguments given to every scheduler factory.
@@ -153,6 +156,7 @@ class Runner:
     ) -> None:
         if max_concurrent_submits < 1 or max_concurrent_queries < 1:
             raise InvalidArgumentError("max_concurrent_submits/queries must be >= 1")
+        validate_session_name(name)  # the session of every scheduler it creates
         self._name = name
         self._factories: dict[str, SchedulerFactory] = dict(
             get_scheduler_factories()

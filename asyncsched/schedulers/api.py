@@ -74,6 +74,7 @@ from asyncsched.specs import (
     make_app_handle,
     runopts,
     validate_app,
+    validate_session_name,
 )
 
 __all__ = [
@@ -218,6 +219,8 @@ class Scheduler(abc.ABC, Generic[T]):
     capabilities: ClassVar[Capabilities] = Capabilities()
 
     def __init__(self, backend: str, session_name: str) -> None:
+        # it names directories (local logs and records) and goes into handles
+        validate_session_name(session_name)
         self.backend = backend
         self.session_name = session_name
         self._closed = False
@@ -319,7 +322,7 @@ class Scheduler(abc.ABC, Generic[T]):
             InvalidRunConfigException: a required option is missing, an option
                 has the wrong type or the key is unknown.
         """
-        return cast(T, self.run_opts().resolve(dict(cfg or {}), strict=True))
+        return cast(T, self.run_opts().resolve({} if cfg is None else cfg, strict=True))
 
     # -- submission ------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from asyncsched.errors import (
 
 from .app import (
     ALL as ALL,
+    MAX_NAME_LENGTH as MAX_NAME_LENGTH,
     MISSING as MISSING,
     NONE as NONE,
     AppDef as AppDef,
@@ -30,6 +31,7 @@ from .app import (
     Role as Role,
     Workspace as Workspace,
     validate_app as validate_app,
+    validate_session_name as validate_session_name,
 )
 from .dryrun import AppDryRunInfo as AppDryRunInfo
 from .handles import (
@@ -101,6 +103,7 @@ __all__ = [
     "DeviceMount",
     "GiB",
     "InvalidRunConfigException",
+    "MAX_NAME_LENGTH",
     "MISSING",
     "MalformedAppHandleException",
     "MountType",
@@ -144,4 +147,5 @@ __all__ = [
     "signal_name",
     "to_dict",
     "validate_app",
+    "validate_session_name",
 ]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from asyncsched.errors import SpecError
+from asyncsched.errors import InvalidArgumentError, SpecError
 
 from .mounts import Mount
 from .resources import NULL_RESOURCE, Resource
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALL",
+    "MAX_NAME_LENGTH",
     "MISSING",
     "NONE",
     "AppDef",
@@ -28,6 +29,7 @@ __all__ = [
     "Role",
     "Workspace",
     "validate_app",
+    "validate_session_name",
 ]
 
 MISSING: str = "<MISSING>"
@@ -113,7 +115,8 @@ class Role:
     """One set of identical replicas within an app (e.g. trainers, a parameter server).
 
     Args:
-        name: Role name; also used in paths, so letters, digits, ``_.-`` only.
+        name: Role name; also used in paths, so letters, digits, ``_.-`` only
+            (as app names).
         image: Scheduler-specific image (container image, directory...).
         min_replicas: Elastic lower bound on replicas, if supported.
         base_image: Deprecated; do not use.
@@ -236,7 +239,10 @@ class AppDef:
     """An application: a name plus the roles that make it up.
 
     Args:
-        name: App name; the scheduler uses it as the prefix of the app id.
+        name: App name; the scheduler uses it as the prefix of the app id,
+            which names files and directories: letters, digits, ``_.-`` only,
+            not starting with ``.`` or ``-``, at most :data:`MAX_NAME_LENGTH`
+            characters.
         roles: The roles to run.
         metadata: Scheduler-specific metadata.
 
@@ -262,7 +268,59 @@ class AppDef:
 
 # -- validation ---------------------------------------------------------------
 
-_ROLE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+
+MAX_NAME_LENGTH = 128
+"""Longest app, role or session name (characters; names are ASCII).
+
+Each names a directory or file (``<session>/<app>-<suffix>/<role>``): 128
+leaves room under the usual 255-byte file-name limit for the app id's
+random suffix and the temporary names records are written through.
+"""
+
+
+def _name_problem(name: object) -> str | None:
+    """Why ``name`` cannot be an app, role or session name; None when it can."""
+    if not isinstance(name, str) or not name:
+        return f"must be a non-empty string, got {name!r}"
+    if len(name) > MAX_NAME_LENGTH:
+        return (
+            f"must be at most {MAX_NAME_LENGTH} characters, got {len(name)}"
+            f" ({name[:40]!r}...)"
+        )
+    if not _NAME.fullmatch(name):
+        return (
+            f"must match {_NAME.pattern} (letters, digits, '_', '.', '-'; it"
+            f" names files and directories), got {name!r}"
+        )
+    return None
+
+
+def validate_session_name(session_name: object) -> None:
+    """Check a scheduler's (or runner's) session name before it names anything.
+
+    A session names a directory of the local backend's state and log dirs and
+    appears in app handles, so it follows the rules of app and role names
+    (letters, digits, ``_.-``, not starting with ``.`` or ``-``, at most
+    :data:`MAX_NAME_LENGTH` characters). The empty session is allowed (it gives
+    ``scheduler:///app_id`` handles, as in TorchX).
+
+    Example:
+        >>> validate_session_name("nightly-2024.05")
+        >>> validate_session_name("../x")
+        Traceback (most recent call last):
+        ...
+        asyncsched.errors.InvalidArgumentError: session_name: must match ...
+
+    Raises:
+        InvalidArgumentError: the name is not a string, too long, or has a
+            character outside that set (``/``, ``..``, a control character...).
+    """
+    if session_name == "":
+        return
+    problem = _name_problem(session_name)
+    if problem is not None:
+        raise InvalidArgumentError(f"session_name: {problem}")
 
 
 def _is_int(value: object) -> bool:
@@ -274,9 +332,13 @@ def validate_app(app: AppDef) -> None:
 
     Overridden attributes that are not resolved yet are skipped; nothing is
     resolved or modified. What ``exec`` would reject is rejected here, before
-    anything starts: a NUL byte in the app name, an image, an entrypoint, an
-    argument or the environment, and an empty environment name or one with
-    ``=``.
+    anything starts: a NUL byte in an image, an entrypoint, an argument or the
+    environment, and an empty environment name or one with ``=``. App and role
+    names name files and directories: letters, digits, ``_.-`` only, not
+    starting with ``.`` or ``-``, at most :data:`MAX_NAME_LENGTH` characters
+    (so ``../x``, ``/abs``, ``..`` and control characters are rejected).
+    ``port_map`` maps names to ports (0-65535), ``metadata`` is a dict with
+    string keys and ``mounts`` a list.
 
     Raises:
         SpecError: The first problem found; ``.field`` names it, e.g.
@@ -284,9 +346,10 @@ def validate_app(app: AppDef) -> None:
     """
     name: object = app.name
     roles: object = app.roles
-    if not isinstance(name, str) or not name:
-        raise SpecError("name", f"must be a non-empty string, got {name!r}")
-    _check_exec_safe(name, "name")
+    problem = _name_problem(name)
+    if problem is not None:
+        raise SpecError("name", problem)
+    _check_metadata(app.metadata, "metadata")
     if not isinstance(roles, list) or not roles:
         raise SpecError("roles", "an app needs at least one role")
     seen: set[str] = set()
@@ -305,12 +368,9 @@ def _validate_role(role: Role, where: str, seen: set[str]) -> None:
 
     name = raw["name"]
     if check("name"):
-        if not isinstance(name, str) or not _ROLE_NAME.match(name):
-            raise SpecError(
-                f"{where}.name",
-                f"must match {_ROLE_NAME.pattern} (letters, digits, '_', '.', '-'),"
-                f" got {name!r}",
-            )
+        problem = _name_problem(name)
+        if problem is not None:
+            raise SpecError(f"{where}.name", problem)
         if name in seen:
             raise SpecError(f"{where}.name", f"duplicate role name {name!r}")
         seen.add(name)
@@ -367,6 +427,15 @@ def _validate_role(role: Role, where: str, seen: set[str]) -> None:
 
     if check("resource"):
         _validate_resource(raw["resource"], f"{where}.resource")
+    if check("port_map"):
+        _check_port_map(raw["port_map"], f"{where}.port_map")
+    if check("metadata"):
+        _check_metadata(raw["metadata"], f"{where}.metadata")
+    if check("mounts") and not isinstance(raw["mounts"], list):
+        raise SpecError(
+            f"{where}.mounts",
+            f"must be a list of mounts, got {type(raw['mounts']).__name__}",
+        )
 
     args = raw["args"]
     if check("args") and (
@@ -386,6 +455,36 @@ def _validate_role(role: Role, where: str, seen: set[str]) -> None:
         for key, value in env.items():
             _check_env_key(key, f"{where}.env")
             _check_exec_safe(value, f"{where}.env[{key!r}]")
+
+
+def _check_port_map(port_map: object, where: str) -> None:
+    """Port names map to port numbers (0-65535)."""
+    if not isinstance(port_map, dict):
+        raise SpecError(
+            where,
+            "must be a dict of port name to port number, e.g. {'http': 8080},"
+            f" got {type(port_map).__name__}: {port_map!r}",
+        )
+    for name, port in port_map.items():
+        if not isinstance(name, str) or not name:
+            raise SpecError(where, f"a port name must be a non-empty string: {name!r}")
+        if not _is_int(port) or not 0 <= port <= 65535:
+            raise SpecError(
+                f"{where}[{name!r}]", f"must be an int in [0, 65535], got {port!r}"
+            )
+
+
+def _check_metadata(metadata: object, where: str) -> None:
+    """Metadata is a dict with string keys (values are the scheduler's business)."""
+    if not isinstance(metadata, dict):
+        raise SpecError(
+            where,
+            "must be a dict, e.g. {'<scheduler>.<key>': value},"
+            f" got {type(metadata).__name__}: {metadata!r}",
+        )
+    for key in metadata:
+        if not isinstance(key, str):
+            raise SpecError(where, f"keys must be strings, got {key!r}")
 
 
 def _check_exec_safe(value: str, where: str) -> None:

@@ -85,6 +85,12 @@ _KEYS: dict[str, str] = {
     "perm": "perm",
 }
 _MOUNT_TYPES = [t.value for t in MountType]
+#: the expected form of each mount type, for error messages
+_FORMS: dict[str, str] = {
+    "bind": "type=bind,src=HOST_PATH,dst=CONTAINER_PATH[,readonly]",
+    "volume": "type=volume,src=VOLUME_NAME,dst=CONTAINER_PATH[,readonly]",
+    "device": "type=device,src=HOST_DEVICE[,dst=CONTAINER_PATH][,perm=rwm]",
+}
 _DEVICE_PERMISSIONS = frozenset("rwm")
 
 
@@ -124,7 +130,11 @@ def _build_mount(group: dict[str, str]) -> Mount:
     required = ("src",) if mount_type == MountType.DEVICE else ("src", "dst")
     missing = [key for key in required if key not in group]
     if mount_type in _MOUNT_TYPES and missing:
-        raise InvalidMountError(f"{mount_type} mount needs {missing[0]}=", missing[0])
+        needs = " and ".join(f"{key}=" for key in missing)
+        raise InvalidMountError(
+            f"{mount_type} mount needs {needs} (expected {_FORMS[mount_type]})",
+            missing[0],
+        )
     read_only = "readonly" in group
     if mount_type == MountType.BIND:
         return BindMount(

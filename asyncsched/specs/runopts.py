@@ -201,9 +201,22 @@ class runopts:
         ``strict`` is true, in which case they are rejected.
 
         Raises:
-            InvalidRunConfigException: An unknown key (strict only), a required
-                option missing or None, or a value of the wrong type.
+            InvalidRunConfigException: ``cfg`` is not a mapping with string
+                keys, an unknown key (strict only), a required option missing
+                or None, or a value of the wrong type.
         """
+        if not isinstance(cfg, Mapping):
+            raise InvalidRunConfigException(
+                "Run options (cfg) must be a mapping of option name to value,"
+                f" e.g. {{'log_dir': '/tmp/logs'}}, got {type(cfg).__name__}",
+                "cfg",
+                cfg,
+            )
+        for key in cfg:
+            if not isinstance(key, str):
+                raise InvalidRunConfigException(
+                    f"Run option names must be strings, got {key!r}", str(key), cfg
+                )
         if strict:
             for key in cfg:
                 if key not in self._opts:

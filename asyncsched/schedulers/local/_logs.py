@@ -14,9 +14,12 @@ than a thread hop per chunk; the per-line cost is zero (lines are only found
 with ``bytes.rfind``).
 
 Reading (:func:`read_line_batches`) is the other way round: the open, every
-read and every index load run in a worker thread, never on the loop, and the
+read and every index read run in a worker thread, never on the loop, and the
 lines are cut by the shared, capped
-:class:`~asyncsched.schedulers.shared.lines.LineAssembler`.
+:class:`~asyncsched.schedulers.shared.lines.LineAssembler`. With ``since``
+the reader seeks: a binary search in the index finds the first chunk that
+arrived at or after it, and reading starts at the line holding it; the index
+is read a window at a time, so memory stays bounded whatever the log's age.
 
 Example:
     >>> paths = log_paths("/logs/sess/app-x/trainer/0")
@@ -26,11 +29,13 @@ Example:
 
 from __future__ import annotations
 
+import array
 import bisect
 import contextlib
 import logging
 import os
 import struct
+import sys
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from datetime import UTC, datetime
@@ -41,6 +46,7 @@ import anyio.to_thread
 
 from asyncsched.errors import SchedulerError
 from asyncsched.schedulers.shared.lines import DEFAULT_MAX_LINE_BYTES, LineAssembler
+from asyncsched.schedulers.shared.state_dir import PRIVATE_FILE_MODE, makedirs_private
 
 __all__ = [
     "INDEX_ENTRY",
@@ -84,18 +90,20 @@ def index_path(replica_dir: str, stream: str) -> str:
 def open_log_fds(replica_dir: str) -> dict[str, tuple[int, int]]:
     """Create the replica dir and open ``{stream: (log_fd, -1)}`` for append.
 
-    Blocking (runs in a worker thread). Existing files are appended to. The
-    index files are created by :class:`ReplicaLog` on the first write of each
+    Blocking (runs in a worker thread). Existing files are appended to.
+    Directories are created ``0700`` and files are ``0600``, whatever the
+    umask: logs may hold secrets. The index files are created by :class:`ReplicaLog` on the first write of each
     stream (file creation is the expensive part of starting a replica).
     """
-    os.makedirs(replica_dir, exist_ok=True)
+    makedirs_private(replica_dir)
     fds: dict[str, tuple[int, int]] = {}
     try:
         for stream in STREAMS:
-            fds[stream] = (
-                os.open(os.path.join(replica_dir, f"{stream}.log"), _APPEND, 0o644),
-                -1,
+            fd = os.open(
+                os.path.join(replica_dir, f"{stream}.log"), _APPEND, PRIVATE_FILE_MODE
             )
+            fds[stream] = (fd, -1)
+            os.fchmod(fd, PRIVATE_FILE_MODE)  # whatever the umask (or an old file)
     except OSError:
         close_log_fds(fds)
         raise
@@ -157,7 +165,10 @@ class ReplicaLog:
         log_fd, idx_fd = self._fds[stream]
         if idx_fd == -1:
             try:
-                idx_fd = os.open(index_path(self.dir, stream), _APPEND, 0o644)
+                idx_fd = os.open(
+                    index_path(self.dir, stream), _APPEND, PRIVATE_FILE_MODE
+                )
+                os.fchmod(idx_fd, PRIVATE_FILE_MODE)
             except OSError as exc:
                 logger.warning("cannot create the index of %s: %s", self.dir, exc)
                 idx_fd = -2
@@ -248,50 +259,134 @@ def _open_read(path: str) -> int:
     return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
 
 
+#: index entries loaded at a time (16 bytes each): memory does not grow with the log
+_WINDOW_ENTRIES = 4096
+#: bytes read at a time when looking back for the start of a line
+_BACK_READ = 1 << 16
+
+
+def _find_first(fd: int, lo: int, hi: int, at_least: float, field: int) -> int:
+    """The first entry number in ``[lo, hi)`` whose ``field`` (0: end offset,
+    1: time) is >= ``at_least`` (``hi`` if none): a binary search on the file."""
+    size = INDEX_ENTRY.size
+    while lo < hi:
+        mid = (lo + hi) // 2
+        raw = os.pread(fd, size, mid * size)
+        if len(raw) < size:  # the file shrank: treat as the end
+            hi = mid
+            continue
+        if INDEX_ENTRY.unpack(raw)[field] >= at_least:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _unpack(raw: bytes) -> tuple[list[int], list[float]]:
+    """Whole ``(end_offset, time)`` entries of ``raw`` as two lists."""
+    both = array.array("Q")
+    both.frombytes(raw[: len(raw) - len(raw) % INDEX_ENTRY.size])
+    if sys.byteorder != "little":  # pragma: no cover - the index is little-endian
+        both.byteswap()
+    times = array.array("d")
+    times.frombytes(both[1::2].tobytes())
+    return both[0::2].tolist(), times.tolist()
+
+
 class _Index:
-    """Incrementally loaded ``(end_offset, time)`` entries of one stream."""
+    """The ``(end_offset, time)`` entries of one stream, read on demand.
+
+    Never loads the whole index: a binary search on the file (fixed-size
+    entries, end offsets increasing) finds where to start, and a window of
+    :data:`_WINDOW_ENTRIES` entries is kept in memory. Times are taken as
+    increasing too (wall-clock arrival times); should the clock step back, a
+    ``since`` bound is approximate around that step.
+    """
 
     def __init__(self, path: str) -> None:
         self._path = path
-        self._pos = 0
-        self._rest = b""
+        self._first = 0  # entry number of the window's first entry
         self.ends: list[int] = []
         self.times: list[float] = []
 
-    def covers(self, offset: int) -> bool:
-        """True when the loaded entries reach ``offset`` of the log."""
-        return bool(self.ends) and self.ends[-1] >= offset
-
-    def load(self) -> None:
-        """Read the entries appended since the last load (blocking: a worker thread)."""
+    def _open(self) -> int | None:
         try:
-            fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
+            return os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
-            return
+            return None
+
+    def start_offset(self, since: float) -> int:
+        """The log offset before which every line arrived before ``since``
+        (blocking: a worker thread)."""
+        fd = self._open()
+        if fd is None:
+            return 0
         try:
-            chunks = [self._rest]
-            while data := os.pread(fd, 1 << 20, self._pos):
-                chunks.append(data)
-                self._pos += len(data)
+            count = os.fstat(fd).st_size // INDEX_ENTRY.size
+            i = _find_first(fd, 0, count, since, 1)
+            if i == 0:
+                return 0
+            raw = os.pread(fd, INDEX_ENTRY.size, (i - 1) * INDEX_ENTRY.size)
         finally:
             os.close(fd)
-        raw = b"".join(chunks)
-        usable = len(raw) - len(raw) % INDEX_ENTRY.size
-        self._rest = raw[usable:]
-        for end, when in INDEX_ENTRY.iter_unpack(raw[:usable]):
-            self.ends.append(end)
-            self.times.append(when)
+        if len(raw) < INDEX_ENTRY.size:
+            return 0
+        end: int = INDEX_ENTRY.unpack(raw)[0]
+        return end
 
-    def time_of(self, line_end: int) -> float:
-        """Arrival time of the chunk that completed the line ending at ``line_end``.
+    def load_for(self, line_end: int) -> None:
+        """Load the window that starts at the chunk completing the line ending
+        at ``line_end`` (blocking: a worker thread)."""
+        fd = self._open()
+        if fd is None:
+            return
+        size = INDEX_ENTRY.size
+        try:
+            count = os.fstat(fd).st_size // size
+            # the entries up to the window's end end before this line: the
+            # one wanted is most often the next; else search the rest
+            first = self._first + len(self.ends)
+            raw = os.pread(fd, _WINDOW_ENTRIES * size, first * size)
+            ends, times = _unpack(raw)
+            if ends and ends[-1] < line_end:
+                first = _find_first(fd, first + len(ends), count, line_end, 0)
+                raw = os.pread(fd, _WINDOW_ENTRIES * size, first * size)
+                ends, times = _unpack(raw)
+            else:
+                skip = bisect.bisect_left(ends, line_end)
+                first += skip
+                ends, times = ends[skip:], times[skip:]
+        finally:
+            os.close(fd)
+        self._first, self.ends, self.times = first, ends, times
 
-        Never reads: load the index (in a thread) before asking. An offset
-        past the loaded entries (the index lags the log) is "now".
-        """
+    def time_of(self, line_end: int) -> float | None:
+        """Arrival time of the chunk that completed the line ending at
+        ``line_end``; None when the window does not reach it (never reads)."""
         i = bisect.bisect_left(self.ends, line_end)
         if i == len(self.ends):
-            return time.time()
+            return None
         return self.times[i]
+
+
+def _line_start(fd: int, offset: int) -> int:
+    """The start of the line holding byte ``offset`` of the file (blocking)."""
+    pos = offset
+    while pos > 0:
+        size = min(_BACK_READ, pos)
+        block = os.pread(fd, size, pos - size)
+        cut = block.rfind(b"\n")
+        if cut >= 0:
+            return pos - size + cut + 1
+        pos -= size
+    return 0
+
+
+def _seek_since(fd: int, idx: _Index, since: float) -> int:
+    """Where the first line that may have arrived at or after ``since``
+    starts (blocking: a worker thread)."""
+    offset = idx.start_offset(since)
+    return _line_start(fd, offset) if offset > 0 else 0
 
 
 async def read_line_batches(
@@ -325,6 +420,18 @@ async def read_line_batches(
     pos = 0  # bytes of the file read
     line_end = 0  # file offset where the next item starts
     final = follow is None
+
+    async def time_of(line_end: int, window_tried: bool) -> tuple[float, bool]:
+        """(arrival time, whether the index ran out) of the line ending there."""
+        assert idx is not None
+        when = idx.time_of(line_end)
+        if when is None and not window_tried:
+            await anyio.to_thread.run_sync(idx.load_for, line_end)
+            when = idx.time_of(line_end)
+        if when is None:  # the index lags the log: the line just arrived
+            return time.time(), True
+        return when, False
+
     fd = -1
     # shielded: a cancelled open must not leak its fd (a thread cannot be
     # abandoned, so the bound only matters for a pathological file system)
@@ -333,6 +440,10 @@ async def read_line_batches(
     if fd < 0:
         raise SchedulerError(f"opening {path!r} took more than {_OPEN_TIMEOUT}s")
     try:
+        if idx is not None and t_since is not None:
+            pos = line_end = await anyio.to_thread.run_sync(
+                _seek_since, fd, idx, t_since
+            )
         while True:
             data = await anyio.to_thread.run_sync(os.pread, fd, _READ_SIZE, pos)
             pos += len(data)
@@ -342,18 +453,20 @@ async def read_line_batches(
                     for cut in range(0, len(data), _FEED_SIZE):
                         batch += assembler.feed(data[cut : cut + _FEED_SIZE])
                 else:
-                    if not idx.covers(pos):
-                        await anyio.to_thread.run_sync(idx.load)
                     batch = []
-                    for raw in assembler.feed_raw(data):
-                        line_end += len(raw)
-                        when = idx.time_of(line_end)
-                        if t_until is not None and when > t_until:
-                            if batch:
-                                yield batch
-                            return
-                        if t_since is None or when >= t_since:
-                            batch.append(raw.decode("utf-8", "replace"))
+                    ran_out = False  # the index is re-read once per read of the log
+                    for cut in range(0, len(data), _FEED_SIZE):
+                        for raw in assembler.feed_raw(data[cut : cut + _FEED_SIZE]):
+                            line_end += len(raw)
+                            when = idx.time_of(line_end)
+                            if when is None:  # past the window: read the next one
+                                when, ran_out = await time_of(line_end, ran_out)
+                            if t_until is not None and when > t_until:
+                                if batch:
+                                    yield batch
+                                return
+                            if t_since is None or when >= t_since:
+                                batch.append(raw.decode("utf-8", "replace"))
                 if batch:
                     yield batch
             if len(data) == _READ_SIZE:
@@ -368,7 +481,7 @@ async def read_line_batches(
     if not tail:
         return
     if idx is not None:
-        when = idx.time_of(line_end + len(tail))
+        when, _ = await time_of(line_end + len(tail), False)
         if (t_until is not None and when > t_until) or (
             t_since is not None and when < t_since
         ):

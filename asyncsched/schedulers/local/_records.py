@@ -8,9 +8,14 @@ dir), and writes TorchX's ``SUCCESS`` file once the app is over. A
 ``CANCEL_REQUESTED`` file in the app dir is how another process asks the
 supervisor to treat the signals it sends as a cancellation.
 
+The empty session (TorchX's ``local:///app_id`` handles) keeps its pointers
+in ``<state_dir>/local/@empty``: a name no valid session can have.
+
 Example:
     >>> pointer_path("/state", "sess", "app-x")
     '/state/local/sess/app-x.json'
+    >>> pointer_path("/state", "", "app-x")
+    '/state/local/@empty/app-x.json'
 """
 
 from __future__ import annotations
@@ -18,21 +23,29 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import threading
 from typing import Any
 
-from asyncsched.schedulers.shared.state_dir import default_state_dir
+from asyncsched.schedulers.shared.state_dir import (
+    PRIVATE_FILE_MODE,
+    default_state_dir,
+    makedirs_private,
+)
 
 __all__ = [
     "CANCEL_MARKER",
+    "EMPTY_SESSION_DIR",
     "RECORD_NAME",
     "RECORD_VERSION",
     "default_state_dir",
     "find_pointer",
+    "is_app_id",
     "list_pointers",
     "pointer_path",
     "read_json",
     "remove_pointer",
+    "session_dir",
     "write_json_atomic",
     "write_pointer",
 ]
@@ -42,9 +55,28 @@ RECORD_VERSION = 1
 CANCEL_MARKER = "CANCEL_REQUESTED"
 
 
+#: the pointer dir of the empty session (not a valid session name)
+EMPTY_SESSION_DIR = "@empty"
+#: what ``make_unique(<valid app name>)`` gives: one plain path component
+_APP_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}$")
+
+
+def is_app_id(app_id: str) -> bool:
+    """True when ``app_id`` could be a local app id (one safe path component).
+
+    Anything else (``..``, a ``/``, a control character) names no local app.
+    """
+    return bool(_APP_ID.fullmatch(app_id))
+
+
+def session_dir(state_dir: str, session: str) -> str:
+    """The directory of the pointers of ``session``."""
+    return os.path.join(state_dir, "local", session or EMPTY_SESSION_DIR)
+
+
 def pointer_path(state_dir: str, session: str, app_id: str) -> str:
     """Where the pointer of ``app_id`` lives."""
-    return os.path.join(state_dir, "local", session, f"{app_id}.json")
+    return os.path.join(session_dir(state_dir, session), f"{app_id}.json")
 
 
 def _dump(data: Any) -> bytes:
@@ -57,20 +89,22 @@ def write_json_atomic(path: str, data: Any) -> None:
 
     The temp file is named after this process and thread, so concurrent
     writers never share one; the rename makes readers see old or new, never
-    a torn file. The parent directory is created when missing.
+    a torn file. The file is private (``0600``, whatever the umask: records
+    hold the apps' environments); missing parent directories are created
+    ``0700``.
     """
     directory, name = os.path.split(path)
     tmp = os.path.join(directory, f".tmp-{os.getpid()}-{threading.get_ident()}-{name}")
     payload = _dump(data)
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
     try:
-        fd = os.open(tmp, flags, 0o644)
+        fd = os.open(tmp, flags, PRIVATE_FILE_MODE)
     except FileNotFoundError:
-        os.makedirs(directory, exist_ok=True)
-        fd = os.open(tmp, flags, 0o644)
+        makedirs_private(directory)
+        fd = os.open(tmp, flags, PRIVATE_FILE_MODE)
     try:
         try:
-            os.fchmod(fd, 0o644)  # whatever the umask
+            os.fchmod(fd, PRIVATE_FILE_MODE)  # whatever the umask
             view = memoryview(payload)
             while view:
                 view = view[os.write(fd, view) :]
@@ -113,14 +147,21 @@ def remove_pointer(state_dir: str, session: str, app_id: str) -> None:
 
 
 def find_pointer(state_dir: str, session: str, app_id: str) -> dict[str, Any] | None:
-    """The pointer of ``app_id`` in ``session``, else in any session (blocking)."""
+    """The pointer of ``app_id`` in ``session``, else in any session (blocking).
+
+    None for an id that cannot be a local app's (``..``, a ``/``...): such an
+    id never leads outside the state dir.
+    """
+    if not is_app_id(app_id):
+        return None
     found = read_json(pointer_path(state_dir, session, app_id))
     if found is not None:
         return found
     root = os.path.join(state_dir, "local")
+    own = os.path.basename(session_dir(state_dir, session))
     with contextlib.suppress(OSError):
         for other in os.listdir(root):
-            if other != session:
+            if other != own:
                 found = read_json(pointer_path(state_dir, other, app_id))
                 if found is not None:
                     return found
@@ -135,7 +176,7 @@ def list_pointers(
     With ``prune``, pointers whose app record no longer exists (the app dir
     was deleted) are removed and left out.
     """
-    directory = os.path.join(state_dir, "local", session)
+    directory = session_dir(state_dir, session)
     try:
         names = sorted(os.listdir(directory))
     except OSError:

@@ -4,6 +4,12 @@ A replica the record shows as running whose process is gone (or whose pid now
 belongs to a process with another start time) while the supervisor is dead is
 reported FAILED: its supervisor died before it could record an exit code.
 
+A record this version cannot use (an unknown state, a replica id that is not
+an integer: written by a newer asyncsched, or edited by hand) is found by
+:func:`record_problem`: ``list`` skips it, and the app's own ``describe``,
+``log_iter`` and ``cancel`` raise a :class:`~asyncsched.errors.SchedulerError`
+that says what is wrong and where.
+
 Example:
     >>> replica_gone({"pid": None, "start_time": None})
     True
@@ -18,6 +24,7 @@ from typing import Any
 
 import anyio
 
+from asyncsched.errors import SchedulerError
 from asyncsched.schedulers.local._process import pid_alive, signal_group
 from asyncsched.schedulers.local._reasons import replica_outcome
 from asyncsched.schedulers.local._records import (
@@ -36,12 +43,82 @@ from asyncsched.specs import (
 
 __all__ = [
     "cancel_remote",
+    "check_record",
     "load_record",
     "record_done",
+    "record_problem",
+    "record_state",
     "replica_gone",
     "snapshot_record",
     "supervisor_alive",
 ]
+
+_STATES = frozenset(AppState.__members__)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _replica_problem(where: str, r: object) -> str | None:
+    if not isinstance(r, dict):
+        return f"{where} is not an object"
+    if not _is_int(r.get("replica_id")):
+        return f"{where}.replica_id is not an integer: {r.get('replica_id')!r}"
+    if r.get("state") not in _STATES:
+        return f"{where}.state is not a known state: {r.get('state')!r}"
+    for key in ("pid", "exit_code", "start_time", "num_restarts"):
+        value = r.get(key)
+        if value is not None and not _is_int(value):
+            return f"{where}.{key} is not an integer: {value!r}"
+    if not isinstance(r.get("log_dir"), str):
+        return f"{where}.log_dir is not a path: {r.get('log_dir')!r}"
+    return None
+
+
+def record_problem(record: dict[str, Any]) -> str | None:
+    """What makes ``record`` unusable by this version, or None when it is fine."""
+    if not isinstance(record.get("app_id"), str):
+        return f"app_id is not a string: {record.get('app_id')!r}"
+    if not isinstance(record.get("app_dir"), str):
+        return f"app_dir is not a path: {record.get('app_dir')!r}"
+    state = record.get("state", "UNKNOWN")
+    if state not in _STATES:
+        return f"state is not a known state: {state!r}"
+    if not _is_int(record.get("num_restarts", 0)):
+        return f"num_restarts is not an integer: {record.get('num_restarts')!r}"
+    for key in ("supervisor", "role_specs"):
+        if not isinstance(record.get(key) or {}, dict):
+            return f"{key} is not an object: {record.get(key)!r}"
+    sup_pid = (record.get("supervisor") or {}).get("pid")
+    if sup_pid is not None and not _is_int(sup_pid):
+        return f"supervisor.pid is not an integer: {sup_pid!r}"
+    roles = record.get("roles") or {}
+    if not isinstance(roles, dict):
+        return f"roles is not an object: {roles!r}"
+    for name, reps in roles.items():
+        if not isinstance(reps, list):
+            return f"roles.{name} is not a list: {reps!r}"
+        for i, r in enumerate(reps):
+            problem = _replica_problem(f"roles.{name}[{i}]", r)
+            if problem is not None:
+                return problem
+    return None
+
+
+def check_record(record: dict[str, Any]) -> None:
+    """Raise unless this version can use ``record``.
+
+    Raises:
+        SchedulerError: names the record file and the field that is wrong.
+    """
+    problem = record_problem(record)
+    if problem is not None:
+        raise SchedulerError(
+            f"the record {record_path(record)} of app"
+            f" {record.get('app_id', '?')} cannot be read by this asyncsched"
+            f" version: {problem} (written by a newer version, or edited?)"
+        )
 
 
 def load_record(app_dir: str) -> dict[str, Any] | None:
@@ -89,8 +166,14 @@ def _effective(
     return state, msg, roles
 
 
+def record_state(record: dict[str, Any]) -> AppState:
+    """The app state a (checked) record stands for (see :func:`snapshot_record`)."""
+    return _effective(record)[0]
+
+
 def snapshot_record(record: dict[str, Any]) -> AppSnapshot:
-    """The app a record describes (the recorded terminal state is decided)."""
+    """The app a checked record (:func:`check_record`) describes (the recorded
+    terminal state is decided)."""
     state, msg, roles = _effective(record)
     hostname = str((record.get("supervisor") or {}).get("hostname", "localhost"))
     replicas = []
@@ -141,7 +224,7 @@ def record_path(record: dict[str, Any]) -> str:
 
 def record_done(record: dict[str, Any] | None) -> bool:
     """True when no more log data will come for the app of ``record``."""
-    if record is None or record.get("finished"):
+    if record is None or record.get("finished") or record_problem(record):
         return True
     if supervisor_alive(record):
         return False
@@ -170,7 +253,9 @@ def cancel_remote(app_dir: str) -> dict[str, Any] | None:
     Returns the record read, or None.
     """
     record = load_record(app_dir)
-    if record is None or is_terminal(AppState[record.get("state", "UNKNOWN")]):
+    if record is None or record_problem(record) is not None:
+        return None
+    if is_terminal(AppState[record.get("state", "UNKNOWN")]):
         return record
     write_json_atomic(os.path.join(app_dir, CANCEL_MARKER), {"requested": time.time()})
     if supervisor_alive(record):
@@ -192,13 +277,13 @@ def cancel_remote(app_dir: str) -> dict[str, Any] | None:
 def _remote_done(app_dir: str) -> bool:
     """True when the app's record is gone or says no more output will come (blocking)."""
     record = load_record(app_dir)
-    return record is None or record_done(record)
+    return record_done(record)
 
 
 def _kill_remote(app_dir: str) -> None:
     """SIGKILL every live replica group of the app's record (blocking)."""
     record = load_record(app_dir)
-    if record is not None:
+    if record is not None and record_problem(record) is None:
         _signal_replicas(record, signal.SIGKILL)
 
 

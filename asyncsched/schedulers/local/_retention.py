@@ -57,7 +57,8 @@ class Retention:
     (:func:`automatic`); an explicit ``asyncsched prune`` sets neither.
 
     Raises:
-        InvalidArgumentError: a negative bound.
+        InvalidArgumentError: a negative, non-finite (``nan``, ``inf``) or
+            non-numeric bound.
     """
 
     max_apps: int | None = 100
@@ -66,11 +67,21 @@ class Retention:
     keep_live: bool = False
 
     def __post_init__(self) -> None:
-        if self.max_apps is not None and self.max_apps < 0:
-            raise InvalidArgumentError(f"max_apps must be >= 0, got {self.max_apps}")
-        if self.max_age_days is not None and not 0 <= self.max_age_days < math.inf:
+        keep: object = self.max_apps  # any object: callers may pass anything
+        if keep is not None and (
+            not isinstance(keep, int) or isinstance(keep, bool) or keep < 0
+        ):
+            raise InvalidArgumentError(f"max_apps must be an int >= 0, got {keep!r}")
+        days: object = self.max_age_days
+        if days is not None and (
+            not isinstance(days, int | float)
+            or isinstance(days, bool)
+            or not math.isfinite(days)
+            or days < 0
+        ):
             raise InvalidArgumentError(
-                f"max_age_days must be a number >= 0, got {self.max_age_days}"
+                f"max_age_days must be a finite number >= 0 (None: no age limit),"
+                f" got {days!r}"
             )
         if not 0 <= self.min_age_seconds < math.inf:
             raise InvalidArgumentError(
@@ -152,7 +163,8 @@ def prune(
             if entry is not None:
                 finished.append(entry)
     finished.sort(key=lambda e: e.finished_at, reverse=True)
-    managed = managed_logs_dir(state_dir) + os.sep
+    # real paths: a symlink planted in the logs dir never leads a delete out
+    managed = os.path.realpath(managed_logs_dir(state_dir)) + os.sep
     for rank, entry in enumerate(finished):
         too_many = retention.max_apps is not None and rank >= retention.max_apps
         too_old = (
@@ -170,7 +182,7 @@ def prune(
             continue
         with contextlib.suppress(FileNotFoundError):
             os.unlink(entry.pointer)
-        if os.path.abspath(entry.app_dir).startswith(managed):
+        if os.path.realpath(entry.app_dir).startswith(managed):
             shutil.rmtree(entry.app_dir, ignore_errors=True)
     return report
 

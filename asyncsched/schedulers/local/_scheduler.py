@@ -100,6 +100,11 @@ from asyncsched.schedulers.shared.lines import (
     DEFAULT_MAX_LINE_BYTES,
     check_max_line_bytes,
 )
+from asyncsched.schedulers.shared.state_dir import (
+    PRIVATE_DIR_MODE,
+    makedirs_private,
+    tighten_dir,
+)
 from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.specs import (
     AppDef,
@@ -141,7 +146,9 @@ class LocalScheduler(Scheduler[LocalOpts]):
     """Run apps as process groups on this host, orphan-proof and event-driven.
 
     Args:
-        session_name: Session; part of the log path and of app handles.
+        session_name: Session; part of the log path and of app handles
+            (letters, digits, ``_.-``; see
+            :func:`~asyncsched.specs.validate_session_name`).
         image_provider_class: :class:`CWDImageProvider` (``local_cwd``) or
             :class:`LocalDirectoryImageProvider` (``local_dir``).
         cache_size: How many apps are kept in memory; when full, the oldest
@@ -169,7 +176,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
             a longer line comes in pieces of at most this size.
 
     Raises:
-        InvalidArgumentError: ``cache_size`` is not positive.
+        InvalidArgumentError: ``cache_size`` is not positive, or
+            ``session_name`` cannot name a directory.
 
     Example:
         >>> async def main() -> None:
@@ -321,6 +329,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
                 self._spawn_cfg = SpawnConfig(
                     setpriv, use_preexec, devnull, guardian, self._spawner
                 )
+                await anyio.to_thread.run_sync(_private_state_dirs, self.state_dir)
                 if self._retention is not None:
                     await self._prune(self._retention)
         return self._spawn_cfg
@@ -498,6 +507,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
         """Start the replicas of a dry-run request; return the app id.
 
         Raises:
+            InvalidArgumentError: the request's app id (edited after the dry
+                run) is not one plain path component.
             SpecError: an entrypoint is missing or not executable, or a
                 working directory does not exist (nothing was started).
             SubmitError: the log dir cannot be created or a replica failed to
@@ -505,6 +516,11 @@ class LocalScheduler(Scheduler[LocalOpts]):
             IndexError: the cache is full of apps that have not finished.
         """
         request: PopenRequest = dryrun_info.request
+        if not records.is_app_id(request.app_id):  # a request edited after dry-run
+            raise InvalidArgumentError(
+                f"app id {request.app_id!r} is not one plain path component"
+                " (letters, digits, '_', '.', '-')"
+            )
         if request.app_id in self._apps:
             raise SubmitError(f"app {request.app_id} was already scheduled")
         self._submits_active += 1
@@ -658,6 +674,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         )
         if record is None or record.get("app_id") != app_id:
             return None
+        remote.check_record(record)  # a record this version cannot use: say so
         return record
 
     async def _describe(self, app_id: str) -> AppSnapshot | None:
@@ -710,7 +727,11 @@ class LocalScheduler(Scheduler[LocalOpts]):
         )
 
     async def _list(self) -> builtins.list[AppSnapshot]:
-        """The apps of this session: those supervised here and those on record."""
+        """The apps of this session: those supervised here and those on record.
+
+        A record that cannot be read or used (truncated, a newer version's,
+        edited) is skipped with a warning on the ``asyncsched`` logger.
+        """
         for app in builtins.list(self._apps.values()):
             if app.done.is_set() and app.record_stale:  # as in describe
                 await app.settled()
@@ -820,8 +841,9 @@ def _role_specs(request: PopenRequest) -> dict[str, dict[str, Any]]:
 def _prepare_app_dir(
     app_dir: str, replica_dirs: builtins.list[str]
 ) -> builtins.list[dict[str, tuple[int, int]]]:
-    os.makedirs(os.path.dirname(app_dir), exist_ok=True)
-    os.mkdir(app_dir)  # FileExistsError: never mix two apps' logs
+    makedirs_private(os.path.dirname(app_dir))
+    os.mkdir(app_dir, PRIVATE_DIR_MODE)  # FileExistsError: never mix two apps' logs
+    os.chmod(app_dir, PRIVATE_DIR_MODE)  # exactly, whatever the umask
     opened: builtins.list[dict[str, tuple[int, int]]] = []
     try:
         opened.extend(open_log_fds(d) for d in replica_dirs)
@@ -831,6 +853,18 @@ def _prepare_app_dir(
         shutil.rmtree(app_dir, ignore_errors=True)
         raise
     return opened
+
+
+def _private_state_dirs(state_dir: str) -> None:
+    """Create (or, from older versions, tighten) the state dir's own folders
+    ``0700`` (blocking; best effort: a failure shows at the first submit)."""
+    try:
+        makedirs_private(state_dir)
+    except OSError as exc:
+        logger.warning("cannot create the state dir %s: %s", state_dir, exc)
+        return
+    for sub in ("local", "logs"):
+        tighten_dir(os.path.join(state_dir, sub))
 
 
 class _SpawnFailed(Exception):
@@ -898,10 +932,19 @@ def _load_listed(
         if app_id in known:
             continue
         record = remote.load_record(str(pointer["app_dir"]))
-        if record is not None:
-            found.append((app_id, record))
-        else:  # being written for the first time, or damaged: never fatal
+        if record is None:  # being written for the first time, or damaged
             logger.warning("skipping app %s: its record cannot be read", app_id)
+            continue
+        problem = remote.record_problem(record)
+        if problem is not None:  # a newer version's, or edited: never fatal
+            logger.warning(
+                "skipping app %s: its record %s cannot be used: %s",
+                app_id,
+                remote.record_path(record),
+                problem,
+            )
+            continue
+        found.append((app_id, record))
     return found
 
 

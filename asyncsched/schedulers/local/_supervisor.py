@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import socket
+import stat
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +40,7 @@ from asyncsched.schedulers.local._state import (
     decide_retry,
 )
 from asyncsched.schedulers.shared.changes import ChangeNotifier
+from asyncsched.schedulers.shared.state_dir import PRIVATE_FILE_MODE
 from asyncsched.schedulers.shared.taskhost import TaskHost, describe_error
 from asyncsched.specs import NONE, AppState, RetryPolicy, is_terminal, rollup_state
 
@@ -290,25 +292,98 @@ class ExitFacts:
     cancel_requested: bool = False
 
 
+#: the most of a reply file (``TORCHELASTIC_ERROR_FILE``) copied into the record
+MAX_REPLY_BYTES = 64 * 1024
+#: an error file outside the replica dir counts when written this close to
+#: (or after) the attempt's start (file-system timestamps are coarse)
+_MTIME_SLACK = 1.0
+
+
+def _read_reply(path: str, *, private: bool) -> tuple[str, float] | None:
+    """The first :data:`MAX_REPLY_BYTES` of a regular file and its mtime (blocking).
+
+    None when ``path`` is missing, a symlink (never followed), not a regular
+    file (a FIFO would block, a device never end) or unreadable. With
+    ``private`` the file is made ``0600`` (it sits among the replica's logs).
+    """
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        if private:
+            with contextlib.suppress(OSError):
+                os.fchmod(fd, PRIVATE_FILE_MODE)
+        chunks: list[bytes] = []
+        got = 0
+        while got <= MAX_REPLY_BYTES:
+            chunk = os.read(fd, MAX_REPLY_BYTES + 1 - got)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    text = data[:MAX_REPLY_BYTES].decode("utf-8", errors="replace")
+    if len(data) > MAX_REPLY_BYTES:
+        note = (
+            f"[truncated: {path} holds {st.st_size} bytes, the first"
+            f" {MAX_REPLY_BYTES} are kept]"
+        )
+        return f"{text}\n{note}", st.st_mtime
+    with contextlib.suppress(ValueError):
+        text = json.dumps(json.loads(text), separators=(",", ":"))
+    return text, st.st_mtime
+
+
+def _in_dir(path: str, directory: str) -> bool:
+    """True when ``path``'s own directory is ``directory`` (same inode)."""
+    try:
+        return os.path.samestat(
+            os.stat(os.path.dirname(os.path.abspath(path))), os.stat(directory)
+        )
+    except OSError:
+        return False
+
+
 def read_exit_facts(
-    error_file: str, app_dir: str, rc: int | None, attempt: int
+    error_file: str,
+    replica_dir: str,
+    app_dir: str,
+    rc: int | None,
+    attempt: int,
+    started: float = 0.0,
 ) -> ExitFacts:
-    """Read the reply file of a failed exit (kept as ``<file>.<attempt>``, the
-    next attempt may write its own) and whether another process asked for a
-    cancel (blocking)."""
+    """Read the reply file of a failed exit and whether another process asked
+    for a cancel (blocking).
+
+    At most :data:`MAX_REPLY_BYTES` are read, a symlink is never followed and
+    only a regular file is read. A reply file in the replica's own dir is kept
+    as ``<file>.<attempt>`` (the next attempt may write its own); one the
+    replica was pointed elsewhere with ``TORCHELASTIC_ERROR_FILE`` is never
+    moved nor deleted, and is only taken when written since the attempt
+    started.
+    """
     cancel = os.path.exists(os.path.join(app_dir, CANCEL_MARKER))
     if rc == 0:
         return ExitFacts(cancel_requested=cancel)
-    try:
-        mtime = os.stat(error_file).st_mtime
-        with open(error_file, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError:
+    own = _in_dir(error_file, replica_dir)
+    reply = _read_reply(error_file, private=own)
+    if reply is None:
         return ExitFacts(cancel_requested=cancel)
-    with contextlib.suppress(ValueError):
-        text = json.dumps(json.loads(text), separators=(",", ":"))
-    with contextlib.suppress(OSError):
-        os.replace(error_file, f"{error_file}.{attempt}")
+    text, mtime = reply
+    if own:
+        with contextlib.suppress(OSError):
+            os.replace(error_file, f"{error_file}.{attempt}")
+    elif mtime < started - _MTIME_SLACK:  # left over from before this attempt
+        return ExitFacts(cancel_requested=cancel)
     return ExitFacts(text, mtime, cancel)
 
 
@@ -451,9 +526,11 @@ class LocalApp:
                         facts = await anyio.to_thread.run_sync(
                             read_exit_facts,
                             replica.launch.error_file,
+                            replica.launch.log_dir,
                             self.app_dir,
                             rc,
                             len(replica.attempts) - 1,
+                            replica.attempts[-1]["started"],
                         )
                 pumps.cancel_scope.deadline = anyio.current_time() + DRAIN_TIMEOUT
         except Exception as exc:  # noqa: BLE001 - e.g. an unwritable log: fail the app

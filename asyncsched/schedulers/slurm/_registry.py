@@ -21,6 +21,8 @@ from typing import Any
 
 import anyio
 
+from asyncsched.schedulers.shared.state_dir import makedirs_private
+
 __all__ = ["JobRecord", "Registry"]
 
 
@@ -75,8 +77,8 @@ class Registry:
         await anyio.to_thread.run_sync(self._append, record.to_json() + "\n")
 
     def _append(self, line: str) -> None:
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        makedirs_private(os.path.dirname(self.path))  # 0700, as the local state
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             os.write(fd, line.encode())
         finally:
