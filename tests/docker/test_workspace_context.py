@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from asyncsched.errors import SchedulerError
-from asyncsched.schedulers.docker._workspace import (
+from asyncsched.schedulers.shared.images import (
     DOCKERFILE,
     GENERATED_DOCKERFILE,
     build_context,

@@ -69,6 +69,7 @@ from asyncsched.schedulers.kubernetes._state import (
     indexed_state,
     volcano_state,
 )
+from asyncsched.schedulers.shared.docker_daemon import registry_auth, resolve_host
 from asyncsched.schedulers.shared.ids import random_id
 from asyncsched.schedulers.shared.lines import (
     DEFAULT_MAX_LINE_BYTES,
@@ -379,20 +380,18 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 "image_repo",
                 dict(cast(Mapping[str, CfgVal], cfg)),
             )
-        aiodocker, docker_client, workspace_mod = _docker_modules()
+        aiodocker, images = _docker_modules()
         docker = self._docker_client or aiodocker.Docker()
         try:
-            context = await anyio.to_thread.run_sync(
-                workspace_mod.build_context, workspace
-            )
+            context = await anyio.to_thread.run_sync(images.build_context, workspace)
             label = (
                 workspace
                 if isinstance(workspace, str)
                 else ",".join(workspace.projects)
             )
-            role.image = await workspace_mod.build_image(
+            role.image = await images.build_image(
                 docker,
-                docker_client.resolve_host(None),
+                resolve_host(None),
                 context,
                 base_image=role.image,
                 workspace=label,
@@ -451,7 +450,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         """
         self._check_open()
         job: KubernetesJob = dryrun_info.request
-        cfg = dryrun_info._cfg or {}
+        cfg = dryrun_info.cfg or {}
         context = cfg.get("context")
         api = await self._api(str(context) if context else None)
         await self._push_images(job)
@@ -527,14 +526,12 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
     async def _push_images(self, job: KubernetesJob) -> None:
         if not job.images_to_push:
             return
-        aiodocker, docker_client, workspace_mod = _docker_modules()
+        aiodocker, images = _docker_modules()
         docker = self._docker_client or aiodocker.Docker()
         try:
             for image, (repo, _tag) in job.images_to_push.items():
-                auth = await docker_client.registry_auth(repo)
-                await workspace_mod.push_image(
-                    docker, docker_client.resolve_host(None), image, repo, auth
-                )
+                auth = await registry_auth(repo)
+                await images.push_image(docker, resolve_host(None), image, repo, auth)
         finally:
             if self._docker_client is None:
                 await docker.close()
@@ -821,19 +818,19 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 yield line
 
 
-def _docker_modules() -> tuple[Any, Any, Any]:
-    """aiodocker and the Docker backend's client/workspace helpers (the docker extra)."""
+def _docker_modules() -> tuple[Any, Any]:
+    """aiodocker and the shared image build/push module (the docker extra)."""
     try:
         import aiodocker
 
-        from asyncsched.schedulers.docker import _client, _workspace
+        from asyncsched.schedulers.shared import images
     except ImportError as exc:
         raise SchedulerUnavailableError(
             BACKEND,
             "building or pushing local images needs aiodocker",
             "pip install 'asyncsched[docker]'",
         ) from exc
-    return aiodocker, _client, _workspace
+    return aiodocker, images
 
 
 def _is_volcano(manifest: JSON) -> bool:

@@ -36,9 +36,8 @@ import aiodocker
 from aiodocker.exceptions import DockerError
 
 from asyncsched.errors import SchedulerError
+from asyncsched.schedulers.shared.docker_errors import docker_errors
 from asyncsched.specs import Workspace
-
-from ._errors import docker_errors
 
 __all__ = [
     "DOCKERFILE",
