@@ -1,4 +1,4 @@
-"""D.1: the dry run (container create bodies) -- no daemon needed."""
+"""The dry run (container create bodies) -- no daemon needed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""D.3 (pure part): build-context tar, ``.dockerignore`` semantics, Dockerfile."""
+"""Workspace images without a daemon: build-context tar, ``.dockerignore`` semantics, Dockerfile."""
 
 from __future__ import annotations
 

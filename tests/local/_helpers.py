@@ -1,4 +1,4 @@
-"""Helpers of the local backend tests: app records, fds, process liveness."""
+"""Helpers of the local backend tests: running apps, reading logs, app records, fds, process liveness."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ from typing import Any
 
 import anyio
 import psutil
+
+from asyncsched.schedulers.local_scheduler import LocalScheduler
+from asyncsched.specs import AppDef, AppState
 
 IGNORES_TERM = "trap '' TERM; sleep 30"
 
@@ -40,3 +43,18 @@ def running(pid: int) -> bool:
 def exists(pid: int) -> bool:
     """True while ``pid`` exists at all (a zombie too: it was not reaped)."""
     return psutil.pid_exists(pid)
+
+
+async def lines(
+    sched: LocalScheduler, app_id: str, role: str = "worker", k: int = 0, **kw: Any
+) -> list[str]:
+    return [line async for line in sched.log_iter(app_id, role, k, **kw)]
+
+
+async def run(
+    sched: LocalScheduler, app: AppDef, cfg: dict[str, Any]
+) -> tuple[str, AppState]:
+    app_id = await sched.submit(app, cfg)
+    desc = await sched.wait(app_id, timeout=30)
+    assert desc is not None
+    return app_id, desc.state

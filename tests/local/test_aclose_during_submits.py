@@ -16,7 +16,7 @@ from ._helpers import IGNORES_TERM, exists, nfds, record
 from .conftest import app_of, sh_role
 
 
-# 3. aclose while submits are in flight
+# aclose while submits are in flight
 @pytest.mark.parametrize("delay", [0.0, 0.003, 0.01, 0.03])
 async def test_aclose_during_concurrent_submits(log_dir: Path, delay: float) -> None:
     cfg = {"log_dir": str(log_dir)}

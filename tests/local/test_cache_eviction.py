@@ -14,7 +14,7 @@ from ._helpers import IGNORES_TERM, exists, finished_record, record, running
 from .conftest import app_of, sh_role
 
 
-# 2. wait() returns on a terminal state: such an app can make room at once
+# wait() returns on a terminal state: such an app can make room at once
 async def test_submit_right_after_wait_with_full_cache(log_dir: Path) -> None:
     cfg = {"log_dir": str(log_dir)}
     async with LocalScheduler("s", cache_size=1, cancel_grace=0.5) as s:

@@ -19,7 +19,7 @@ from ._helpers import record
 from .conftest import app_of, py_role
 
 
-# 5. naive since/until are UTC, whatever the local time zone
+# naive since/until are UTC, whatever the local time zone
 @pytest.fixture
 def new_york_tz() -> Iterator[None]:
     old = os.environ.get("TZ")

@@ -13,7 +13,7 @@ from ._helpers import IGNORES_TERM, finished_record
 from .conftest import app_of, sh_role
 
 
-# 1. a terminal state never changes
+# a terminal state never changes
 async def test_cancel_of_failed_app_keeps_failed(log_dir: Path) -> None:
     async with LocalScheduler("s", cancel_grace=0.5) as s:
         app = app_of(
@@ -38,7 +38,7 @@ async def test_cancel_of_failed_app_keeps_failed(log_dir: Path) -> None:
         assert states == {"bad": AppState.FAILED, "stub": AppState.CANCELLED}
 
 
-# 4. a cancel from another process of the session
+# a cancel from another process of the session
 async def test_remote_cancel_of_replica_exiting_0_on_sigterm(log_dir: Path) -> None:
     script = "trap 'exit 0' TERM; echo up; while true; do sleep 0.05; done"
     async with (
