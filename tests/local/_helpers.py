@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,8 @@ import psutil
 from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.specs import AppDef, AppState
 
-IGNORES_TERM = "trap '' TERM; sleep 30"
+IGNORES_TERM = "trap '' TERM; echo ready; sleep 30"
+"""A replica that ignores SIGTERM once it printed ``ready`` (see :func:`until_ready`)."""
 
 
 def record(app_dir: Path) -> dict[str, Any]:
@@ -58,3 +60,12 @@ async def run(
     desc = await sched.wait(app_id, timeout=30)
     assert desc is not None
     return app_id, desc.state
+
+
+async def until_ready(
+    sched: LocalScheduler, app_id: str, role: str = "worker", timeout: float = 10
+) -> None:
+    """Wait for replica 0 of ``role`` to print its first line (its traps are set)."""
+    with anyio.fail_after(timeout):
+        async with aclosing(sched.log_iter(app_id, role, should_tail=True)) as it:
+            await anext(it)
