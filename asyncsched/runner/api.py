@@ -56,7 +56,16 @@ from asyncsched.specs import (
     runopts,
 )
 
-__all__ = ["DEFAULT_SESSION_NAME", "Runner", "get_runner"]
+__all__ = [
+    "CANCEL_TIMEOUT",
+    "CLOSE_TIMEOUT",
+    "DEFAULT_SESSION_NAME",
+    "JOB_ID_ENV",
+    "PARENT_RUN_ID_ENV",
+    "Runner",
+    "SESSION_ID_ENV",
+    "get_runner",
+]
 
 logger = logging.getLogger(__name__)
 

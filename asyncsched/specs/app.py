@@ -21,9 +21,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALL",
+    "AppDef",
     "MISSING",
     "NONE",
-    "AppDef",
     "RetryPolicy",
     "Role",
     "Workspace",
