@@ -15,6 +15,8 @@ from asyncsched.schedulers.local_scheduler import LocalScheduler
 from ._helpers import IGNORES_TERM, exists, nfds, record
 from .conftest import app_of, sh_role
 
+pytestmark = pytest.mark.anyio
+
 
 # aclose while submits are in flight
 @pytest.mark.parametrize("delay", [0.0, 0.003, 0.01, 0.03])

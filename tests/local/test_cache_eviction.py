@@ -20,6 +20,8 @@ from ._helpers import (
 )
 from .conftest import app_of, sh_role
 
+pytestmark = pytest.mark.anyio
+
 
 # wait() returns on a terminal state: such an app can make room at once
 async def test_submit_right_after_wait_with_full_cache(log_dir: Path) -> None:

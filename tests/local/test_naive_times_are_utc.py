@@ -18,6 +18,8 @@ from asyncsched.schedulers.local_scheduler import LocalScheduler
 from ._helpers import record
 from .conftest import app_of, py_role
 
+pytestmark = pytest.mark.anyio
+
 
 # naive since/until are UTC, whatever the local time zone
 @pytest.fixture

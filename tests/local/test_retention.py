@@ -15,6 +15,8 @@ from asyncsched.schedulers.local_scheduler import LocalScheduler
 
 from .conftest import app_of, sh_role
 
+pytestmark = pytest.mark.anyio
+
 DAY = 86400.0
 
 

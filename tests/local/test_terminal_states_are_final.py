@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.specs import AppState
 
 from ._helpers import IGNORES_TERM, finished_record, until_ready
 from .conftest import app_of, sh_role
+
+pytestmark = pytest.mark.anyio
 
 
 # a terminal state never changes

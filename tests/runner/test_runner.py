@@ -32,6 +32,8 @@ from asyncsched.specs import (
 from asyncsched.testing import InMemoryScheduler, create_scheduler
 from tests.runner.helpers import CountingFactory, fixed, inmemory_runner, sh_app
 
+pytestmark = pytest.mark.anyio
+
 
 @pytest.fixture
 async def runner() -> AsyncIterator[Runner]:
