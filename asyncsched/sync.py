@@ -54,8 +54,7 @@ from asyncsched.errors import (
     SchedulerClosedError,
     UnknownSchedulerException,
 )
-from asyncsched.runner._events import EventHook
-from asyncsched.runner.api import DEFAULT_SESSION_NAME, Runner, StatusEvent
+from asyncsched.runner import DEFAULT_SESSION_NAME, EventHook, Runner, StatusEvent
 from asyncsched.schedulers import SchedulerFactory, get_scheduler_factories
 from asyncsched.schedulers.api import (
     Capabilities,

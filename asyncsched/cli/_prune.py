@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 
 from asyncsched.cli._common import EXIT_OK, err
-from asyncsched.schedulers.local._retention import Retention, prune
+from asyncsched.schedulers.local import Retention, prune
 from asyncsched.schedulers.shared.state_dir import default_state_dir
 
 __all__ = ["add_parser"]

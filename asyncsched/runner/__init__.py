@@ -17,10 +17,10 @@ from asyncsched.runner._events import (
     RunnerEvent as RunnerEvent,
     get_session_id as get_session_id,
 )
+from asyncsched.runner._fanout import StatusEvent as StatusEvent
 from asyncsched.runner.api import (
     DEFAULT_SESSION_NAME as DEFAULT_SESSION_NAME,
     Runner as Runner,
-    StatusEvent as StatusEvent,
     get_runner as get_runner,
 )
 

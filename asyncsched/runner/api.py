@@ -11,18 +11,13 @@ from __future__ import annotations
 import builtins
 import copy
 import logging
-import math
 import warnings
 from collections.abc import (
     AsyncIterator,
-    Awaitable,
-    Callable,
-    Coroutine,
     Iterable,
     Mapping,
 )
-from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
+from contextlib import asynccontextmanager
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
@@ -40,6 +35,7 @@ from asyncsched.errors import (
     WaitTimeoutError,
 )
 from asyncsched.runner._events import EventHook, get_session_id, record_event
+from asyncsched.runner._fanout import FanOut, StatusEvent
 from asyncsched.schedulers import SchedulerFactory, get_scheduler_factories
 from asyncsched.schedulers.api import (
     DescribeAppResponse,
@@ -52,7 +48,6 @@ from asyncsched.specs import (
     AppDef,
     AppDryRunInfo,
     AppHandle,
-    AppState,
     AppStatus,
     CfgVal,
     Workspace,
@@ -63,7 +58,16 @@ from asyncsched.specs import (
     validate_session_name,
 )
 
-__all__ = ["DEFAULT_SESSION_NAME", "Runner", "get_runner"]
+__all__ = [
+    "CANCEL_TIMEOUT",
+    "CLOSE_TIMEOUT",
+    "DEFAULT_SESSION_NAME",
+    "JOB_ID_ENV",
+    "PARENT_RUN_ID_ENV",
+    "Runner",
+    "SESSION_ID_ENV",
+    "get_runner",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -79,19 +83,6 @@ DEFAULT_SESSION_NAME = "asyncsched"
 JOB_ID_ENV = "TORCHX_JOB_ID"
 SESSION_ID_ENV = "TORCHX_INTERNAL_SESSION_ID"
 PARENT_RUN_ID_ENV = "TORCHX_PARENT_RUN_ID"
-
-StatusEvent = tuple[AppHandle, AppStatus | None]
-"""``(handle, status)``; ``status`` is None when the scheduler does not know the app."""
-
-
-@dataclass
-class _Failure:
-    """Carries an exception from the fan-out tasks to the consuming iterator."""
-
-    exc: BaseException
-
-
-_Item = StatusEvent | _Failure
 
 
 def _to_status(desc: DescribeAppResponse) -> AppStatus:
@@ -169,9 +160,13 @@ class Runner:
         self._host = TaskHost(f"Runner({name!r})")
         self._event_hook = event_hook
         self._max_submits = max_concurrent_submits
-        self._max_queries = max_concurrent_queries
         self._submit_limiter: anyio.CapacityLimiter | None = None
-        self._query_limiter: anyio.CapacityLimiter | None = None
+        self._fan = FanOut(
+            self._host,
+            current=self._current_status,
+            final=self._final_status,
+            max_queries=max_concurrent_queries,
+        )
         self._lock: anyio.Lock | None = None
         self._closed = False
 
@@ -297,11 +292,6 @@ class Runner:
             self._submit_limiter = anyio.CapacityLimiter(self._max_submits)
         return self._submit_limiter
 
-    def _queries(self) -> anyio.CapacityLimiter:
-        if self._query_limiter is None:
-            self._query_limiter = anyio.CapacityLimiter(self._max_queries)
-        return self._query_limiter
-
     async def dryrun(
         self,
         app: AppDef,
@@ -363,16 +353,20 @@ class Runner:
             raise InvalidArgumentError(
                 "dryrun_info has no scheduler; create it with Runner.dryrun()"
             )
+        async with self._limiter():
+            return await self._launch(scheduler, dryrun_info)
+
+    async def _launch(self, scheduler: str, info: AppDryRunInfo[Any]) -> AppHandle:
+        """Schedule ``info`` on ``scheduler``; the caller holds a submit slot."""
         with record_event(
-            self._event_hook, "schedule", scheduler, runcfg=dryrun_info.cfg
+            self._event_hook, "schedule", scheduler, runcfg=info.cfg
         ) as ev:
             sched = await self._scheduler(scheduler)
-            async with self._limiter():
-                app_id = await sched.schedule(dryrun_info)
-            handle = make_app_handle(scheduler, self._name, app_id)
+            app_id = await sched.schedule(info)
             ev.app_id = app_id
-            if dryrun_info.app is not None:
-                self._apps[handle] = dryrun_info.app
+            handle = make_app_handle(scheduler, self._name, app_id)
+            if info.app is not None:
+                self._apps[handle] = info.app
             return handle
 
     async def run(
@@ -395,16 +389,7 @@ class Runner:
         """
         async with self._limiter():
             info = await self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
-            sched = await self._scheduler(scheduler)
-            with record_event(
-                self._event_hook, "schedule", scheduler, runcfg=info.cfg
-            ) as ev:
-                app_id = await sched.schedule(info)
-                ev.app_id = app_id
-        handle = make_app_handle(scheduler, self._name, app_id)
-        if info.app is not None:
-            self._apps[handle] = info.app
-        return handle
+            return await self._launch(scheduler, info)
 
     async def run_many(
         self,
@@ -671,6 +656,18 @@ class Runner:
             self._check_scheduler_name(parse_app_handle(handle).scheduler_backend)
         return handles
 
+    async def _current_status(self, app_handle: AppHandle) -> AppStatus | None:
+        sched, _, app_id = await self._resolve(app_handle)
+        return await self._status(sched, app_handle, app_id)
+
+    async def _final_status(self, app_handle: AppHandle) -> AppStatus | None:
+        sched, _, app_id = await self._resolve(app_handle)
+        desc = await sched.wait(app_id)
+        if desc is None:
+            self._apps.pop(app_handle, None)
+            return None
+        return _to_status(desc)
+
     def watch(
         self, app_handles: Iterable[AppHandle], *, poll_interval: float = 1.0
     ) -> AsyncIterator[StatusEvent]:
@@ -692,27 +689,7 @@ class Runner:
             ExceptionGroup: a scheduler failed while watching.
         """
         handles = self._validate_handles(app_handles)
-
-        async def worker(handle: AppHandle, emit: _Emit) -> None:
-            sched, _, app_id = await self._resolve(handle)
-            last: AppState | None = None
-            delay = 0.05
-            while True:
-                async with self._queries():
-                    status = await self._status(sched, handle, app_id)
-                if status is None:
-                    await emit((handle, None))
-                    return
-                if status.state != last:
-                    last = status.state
-                    await emit((handle, status))
-                if status.is_terminal():
-                    return
-                with anyio.move_on_after(delay):
-                    await sched.wait(app_id)
-                delay = min(delay * 2, poll_interval)
-
-        return self._fan_out(handles, worker, timeout=None)
+        return self._fan.watch(handles, poll_interval)
 
     def as_completed(
         self, app_handles: Iterable[AppHandle], *, timeout: float | None = None
@@ -726,18 +703,7 @@ class Runner:
                 finished (``.app_id`` names the first unfinished handle).
             ExceptionGroup: a scheduler failed while waiting.
         """
-        handles = self._validate_handles(app_handles)
-
-        async def worker(handle: AppHandle, emit: _Emit) -> None:
-            sched, _, app_id = await self._resolve(handle)
-            desc = await sched.wait(app_id)
-            if desc is None:
-                self._apps.pop(handle, None)
-                await emit((handle, None))
-            else:
-                await emit((handle, _to_status(desc)))
-
-        return self._fan_out(handles, worker, timeout=timeout)
+        return self._fan.as_completed(self._validate_handles(app_handles), timeout)
 
     async def wait_all(
         self,
@@ -752,78 +718,7 @@ class Runner:
             ExceptionGroup: a scheduler failed while waiting.
         """
         handles = self._validate_handles(app_handles)
-        results = {
-            handle: status
-            async for handle, status in self.as_completed(handles, timeout=timeout)
-        }
-        return {h: results[h] for h in handles}
-
-    async def _fan_out(
-        self,
-        handles: builtins.list[AppHandle],
-        worker: Callable[[AppHandle, _Emit], Coroutine[Any, Any, None]],
-        timeout: float | None,  # noqa: ASYNC109 -- a deadline, not a wrapper
-    ) -> AsyncIterator[StatusEvent]:
-        # The workers run in the runner's task group, not in this generator, so
-        # no cancel scope is ever open across a ``yield`` and an abandoned
-        # iterator only has to cancel ``scope``.
-        if not handles:
-            return
-        send, recv = anyio.create_memory_object_stream[_Item](math.inf)
-        scope = anyio.CancelScope()
-
-        async def emit(item: StatusEvent) -> None:
-            await send.send(item)
-
-        async def run_all() -> None:
-            with send:  # closed however this ends, so the consumer sees the end
-                failure: BaseException | None = None
-                with scope:
-                    try:
-                        async with anyio.create_task_group() as tg:
-                            for handle in handles:
-                                tg.start_soon(worker, handle, emit)
-                    except Exception as exc:  # noqa: BLE001 -- handed to the consumer
-                        failure = exc
-                if failure is not None:
-                    with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-                        send.send_nowait(_Failure(failure))
-
-        await self._host.start_soon(run_all, name="runner-fan-out")
-        pending = dict.fromkeys(handles)
-        deadline = None if timeout is None else anyio.current_time() + timeout
-        try:
-            with recv:
-                while True:
-                    item: _Item | None = None
-                    remaining = (
-                        math.inf
-                        if deadline is None
-                        else deadline - anyio.current_time()
-                    )
-                    with anyio.move_on_after(remaining):
-                        try:
-                            item = await recv.receive()
-                        except anyio.EndOfStream:
-                            if pending:  # the runner closed under us
-                                raise SchedulerClosedError(
-                                    f"the runner closed while {len(pending)} apps"
-                                    " were still being waited for"
-                                ) from None
-                            return
-                    if item is None:
-                        assert timeout is not None
-                        raise WaitTimeoutError(next(iter(pending)), timeout)
-                    if isinstance(item, _Failure):
-                        raise item.exc
-                    if item[1] is None or item[1].is_terminal():
-                        pending.pop(item[0], None)
-                    yield item
-        finally:
-            scope.cancel()
-
-
-_Emit = Callable[[StatusEvent], Awaitable[None]]
+        return await self._fan.wait_all(handles, timeout)
 
 
 def get_runner(

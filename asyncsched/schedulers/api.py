@@ -78,13 +78,15 @@ from asyncsched.specs import (
 )
 
 __all__ = [
-    "DAYS_IN_2_WEEKS",
     "AppSnapshot",
+    "CLOSE_TIMEOUT",
     "Capabilities",
+    "DAYS_IN_2_WEEKS",
     "DescribeAppResponse",
     "ListAppResponse",
     "LogQuery",
     "ReplicaSnapshot",
+    "SETTLE_TIMEOUT",
     "Scheduler",
     "Stream",
     "filter_regex",

@@ -1,10 +1,9 @@
 """TorchX's module path for the Docker backend (``local_docker``).
 
-The implementation lives in :mod:`asyncsched.schedulers.docker`; this module
+The backend's public face is :mod:`asyncsched.schedulers.docker`; this module
 re-exports it so code written for ``torchx.schedulers.docker_scheduler`` keeps
-its imports. :func:`has_docker` works without the ``docker`` extra (it then
-returns False); every other name needs aiodocker and is imported on first use,
-so importing them without the extra raises :class:`ImportError`.
+its imports. As there, :func:`has_docker` works without the ``docker`` extra
+and every other name needs aiodocker, imported on first use.
 
 Example:
     >>> from asyncsched.schedulers.docker_scheduler import has_docker
@@ -14,13 +13,13 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
-from asyncsched.schedulers.docker._probe import has_docker
+from asyncsched.schedulers import docker as _docker
+from asyncsched.schedulers.docker import has_docker
 
 if TYPE_CHECKING:
-    from asyncsched.schedulers.docker._scheduler import (
+    from asyncsched.schedulers.docker import (
         DockerContainer,
         DockerJob,
         DockerOpts,
@@ -37,13 +36,10 @@ __all__ = [
     "has_docker",
 ]
 
-_LAZY = frozenset(__all__) - {"has_docker"}
-
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        module = importlib.import_module("asyncsched.schedulers.docker._scheduler")
-        value = getattr(module, name)
+    if name in __all__:
+        value = getattr(_docker, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

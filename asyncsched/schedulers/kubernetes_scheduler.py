@@ -1,6 +1,6 @@
 """TorchX's module path for the Kubernetes backend (``kubernetes``).
 
-The implementation lives in :mod:`asyncsched.schedulers.kubernetes`; this
+The backend's public face is :mod:`asyncsched.schedulers.kubernetes`; this
 module re-exports it. Importing it and calling ``run_opts()`` work without the
 ``kubernetes`` extra; ``submit_dryrun`` and ``describe`` then raise
 :class:`~asyncsched.errors.SchedulerUnavailableError` naming
@@ -14,16 +14,14 @@ Example:
 
 from __future__ import annotations
 
-from asyncsched.schedulers.kubernetes._client import KubernetesApiError
-from asyncsched.schedulers.kubernetes._render import (
+from asyncsched.schedulers.kubernetes import (
+    KubernetesApiError,
     KubernetesJob,
-    normalize_str,
-    sanitize_label_value,
-)
-from asyncsched.schedulers.kubernetes._scheduler import (
     KubernetesOpts,
     KubernetesScheduler,
     create_scheduler,
+    normalize_str,
+    sanitize_label_value,
 )
 
 __all__ = [

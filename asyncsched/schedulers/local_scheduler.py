@@ -1,8 +1,8 @@
 """TorchX's module path for the local backend (``local_cwd``, ``local_dir``).
 
-The implementation lives in :mod:`asyncsched.schedulers.local`; this module
-re-exports it so code written for ``torchx.schedulers.local_scheduler`` keeps
-its imports.
+The backend's public face is :mod:`asyncsched.schedulers.local`; this module
+re-exports its TorchX names so code written for
+``torchx.schedulers.local_scheduler`` keeps its imports.
 
 Example:
     >>> from asyncsched.schedulers.local_scheduler import LocalScheduler
@@ -10,11 +10,11 @@ Example:
 
 from __future__ import annotations
 
-from asyncsched.schedulers.local._opts import LocalOpts
-from asyncsched.schedulers.local._scheduler import (
+from asyncsched.schedulers.local import (
     CWDImageProvider,
     ImageProvider,
     LocalDirectoryImageProvider,
+    LocalOpts,
     LocalScheduler,
     PopenRequest,
     ReplicaParam,

@@ -1,6 +1,6 @@
 """TorchX's module path for the Slurm backend (``slurm``).
 
-The implementation lives in :mod:`asyncsched.schedulers.slurm`; this module
+The backend's public face is :mod:`asyncsched.schedulers.slurm`; this module
 re-exports it so code written for ``torchx.schedulers.slurm_scheduler`` keeps
 its imports. It needs no extra: the backend shells out to Slurm's commands.
 
@@ -12,7 +12,7 @@ Example:
 
 from __future__ import annotations
 
-from asyncsched.schedulers.slurm._scheduler import (
+from asyncsched.schedulers.slurm import (
     SlurmBatchRequest,
     SlurmOpts,
     SlurmReplicaRequest,

@@ -21,10 +21,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALL",
+    "AppDef",
     "MAX_NAME_LENGTH",
     "MISSING",
     "NONE",
-    "AppDef",
     "RetryPolicy",
     "Role",
     "Workspace",

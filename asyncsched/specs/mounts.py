@@ -14,7 +14,14 @@ from enum import StrEnum
 
 from asyncsched.errors import InvalidMountError
 
-__all__ = ["BindMount", "DeviceMount", "MountType", "VolumeMount", "parse_mounts"]
+__all__ = [
+    "BindMount",
+    "DeviceMount",
+    "Mount",
+    "MountType",
+    "VolumeMount",
+    "parse_mounts",
+]
 
 
 class MountType(StrEnum):

@@ -38,7 +38,6 @@ __all__ = [
     "MEM_TAX",
     "NAMED_RESOURCES",
     "NEURON_DEVICE",
-    "instance_type_from_resource",
     "aws_g4dn_12xlarge",
     "aws_g4dn_16xlarge",
     "aws_g4dn_2xlarge",
@@ -65,6 +64,7 @@ __all__ = [
     "aws_t3_medium",
     "aws_trn1_2xlarge",
     "aws_trn1_32xlarge",
+    "instance_type_from_resource",
 ]
 
 MEM_TAX: float = 0.96

@@ -21,8 +21,8 @@ from enum import StrEnum
 
 __all__ = [
     "StatusReason",
-    "explain_exit_code",
     "exit_code_of_signal",
+    "explain_exit_code",
     "reason_of_exit_code",
     "signal_name",
 ]

@@ -20,11 +20,13 @@ from asyncsched.errors import UnknownNamedResourceError, UnsupportedOperationErr
 
 __all__ = [
     "EFA_DEVICE",
+    "ENTRY_POINT_GROUP",
     "GiB",
     "K8S_ITYPE",
     "NEURON_DEVICE",
     "NULL_RESOURCE",
     "Resource",
+    "ResourceFactory",
     "get_named_resources",
     "named_resources",
     "resource",

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -67,10 +66,11 @@ def supervisor(cli: Cli) -> Iterator[tuple[subprocess.Popen[str], str]]:
         assert proc.stdout is not None
         handle = proc.stdout.readline().strip()
         assert handle.startswith("local_cwd://asyncsched/sleeper-"), proc.stderr
-        deadline = time.monotonic() + 20
-        while "started" not in cli("log", handle).stdout:
-            assert time.monotonic() < deadline, "app never logged"
-            time.sleep(0.1)
+        # `run` follows the local app's logs on stderr once its signal handling
+        # is set up: the app's first line there is the readiness line
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+        assert first == "sleeper/0 started\n", first + proc.stderr.read()
         yield proc, handle
     finally:
         if proc.poll() is None:

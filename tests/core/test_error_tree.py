@@ -23,6 +23,8 @@ from asyncsched.errors import (
 from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.specs import AppDef, Role, named_resources, parse_mounts, runopts
 
+pytestmark = pytest.mark.anyio
+
 PACKAGE = Path(asyncsched.__file__).parent
 BUILTIN_EXCEPTIONS = {
     name

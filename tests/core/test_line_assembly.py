@@ -16,6 +16,8 @@ from asyncsched.schedulers.shared.lines import (
     asplit_lines,
 )
 
+pytestmark = pytest.mark.anyio
+
 MiB = 1 << 20
 
 

@@ -13,6 +13,8 @@ from asyncsched.schedulers.shared.lines import (
     split_lines_iterator,
 )
 
+pytestmark = pytest.mark.anyio
+
 
 @pytest.mark.parametrize(
     ("text", "expected"),

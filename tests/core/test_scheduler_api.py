@@ -1,4 +1,4 @@
-"""The Scheduler base class: template-method invariants (TorchX A1-A8 and ours)."""
+"""The Scheduler base class: the invariants its template methods keep for every backend."""
 
 from __future__ import annotations
 

@@ -317,12 +317,6 @@ def test_has_docker_and_module_import_work_without_aiodocker(
     ]
 
 
-def test_has_docker_probes_the_socket_the_backend_uses_by_default() -> None:
-    from asyncsched.schedulers.docker import _client, _probe
-
-    assert _probe.DEFAULT_HOST == _client.DEFAULT_HOST
-
-
 def test_torchx_path_modules_and_has_docker_import_no_docker_client() -> None:
     script = textwrap.dedent(
         """

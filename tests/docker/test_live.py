@@ -1,4 +1,4 @@
-"""D.2 against a real Docker engine, plus events, resync and cross-instance use."""
+"""Submit, describe, logs and cancel against a real Docker engine, plus events, resync and cross-instance use."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""D.1: the dry run (container create bodies) -- no daemon needed."""
+"""The dry run (container create bodies) -- no daemon needed."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from asyncsched._version import __version__
-from asyncsched.errors import InvalidRunConfigException, SpecError
+from asyncsched.errors import AsyncschedWarning, InvalidRunConfigException, SpecError
 from asyncsched.schedulers.docker._render import (
     LABEL_APP_ID,
     LABEL_APP_NAME,
@@ -221,7 +221,8 @@ def test_resource_devices_in_dict_order_and_role_not_mutated() -> None:
     )
     app = _app(resource=res, mounts=[])
     for _ in range(2):  # a repeated dry run does not duplicate devices
-        [c] = _job(app).containers
+        with pytest.warns(AsyncschedWarning, match="Could not find named device: x/y"):
+            [c] = _job(app).containers
         assert [d["PathOnHost"] for d in c.body["HostConfig"]["Devices"]] == [
             "/dev/infiniband/uverbs0",
             "/dev/neuron0",

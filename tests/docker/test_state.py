@@ -11,7 +11,6 @@ from aiodocker.exceptions import DockerError
 
 from asyncsched.errors import SchedulerError, SchedulerUnavailableError, SubmitError
 from asyncsched.schedulers.api import Stream
-from asyncsched.schedulers.docker._errors import docker_errors, map_error
 from asyncsched.schedulers.docker._logs import docker_timestamp, log_params
 from asyncsched.schedulers.docker._state import (
     AppView,
@@ -19,6 +18,7 @@ from asyncsched.schedulers.docker._state import (
     ContainerRecord,
     replica_state,
 )
+from asyncsched.schedulers.shared.docker_errors import docker_errors, map_error
 from asyncsched.specs import AppState
 
 S = AppState

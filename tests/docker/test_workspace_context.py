@@ -1,4 +1,4 @@
-"""D.3 (pure part): build-context tar, ``.dockerignore`` semantics, Dockerfile."""
+"""Workspace images without a daemon: build-context tar, ``.dockerignore`` semantics, Dockerfile."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from asyncsched.errors import SchedulerError
-from asyncsched.schedulers.docker._workspace import (
+from asyncsched.schedulers.shared.images import (
     DOCKERFILE,
     GENERATED_DOCKERFILE,
     build_context,

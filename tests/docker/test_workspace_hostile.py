@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 
 from asyncsched.errors import SchedulerError, SpecError
-from asyncsched.schedulers.docker._workspace import (
+from asyncsched.schedulers.docker_scheduler import DockerScheduler
+from asyncsched.schedulers.shared.images import (
     DOCKERFILE,
     GENERATED_DOCKERFILE,
     build_context,
 )
-from asyncsched.schedulers.docker_scheduler import DockerScheduler
 from asyncsched.specs import AppDef, Role, Workspace
 
 
@@ -208,7 +208,7 @@ async def test_submit_refuses_an_escaping_target_before_contacting_docker(
 _BUILD_AS_CHILD = """
 import sys
 from asyncsched.errors import SchedulerError
-from asyncsched.schedulers.docker._workspace import build_context
+from asyncsched.schedulers.shared.images import build_context
 try:
     build_context(sys.argv[1])
 except SchedulerError as exc:

@@ -1,4 +1,4 @@
-"""D.3 live: workspace images built on the test image, run, and cleaned up."""
+"""Workspace images built on the test image, run, and cleaned up."""
 
 from __future__ import annotations
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import aiodocker
 import pytest
 
-from asyncsched.schedulers.docker._workspace import (
+from asyncsched.schedulers.docker_scheduler import DockerScheduler
+from asyncsched.schedulers.shared.images import (
     DOCKERFILE,
     build_context,
     build_image,
     open_context,
 )
-from asyncsched.schedulers.docker_scheduler import DockerScheduler
 
 from .conftest import SESSION_LABEL, TEST_IMAGE, Engine
 from .helpers import sh_app

@@ -1,4 +1,4 @@
-"""AppDef -> Kubernetes manifests, without a server (reference checklist D.4).
+"""AppDef -> Kubernetes manifests, without a server.
 
 Golden files in ``golden/`` hold the whole dry-run YAML of three apps; set
 ``ASYNCSCHED_UPDATE_GOLDEN=1`` to rewrite them after an intended change (and
@@ -46,7 +46,7 @@ def render(app: AppDef, name: str = "app-name-42", **cfg: CfgVal) -> Any:
 
 
 def torchx_test_role(**kwargs: Any) -> Role:
-    """The role of TorchX's own Kubernetes test (reference B.3)."""
+    """The role of TorchX's own Kubernetes test."""
     values: dict[str, Any] = {
         "name": "trainer_foo",
         "image": "pytorch/torchx:latest",
@@ -70,7 +70,7 @@ def torchx_test_role(**kwargs: Any) -> Role:
 
 
 def multi_role_app() -> AppDef:
-    """The worked multi-role example of reference B.3."""
+    """A trainer plus a parameter-server role: the multi-role layout."""
     trainer = Role(
         name="trainer",
         image="ghcr.io/example/trainer:1",
@@ -158,7 +158,7 @@ def test_dryrun_yaml_is_loadable_as_kubernetes_documents() -> None:
     assert docs == job.manifests
 
 
-# -- TorchX's layout (D.4 52-70, 83) --------------------------------------------
+# -- TorchX's layout --------------------------------------------
 
 
 def test_task_command_has_macros_substituted() -> None:

@@ -1,4 +1,4 @@
-"""Kubernetes objects -> states, without a server (reference B.12)."""
+"""Kubernetes objects -> states, without a server."""
 
 from __future__ import annotations
 

@@ -1,16 +1,21 @@
-"""Helpers of the local backend tests: app records, fds, process liveness."""
+"""Helpers of the local backend tests: running apps, reading logs, app records, fds, process liveness."""
 
 from __future__ import annotations
 
 import json
 import os
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
 import anyio
 import psutil
 
-IGNORES_TERM = "trap '' TERM; sleep 30"
+from asyncsched.schedulers.local_scheduler import LocalScheduler
+from asyncsched.specs import AppDef, AppState
+
+IGNORES_TERM = "trap '' TERM; echo ready; sleep 30"
+"""A replica that ignores SIGTERM once it printed ``ready`` (see :func:`until_ready`)."""
 
 
 def record(app_dir: Path) -> dict[str, Any]:
@@ -40,3 +45,27 @@ def running(pid: int) -> bool:
 def exists(pid: int) -> bool:
     """True while ``pid`` exists at all (a zombie too: it was not reaped)."""
     return psutil.pid_exists(pid)
+
+
+async def lines(
+    sched: LocalScheduler, app_id: str, role: str = "worker", k: int = 0, **kw: Any
+) -> list[str]:
+    return [line async for line in sched.log_iter(app_id, role, k, **kw)]
+
+
+async def run(
+    sched: LocalScheduler, app: AppDef, cfg: dict[str, Any]
+) -> tuple[str, AppState]:
+    app_id = await sched.submit(app, cfg)
+    desc = await sched.wait(app_id, timeout=30)
+    assert desc is not None
+    return app_id, desc.state
+
+
+async def until_ready(
+    sched: LocalScheduler, app_id: str, role: str = "worker", timeout: float = 10
+) -> None:
+    """Wait for replica 0 of ``role`` to print its first line (its traps are set)."""
+    with anyio.fail_after(timeout):
+        async with aclosing(sched.log_iter(app_id, role, should_tail=True)) as it:
+            await anext(it)

@@ -1,12 +1,14 @@
 """A process that owns a LocalScheduler, for the orphan and cross-process tests.
 
 Usage: ``python -m tests.local._owner LOG_DIR SCRIPT [REPLICAS]``. Prints one JSON
-line ``{"app_id": ..., "pids": [...]}`` once the replicas run, then waits.
+line ``{"app_id": ..., "pids": [...]}`` once the replicas run, then waits. SIGINT
+raises KeyboardInterrupt in it, whatever the parent ignores.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import sys
 
 import anyio
@@ -31,6 +33,9 @@ async def main(log_dir: str, script: str, replicas: int) -> None:
 
 
 if __name__ == "__main__":
+    # SIGINT raises KeyboardInterrupt even when this process was started with
+    # it ignored (as under nohup or a CI runner's background job)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     anyio.run(
         main, sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 2
     )

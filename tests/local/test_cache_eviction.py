@@ -10,15 +10,25 @@ from asyncsched.errors import SpecError
 from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.specs import AppState, Role
 
-from ._helpers import IGNORES_TERM, exists, finished_record, record, running
+from ._helpers import (
+    IGNORES_TERM,
+    exists,
+    finished_record,
+    record,
+    running,
+    until_ready,
+)
 from .conftest import app_of, sh_role
 
+pytestmark = pytest.mark.anyio
 
-# 2. wait() returns on a terminal state: such an app can make room at once
+
+# wait() returns on a terminal state: such an app can make room at once
 async def test_submit_right_after_wait_with_full_cache(log_dir: Path) -> None:
     cfg = {"log_dir": str(log_dir)}
     async with LocalScheduler("s", cache_size=1, cancel_grace=0.5) as s:
         first = await s.submit(app_of(sh_role(IGNORES_TERM)), cfg)
+        await until_ready(s, first)
         pid = (await s.describe(first)).roles_statuses[0].replicas[0].pid  # type: ignore[union-attr]
         assert pid is not None
         await s.cancel(first)
@@ -43,6 +53,7 @@ async def test_aclose_stops_an_evicted_app_in_its_grace(log_dir: Path) -> None:
     cfg = {"log_dir": str(log_dir)}
     async with LocalScheduler("s", cache_size=1, cancel_grace=30, close_grace=0.2) as s:
         first = await s.submit(app_of(sh_role(IGNORES_TERM)), cfg)
+        await until_ready(s, first)
         pid = (await s.describe(first)).roles_statuses[0].replicas[0].pid  # type: ignore[union-attr]
         assert pid is not None
         await s.cancel(first)

@@ -5,14 +5,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from contextlib import aclosing
 from pathlib import Path
 
 import anyio
+import pytest
 
 from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.specs import AppState
 
 from .conftest import alive
+
+pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,11 +45,10 @@ async def test_describe_list_logs_and_cancel_from_another_process(
                 listed = {a.app_id: a for a in await sched.list()}
                 assert listed[app_id].state == AppState.RUNNING
                 assert listed[app_id].name == "owned"
-                got = []
-                async for line in sched.log_iter(app_id, "w", should_tail=True):
-                    got.append(line)
-                    if len(got) == 2:
-                        break
+                async with aclosing(
+                    sched.log_iter(app_id, "w", should_tail=True)
+                ) as follow:
+                    got = [await anext(follow), await anext(follow)]
                 assert sorted(got) == ["hello\n", "oops\n"]
                 assert [
                     x async for x in sched.log_iter(app_id, "w", streams="stderr")

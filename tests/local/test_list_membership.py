@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from asyncsched.schedulers.api import ListAppResponse
 from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.specs import AppState
 
 from .conftest import app_of, sh_role
+
+pytestmark = pytest.mark.anyio
 
 
 async def test_listed_app_is_found_by_id_and_state_alone(

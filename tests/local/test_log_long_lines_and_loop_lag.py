@@ -15,6 +15,8 @@ from asyncsched.specs import AppState
 
 from .conftest import app_of, py_role
 
+pytestmark = pytest.mark.anyio
+
 MiB = 1 << 20
 # 32 MiB without a newline, then one short line
 FLOOD = (

@@ -18,8 +18,10 @@ from asyncsched.schedulers.local_scheduler import LocalScheduler
 from ._helpers import record
 from .conftest import app_of, py_role
 
+pytestmark = pytest.mark.anyio
 
-# 5. naive since/until are UTC, whatever the local time zone
+
+# naive since/until are UTC, whatever the local time zone
 @pytest.fixture
 def new_york_tz() -> Iterator[None]:
     old = os.environ.get("TZ")

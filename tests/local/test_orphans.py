@@ -17,6 +17,8 @@ from asyncsched.schedulers.local_scheduler import LocalScheduler
 
 from .conftest import alive, app_of, group_pids, sh_role
 
+pytestmark = pytest.mark.anyio
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = "sleep 100 & sleep 100"
 

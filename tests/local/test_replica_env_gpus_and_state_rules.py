@@ -33,7 +33,7 @@ from asyncsched.schedulers.local_scheduler import (
 from asyncsched.specs import AppState, RetryPolicy, Role, rollup_state
 
 
-# L30
+# joining PATH fragments
 @pytest.mark.parametrize(
     ("parts", "expected"),
     [
@@ -50,7 +50,7 @@ def test_join_path(parts: tuple[str | None, ...], expected: str) -> None:
     assert join_PATH(*parts) == expected
 
 
-# L10 (request PATH and child PATH)
+# PATH of the request and of the child
 def test_path_order_without_prepend_cwd() -> None:
     req = role_PATH("/home/bob", [], "/dir", prepend_cwd=False)
     assert req == "/home/bob:/dir"
@@ -82,7 +82,7 @@ def test_child_env_inherits_overrides_and_sets_unbuffered() -> None:
     assert child_env({"PYTHONUNBUFFERED": ""}, {})["PYTHONUNBUFFERED"] == ""
 
 
-# L13
+# replica environment
 def test_replica_env_keeps_user_torchelastic_values() -> None:
     kw = {
         "app_id": "a-1",
@@ -104,14 +104,13 @@ def test_replica_env_keeps_user_torchelastic_values() -> None:
     assert env["PET_LOG_DIR"] == "/pet"
 
 
-# L26
+# GPU discovery and the CUDA_VISIBLE_DEVICES split
 def test_gpu_count_from_nvidia_smi_output() -> None:
     out = "GPU 0: A\nGPU 1: B\n\nGPU 2: C\nGPU 3: D\n"
     assert parse_gpu_list(out) == 4
     assert parse_gpu_list("") == 0
 
 
-# L27 / L28
 def test_cuda_split_single_and_halves() -> None:
     assert assign_cuda_devices([("r", 1, 4)], 8) == {("r", 0): "0,1,2,3"}
     assert assign_cuda_devices([("r", 2, 3)], 8) == {
@@ -139,7 +138,7 @@ def test_cuda_split_all_or_nothing() -> None:
     assert assign_cuda_devices([("r", 2, 0)], 8) == {}
 
 
-# L1 / L2 / L3
+# image providers
 def test_local_directory_provider(tmp_path: Path) -> None:
     provider = LocalDirectoryImageProvider({})
     assert provider.fetch(str(tmp_path)) == str(tmp_path)
@@ -162,7 +161,7 @@ def test_cwd_provider() -> None:
     assert provider.get_replica_param("/x", role).args == ["echo", "hi"]
 
 
-# L4 / L22
+# factories and options
 def test_factories_and_cache_size() -> None:
     s = create_scheduler("foo", cache_size=20, extra_paths=["foo"], unknown_kwarg=1)
     assert s.session_name == "foo"

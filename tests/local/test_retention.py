@@ -17,6 +17,8 @@ from asyncsched.specs import AppState
 
 from .conftest import app_of, sh_role
 
+pytestmark = pytest.mark.anyio
+
 DAY = 86400.0
 
 

@@ -13,6 +13,8 @@ from asyncsched.specs import Role
 
 from .conftest import PY, app_of
 
+pytestmark = pytest.mark.anyio
+
 
 # minor: error message, temp base dir, eviction order
 async def test_directory_entrypoint_says_so(

@@ -12,11 +12,14 @@ import os
 from pathlib import Path
 
 import anyio
+import pytest
 
 from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.specs import AppState
 
 from .conftest import app_of, sh_role
+
+pytestmark = pytest.mark.anyio
 
 
 def success_path(log_dir: Path, session: str, app_id: str) -> Path:

@@ -4,23 +4,28 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import anyio
+import pytest
 
 from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.specs import AppState
 
-from ._helpers import IGNORES_TERM, finished_record
+from ._helpers import IGNORES_TERM, finished_record, until_ready
 from .conftest import app_of, sh_role
 
+pytestmark = pytest.mark.anyio
 
-# 1. a terminal state never changes
-async def test_cancel_of_failed_app_keeps_failed(log_dir: Path) -> None:
+
+# a terminal state never changes
+async def test_cancel_of_failed_app_keeps_failed(log_dir: Path, tmp_path: Path) -> None:
+    go = tmp_path / "go"
     async with LocalScheduler("s", cancel_grace=0.5) as s:
         app = app_of(
-            sh_role("sleep 0.2; exit 1", name="bad"),
+            sh_role(f"while [ ! -e {go} ]; do sleep 0.01; done; exit 1", name="bad"),
             sh_role(IGNORES_TERM, name="stub"),
         )
         app_id = await s.submit(app, {"log_dir": str(log_dir)})
+        await until_ready(s, app_id, "stub")
+        go.touch()
         desc = await s.wait(app_id, timeout=10)
         assert desc is not None
         assert desc.state == AppState.FAILED
@@ -38,7 +43,7 @@ async def test_cancel_of_failed_app_keeps_failed(log_dir: Path) -> None:
         assert states == {"bad": AppState.FAILED, "stub": AppState.CANCELLED}
 
 
-# 4. a cancel from another process of the session
+# a cancel from another process of the session
 async def test_remote_cancel_of_replica_exiting_0_on_sigterm(log_dir: Path) -> None:
     script = "trap 'exit 0' TERM; echo up; while true; do sleep 0.05; done"
     async with (
@@ -46,9 +51,7 @@ async def test_remote_cancel_of_replica_exiting_0_on_sigterm(log_dir: Path) -> N
         LocalScheduler("s", cancel_grace=2) as other,
     ):
         app_id = await s.submit(app_of(sh_role(script)), {"log_dir": str(log_dir)})
-        with anyio.fail_after(5):
-            async for _ in s.log_iter(app_id, "worker", should_tail=True):
-                break
+        await until_ready(s, app_id)
         await other.cancel(app_id)
         desc = await s.wait(app_id, timeout=5)
         assert desc is not None

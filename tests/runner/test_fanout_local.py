@@ -16,7 +16,7 @@ pytest.importorskip("asyncsched.schedulers.local_scheduler")
 
 N = 500
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 @pytest.fixture

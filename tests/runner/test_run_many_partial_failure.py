@@ -13,6 +13,8 @@ from asyncsched.specs import AppDef, AppState, Role
 from asyncsched.sync import SyncRunner
 from tests.runner.helpers import sh_app
 
+pytestmark = pytest.mark.anyio
+
 
 def _apps() -> list[AppDef]:
     broken = AppDef(

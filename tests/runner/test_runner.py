@@ -1,4 +1,4 @@
-"""Runner behaviour (TorchX checklist R1-R20 plus asyncsched's additions), in memory."""
+"""Runner behaviour (TorchX's and asyncsched's additions), on the in-memory scheduler."""
 
 from __future__ import annotations
 
@@ -32,6 +32,8 @@ from asyncsched.specs import (
 from asyncsched.testing import InMemoryScheduler, create_scheduler
 from tests.runner.helpers import CountingFactory, fixed, inmemory_runner, sh_app
 
+pytestmark = pytest.mark.anyio
+
 
 @pytest.fixture
 async def runner() -> AsyncIterator[Runner]:
@@ -39,7 +41,7 @@ async def runner() -> AsyncIterator[Runner]:
         yield r
 
 
-# -- R1, R2, R3: run, wait, handles --------------------------------------------------
+# -- run, wait, handles --------------------------------------------------
 
 
 async def test_app_without_roles_or_replicas_is_rejected(runner: Runner) -> None:
@@ -90,7 +92,7 @@ async def test_empty_session_gives_triple_slash_handles() -> None:
     assert handle.endswith(parsed.app_id)
 
 
-# -- R4-R6: dryrun ------------------------------------------------------------------
+# -- dryrun ------------------------------------------------------------------
 
 
 class _Spy:
@@ -174,7 +176,7 @@ async def test_dryrun_injects_job_id_and_parent_run_id_without_mutating_the_app(
     assert app == original
 
 
-# -- R9-R16: query and control -------------------------------------------------------
+# -- query and control -------------------------------------------------------
 
 
 async def test_describe_returns_the_submitted_app_and_none_when_unknown(
@@ -307,7 +309,7 @@ async def test_bad_handles_and_unknown_schedulers(runner: Runner) -> None:
         runner.watch(["nope://s/app"])
 
 
-# -- R18-R20: lifecycle, get_runner, cfg_from_str -----------------------------------------
+# -- lifecycle, get_runner, cfg_from_str -----------------------------------------
 
 
 async def test_context_manager_closes_schedulers_and_propagates_errors() -> None:

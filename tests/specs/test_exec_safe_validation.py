@@ -10,6 +10,8 @@ from asyncsched.errors import SpecError
 from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.specs import AppDef, Role, validate_app
 
+pytestmark = pytest.mark.anyio
+
 
 def _app(**role: object) -> AppDef:
     fields: dict[str, object] = {"name": "w", "image": "/", "entrypoint": "echo"}

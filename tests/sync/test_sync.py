@@ -184,6 +184,17 @@ def test_close_cancels_calls_blocked_in_other_threads() -> None:
             blocked.result(timeout=5)
 
 
+@pytest.fixture
+def default_sigint() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt here even if the test run started with it ignored."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("default_sigint")
 def test_ctrl_c_during_a_blocking_call_cancels_it_and_with_cleans_up() -> None:
     factory = CountingFactory()
     main = threading.get_ident()

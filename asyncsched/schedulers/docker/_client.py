@@ -1,22 +1,16 @@
-"""Daemon address, the shared bridge network, image presence and registry auth.
+"""The Docker backend's daemon calls: the shared bridge network, image pulls, streams.
 
-Example:
-    >>> resolve_host("tcp://10.0.0.2:2375", environ={})
-    'tcp://10.0.0.2:2375'
-    >>> resolve_host(None, environ={"DOCKER_HOST": "unix:///run/user/1000/docker.sock"})
-    'unix:///run/user/1000/docker.sock'
+The daemon address and registry credentials live in
+:mod:`asyncsched.schedulers.shared.docker_daemon`.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import logging
-import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import aiodocker
@@ -25,34 +19,34 @@ import anyio
 from aiodocker.exceptions import DockerError
 
 from asyncsched.errors import SubmitError
+from asyncsched.schedulers.shared.docker_daemon import registry_auth, with_registry
+from asyncsched.schedulers.shared.docker_errors import (
+    docker_errors,
+    is_conflict,
+    is_not_found,
+)
 
-from ._errors import docker_errors, is_conflict, is_not_found
 from ._render import LABEL_PREFIX
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
-    "DEFAULT_HOST",
     "DEFAULT_READ_TIMEOUT",
     "client_timeout",
     "ensure_image",
     "ensure_network",
     "open_events",
     "open_logs",
-    "registry_auth",
-    "resolve_host",
     "update_restart_policy",
 ]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_HOST = "unix:///var/run/docker.sock"
 #: seconds to establish a connection to the daemon
 DEFAULT_CONNECT_TIMEOUT = 10.0
 #: seconds the daemon may stay silent in a reply (streams excepted: events and
 #: followed logs may idle; only their response headers are bounded by it; image
 #: pulls, builds and pushes are aiodocker long-running calls, not bounded by it)
 DEFAULT_READ_TIMEOUT = 60.0
-_HUB_KEYS = ("https://index.docker.io/v1/", "index.docker.io", "docker.io")
 
 
 def client_timeout(connect: float, read: float) -> aiohttp.ClientTimeout:
@@ -80,12 +74,6 @@ async def _open_stream(
                 docker._query(path, params=params, timeout=timeout)
             )
         yield response
-
-
-def resolve_host(explicit: str | None, environ: Mapping[str, str] | None = None) -> str:
-    """The daemon URL: ``explicit``, else ``$DOCKER_HOST``, else the default socket."""
-    env = os.environ if environ is None else environ
-    return explicit or env.get("DOCKER_HOST") or DEFAULT_HOST
 
 
 async def ensure_network(docker: aiodocker.Docker, name: str, host: str) -> str:
@@ -156,7 +144,7 @@ async def ensure_image(
                 + ("" if policy == "never" else " (image ids are never pulled)")
             )
     auth = await registry_auth(image)
-    from_image = _with_registry(image) if auth is not None else image
+    from_image = with_registry(image) if auth is not None else image
     try:
         with docker_errors(f"pull image {image!r}", host, submit=True):
             await docker.images.pull(from_image, auth=auth)
@@ -176,79 +164,6 @@ async def _image_present(docker: aiodocker.Docker, image: str, host: str) -> boo
             return False
         raise
     return True
-
-
-def _registry_of(image: str) -> str:
-    first, sep, _ = image.partition("/")
-    if sep and ("." in first or ":" in first or first == "localhost"):
-        return first
-    return "docker.io"
-
-
-def _with_registry(image: str) -> str:
-    if _registry_of(image) != "docker.io" or image.startswith("docker.io/"):
-        return image
-    return "docker.io/" + (image if "/" in image else f"library/{image}")
-
-
-async def registry_auth(
-    image: str, config_path: Path | None = None
-) -> dict[str, str] | None:
-    """Credentials for ``image``'s registry from the Docker CLI config, or None.
-
-    Reads ``auths`` (base64 ``user:password``), ``credHelpers`` and
-    ``credsStore`` (running ``docker-credential-<helper> get``) of
-    ``$DOCKER_CONFIG/config.json`` (default ``~/.docker/config.json``).
-    """
-    if config_path is None:
-        config_dir = os.environ.get("DOCKER_CONFIG") or str(Path.home() / ".docker")
-        config_path = Path(config_dir) / "config.json"
-    try:
-        text = await anyio.Path(config_path).read_text()
-        config = json.loads(text)
-    except (OSError, ValueError):
-        return None
-    registry = _registry_of(image)
-    keys = _HUB_KEYS if registry == "docker.io" else (registry, f"https://{registry}")
-    helper = next(
-        (
-            config.get("credHelpers", {}).get(k)
-            for k in keys
-            if k in config.get("credHelpers", {})
-        ),
-        config.get("credsStore"),
-    )
-    if helper:
-        creds = await _from_helper(str(helper), keys[0])
-        if creds is not None:
-            return creds
-    for key in keys:
-        entry = config.get("auths", {}).get(key)
-        if entry and entry.get("auth"):
-            user, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
-            return {"username": user, "password": password, "serveraddress": key}
-        if entry and entry.get("identitytoken"):
-            return {"identitytoken": entry["identitytoken"], "serveraddress": key}
-    return None
-
-
-async def _from_helper(helper: str, server: str) -> dict[str, str] | None:
-    try:
-        result = await anyio.run_process(
-            [f"docker-credential-{helper}", "get"], input=server.encode(), check=False
-        )
-    except OSError:
-        return None
-    if result.returncode != 0:
-        return None
-    try:
-        data = json.loads(result.stdout)
-    except ValueError:
-        return None
-    user, secret = data.get("Username", ""), data.get("Secret", "")
-    if user == "<token>":
-        return {"identitytoken": secret, "serveraddress": server}
-    return {"username": user, "password": secret, "serveraddress": server}
 
 
 # aiodocker has no public call for these endpoints (its events API runs a task

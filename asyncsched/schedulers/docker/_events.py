@@ -23,9 +23,9 @@ import anyio
 from anyio.abc import TaskStatus
 
 from asyncsched.errors import AsyncschedError
+from asyncsched.schedulers.shared.docker_errors import docker_errors, is_not_found
 
 from ._client import open_events
-from ._errors import docker_errors, is_not_found
 from ._render import LABEL_APP_ID
 from ._state import ContainerIndex, ContainerRecord
 

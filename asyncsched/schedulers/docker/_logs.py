@@ -23,10 +23,10 @@ from typing import Any
 import aiodocker
 
 from asyncsched.schedulers.api import Stream
+from asyncsched.schedulers.shared.docker_errors import docker_errors
 from asyncsched.schedulers.shared.lines import DEFAULT_MAX_LINE_BYTES, LineAssembler
 
 from ._client import open_logs
-from ._errors import docker_errors
 
 __all__ = ["docker_timestamp", "iter_container_log", "log_params"]
 

@@ -20,9 +20,10 @@ import socket
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
+from asyncsched.schedulers.shared.docker_daemon import DEFAULT_HOST
+
 __all__ = ["TCP_CONNECT_TIMEOUT", "has_docker"]
 
-DEFAULT_HOST = "unix:///var/run/docker.sock"  # the Docker backend's default
 TCP_CONNECT_TIMEOUT = 0.25
 """Seconds ``has_docker`` waits for a TCP daemon to accept a connection."""
 

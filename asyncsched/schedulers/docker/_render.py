@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import logging
 import os
 import re
 from collections.abc import Mapping
@@ -25,6 +24,7 @@ from typing import Any
 import yaml
 
 from asyncsched.errors import InvalidRunConfigException, SpecError
+from asyncsched.schedulers.devices import get_device_mounts
 from asyncsched.schedulers.shared.identity import RANK0_ENV
 from asyncsched.schedulers.shared.labels import (
     LABEL_APP_ID,
@@ -67,19 +67,11 @@ __all__ = [
     "render_job",
 ]
 
-logger = logging.getLogger(__name__)
-
-
 ENV_IMAGE = "TORCHX_IMAGE"
 
 DEFAULT_NETWORK = "asyncsched"
 PULL_POLICIES = ("if_not_present", "always", "never")
 
-# resource.devices name -> host device path pattern (one device per count)
-_NAMED_DEVICES: dict[str, str] = {
-    "vpc.amazonaws.com/efa": "/dev/infiniband/uverbs{}",
-    "aws.amazon.com/neurondevice": "/dev/neuron{}",
-}
 _LEADING_JUNK = re.compile(r"^[^a-zA-Z0-9]+")
 # Docker's rule for container names (daemon/names), anchored
 _DOCKER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]+$")
@@ -332,15 +324,7 @@ def _render_mounts(
     mounts: list[dict[str, Any]] = []
     devices: list[dict[str, str]] = []
     all_mounts: list[object] = list(role.mounts)
-    for name, count in role.resource.devices.items():
-        pattern = _NAMED_DEVICES.get(name)
-        if pattern is None:
-            logger.warning("Could not find named device %r; it is not mounted", name)
-            continue
-        all_mounts.extend(
-            DeviceMount(pattern.format(i), pattern.format(i), "rwm")
-            for i in range(count)
-        )
+    all_mounts.extend(get_device_mounts(role.resource.devices))
     for i, mount in enumerate(all_mounts):
         field_name = f"{where}.mounts[{i}]"
         if isinstance(mount, BindMount):

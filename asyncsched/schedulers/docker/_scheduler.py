@@ -48,15 +48,7 @@ from asyncsched.schedulers.docker._client import (
     client_timeout,
     ensure_image,
     ensure_network,
-    registry_auth,
-    resolve_host,
     update_restart_policy,
-)
-from asyncsched.schedulers.docker._errors import (
-    BACKEND,
-    docker_errors,
-    is_conflict,
-    is_not_found,
 )
 from asyncsched.schedulers.docker._events import EventWatcher, list_records, settle
 from asyncsched.schedulers.docker._logs import iter_container_log
@@ -76,12 +68,19 @@ from asyncsched.schedulers.docker._state import (
     ContainerIndex,
     ContainerRecord,
 )
-from asyncsched.schedulers.docker._workspace import (
+from asyncsched.schedulers.shared.docker_daemon import registry_auth, resolve_host
+from asyncsched.schedulers.shared.docker_errors import (
+    BACKEND,
+    docker_errors,
+    is_conflict,
+    is_not_found,
+)
+from asyncsched.schedulers.shared.ids import make_unique
+from asyncsched.schedulers.shared.images import (
     build_image,
     open_context,
     push_image,
 )
-from asyncsched.schedulers.shared.ids import make_unique
 from asyncsched.schedulers.shared.lines import (
     DEFAULT_MAX_LINE_BYTES,
     check_max_line_bytes,

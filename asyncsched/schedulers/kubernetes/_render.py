@@ -3,9 +3,9 @@
 Two shapes, chosen by the ``job_api`` run option:
 
 * ``volcano``: one ``batch.volcano.sh/v1alpha1`` Job with one task per
-  replica, laid out as TorchX lays it out (B.3-B.9 of the reference), with
-  TorchX's known bugs fixed (field-path prefix, ``-`` in the rank-0 variable,
-  names over 63 characters, unsanitised label values).
+  replica, laid out as TorchX lays it out, with TorchX's known bugs fixed
+  (field-path prefix, ``-`` in the rank-0 variable, names over 63
+  characters, unsanitised label values).
 * ``indexed``: one ``batch/v1`` Job per role (``completionMode: Indexed``) plus
   a headless Service for rank-0 discovery, for clusters without Volcano.
 

@@ -65,6 +65,7 @@ from asyncsched.schedulers.kubernetes._state import (
     describe_indexed,
     describe_volcano,
 )
+from asyncsched.schedulers.shared.docker_daemon import registry_auth, resolve_host
 from asyncsched.schedulers.shared.ids import random_id
 from asyncsched.schedulers.shared.lines import (
     DEFAULT_MAX_LINE_BYTES,
@@ -380,7 +381,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 "image_repo",
                 dict(cast(Mapping[str, CfgVal], cfg)),
             )
-        aiodocker, docker_client, workspace_mod = _docker_modules()
+        aiodocker, images = _docker_modules()
         docker = self._docker_client or aiodocker.Docker()
         try:
             label = (
@@ -388,10 +389,10 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 if isinstance(workspace, str)
                 else ",".join(workspace.projects)
             )
-            async with workspace_mod.open_context(workspace) as context:
-                role.image = await workspace_mod.build_image(
+            async with images.open_context(workspace) as context:
+                role.image = await images.build_image(
                     docker,
-                    docker_client.resolve_host(None),
+                    resolve_host(None),
                     context,
                     base_image=role.image,
                     workspace=label,
@@ -454,7 +455,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             SubmitError: the server rejected a manifest (409: the name is taken).
         """
         job: KubernetesJob = dryrun_info.request
-        cfg = dryrun_info._cfg or {}
+        cfg = dryrun_info.cfg or {}
         context = cfg.get("context")
         api = await self._api(str(context) if context else None)
         await self._push_images(job)
@@ -530,14 +531,12 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
     async def _push_images(self, job: KubernetesJob) -> None:
         if not job.images_to_push:
             return
-        aiodocker, docker_client, workspace_mod = _docker_modules()
+        aiodocker, images = _docker_modules()
         docker = self._docker_client or aiodocker.Docker()
         try:
             for image, (repo, _tag) in job.images_to_push.items():
-                auth = await docker_client.registry_auth(repo)
-                await workspace_mod.push_image(
-                    docker, docker_client.resolve_host(None), image, repo, auth
-                )
+                auth = await registry_auth(repo)
+                await images.push_image(docker, resolve_host(None), image, repo, auth)
         finally:
             if self._docker_client is None:
                 await docker.close()
@@ -772,19 +771,19 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 yield line
 
 
-def _docker_modules() -> tuple[Any, Any, Any]:
-    """aiodocker and the Docker backend's client/workspace helpers (the docker extra)."""
+def _docker_modules() -> tuple[Any, Any]:
+    """aiodocker and the shared image build/push module (the docker extra)."""
     try:
         import aiodocker
 
-        from asyncsched.schedulers.docker import _client, _workspace
+        from asyncsched.schedulers.shared import images
     except ImportError as exc:
         raise SchedulerUnavailableError(
             BACKEND,
             "building or pushing local images needs aiodocker",
             "pip install 'asyncsched[docker]'",
         ) from exc
-    return aiodocker, _client, _workspace
+    return aiodocker, images
 
 
 def _is_volcano(manifest: JSON) -> bool:

@@ -4,7 +4,12 @@ Modules: ``lines`` (linear, capped line assembly; regex filter),
 ``replicas`` (one role into N replica specs: macros and identity),
 ``identity`` (the replica identity environment variables), ``labels`` (the
 ``asyncsched.io/*`` label keys), ``ids`` (unique app ids), ``taskhost`` (a
-task group owned by a scheduler that contains its tasks' failures).
+task group owned by a scheduler that contains its tasks' failures),
+``state_dir`` (where local state lives). For the local Docker engine:
+``docker_daemon`` (daemon address, registry credentials), ``docker_errors``
+(aiodocker errors into asyncsched errors) and ``images`` (workspace image
+build and push, used by the Docker and Kubernetes backends; these two need the
+``docker`` extra).
 """
 
 from __future__ import annotations

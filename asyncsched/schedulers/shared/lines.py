@@ -32,9 +32,9 @@ from asyncsched.errors import InvalidRunConfigException
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
-    "MIN_MAX_LINE_BYTES",
     "LineAssembler",
     "LineSplitter",
+    "MIN_MAX_LINE_BYTES",
     "afilter_regex",
     "asplit_lines",
     "check_max_line_bytes",

@@ -38,7 +38,13 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from asyncsched.errors import SchedulerClosedError, SchedulerError
 
-__all__ = ["CLOSE_TIMEOUT", "ErrorCallback", "TaskHost", "describe_error"]
+__all__ = [
+    "CLOSE_TIMEOUT",
+    "ErrorCallback",
+    "TaskFunc",
+    "TaskHost",
+    "describe_error",
+]
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,30 @@
-"""The Slurm backend (``slurm``); import it from :mod:`asyncsched.schedulers.slurm_scheduler`."""
+"""The Slurm backend (``slurm``): batch jobs through Slurm's commands.
+
+This package is the backend's public face;
+:mod:`asyncsched.schedulers.slurm_scheduler` (TorchX's module path) re-exports
+it. It needs no extra: the backend shells out to ``sbatch``, ``squeue``,
+``sacct`` and ``scancel``.
+
+Example:
+    >>> from asyncsched.schedulers.slurm import SlurmScheduler
+    >>> SlurmScheduler("demo").backend
+    'slurm'
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from asyncsched.schedulers.slurm._scheduler import (
+    SlurmBatchRequest,
+    SlurmOpts,
+    SlurmReplicaRequest,
+    SlurmScheduler,
+    create_scheduler,
+)
+
+__all__ = [
+    "SlurmBatchRequest",
+    "SlurmOpts",
+    "SlurmReplicaRequest",
+    "SlurmScheduler",
+    "create_scheduler",
+]

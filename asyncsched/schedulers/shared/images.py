@@ -49,9 +49,8 @@ from aiodocker.exceptions import DockerError
 from aiodocker.images import DockerImages
 
 from asyncsched.errors import SchedulerError, SpecError
+from asyncsched.schedulers.shared.docker_errors import docker_errors
 from asyncsched.specs import Workspace
-
-from ._errors import docker_errors
 
 __all__ = [
     "DOCKERFILE",

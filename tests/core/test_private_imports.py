@@ -1,0 +1,116 @@
+"""No module of the package imports another package's private (``_``) module.
+
+A package's private modules are its own business: the package itself (and its
+sub-packages) may import them; everyone else goes through public names, so a
+backend can reorganise its insides without breaking the CLI, the sync facade or
+another backend.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import asyncsched
+
+PACKAGE = Path(asyncsched.__file__).parent
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _package_of(path: Path) -> str:
+    name = _module_name(path)
+    return name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+
+def _is_module(dotted: str) -> bool:
+    rel = Path(*dotted.split(".")[1:])
+    return (PACKAGE / rel).with_suffix(".py").is_file() or (
+        PACKAGE / rel / "__init__.py"
+    ).is_file()
+
+
+def _imported_modules(source: str, package: str) -> list[tuple[int, str]]:
+    """``(line, dotted module)`` for every module ``source`` imports, by any form.
+
+    ``package`` is the package the source belongs to (for relative imports).
+    """
+    tree = ast.parse(source)
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.append((node.lineno, base))
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                if candidate.startswith("asyncsched.") and _is_module(candidate):
+                    found.append((node.lineno, candidate))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute | ast.Name)
+            and getattr(node.func, "attr", getattr(node.func, "id", ""))
+            == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            found.append((node.lineno, node.args[0].value))
+    return found
+
+
+def _private_owner(dotted: str) -> str | None:
+    """The package owning the first ``_``-prefixed module in ``dotted``, if any."""
+    parts = dotted.split(".")
+    for i, part in enumerate(parts):
+        if i and part.startswith("_") and not part.startswith("__"):
+            return ".".join(parts[:i])
+    return None
+
+
+def _foreign_private_imports() -> list[str]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        importer = _package_of(path)
+        for line, dotted in _imported_modules(path.read_text(), importer):
+            if not dotted.startswith("asyncsched."):
+                continue
+            owner = _private_owner(dotted)
+            if owner is None or importer == owner or importer.startswith(owner + "."):
+                continue
+            rel = path.relative_to(PACKAGE.parent)
+            found.append(f"{rel}:{line}: imports {dotted}")
+    return found
+
+
+def test_no_module_imports_another_packages_private_module() -> None:
+    assert _foreign_private_imports() == []
+
+
+def test_the_scan_sees_every_import_form() -> None:
+    forms = {
+        "import asyncsched.schedulers.local._records": True,
+        "from asyncsched.schedulers.local._records import read": True,
+        "from asyncsched.schedulers.local import _records": True,
+        "importlib.import_module('asyncsched.schedulers.local._records')": True,
+        "from ..schedulers.local import _records": True,
+        "from asyncsched.cli._common import err": False,  # its own package
+        "from ._common import err": False,
+        "from asyncsched.schedulers.local import LocalScheduler": False,
+    }
+    for code, private in forms.items():
+        imported = _imported_modules(code, "asyncsched.cli")
+        foreign = [
+            d for _, d in imported if _private_owner(d) not in (None, "asyncsched.cli")
+        ]
+        assert bool(foreign) is private, code
