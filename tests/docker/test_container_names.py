@@ -88,12 +88,12 @@ async def test_dry_run_refuses_an_app_name_docker_rejects(
     async with DockerScheduler(
         "names", docker_host=f"unix://{tmp_path / 'none.sock'}"
     ) as sched:
-        with pytest.raises(SpecError, match="'worker'") as info:
+        with pytest.raises(SpecError) as info:
             await sched.submit_dryrun(AppDef(app_name, roles=[_role("worker")]))
         assert info.value.field == "name"
         # with a workspace, the name is refused before anything is built
         (tmp_path / "ws").mkdir()
-        with pytest.raises(SpecError, match="'worker'"):
+        with pytest.raises(SpecError, match="name"):
             await sched.submit_dryrun(
                 AppDef(app_name, roles=[_role("worker")]),
                 workspace=str(tmp_path / "ws"),
