@@ -183,3 +183,11 @@ async def slurm(
         max_interval=1.0,
     ) as sched:
         yield sched
+
+
+@pytest.fixture
+def anyio_backend(slurm_cluster: Cluster) -> str:
+    """The Slurm backend runs on asyncio and trio: the cluster with accounting
+    is driven from trio, the one with only the completion log from asyncio, so
+    every Slurm test file runs on both event loops without doubling its time."""
+    return "trio" if slurm_cluster.accounting else "asyncio"

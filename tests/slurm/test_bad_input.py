@@ -16,6 +16,8 @@ from asyncsched.specs import AppDef, Resource, Role
 
 from .cluster import Cluster, missing_binaries
 
+pytestmark = pytest.mark.anyio  # on both loops: see conftest.anyio_backend
+
 
 def _app() -> AppDef:
     role = Role(

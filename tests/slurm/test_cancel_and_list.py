@@ -10,7 +10,7 @@ from asyncsched.specs import AppDef, AppState, Resource, Role
 
 from .cluster import Cluster
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.anyio]
 
 
 def _app(name: str, script: str, replicas: int = 1) -> AppDef:

@@ -17,7 +17,7 @@ from asyncsched.specs import AppDef, AppState, Resource, Role
 from .cluster import NODES, Cluster
 from .sbatch_script import HOSTILE, sbatch_directives
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.anyio]
 
 #: values srun's --export comma list used to split, unquote or lose
 ENV_VALUES = {

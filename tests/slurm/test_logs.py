@@ -9,7 +9,7 @@ from asyncsched.errors import UnknownAppException, UnknownReplicaError
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, AppState, Resource, Role
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.anyio]
 
 
 def _app(script: str, replicas: int = 1) -> AppDef:

@@ -13,7 +13,7 @@ from asyncsched.specs import AppState
 from .cluster import Cluster
 from .conftest import MIXED_RESULTS, AgedApps, assert_own_results
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.anyio]
 
 
 async def _wait_purged(slurm_cluster: Cluster, aged_apps: AgedApps) -> None:

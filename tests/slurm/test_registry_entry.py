@@ -4,8 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from asyncsched.schedulers import get_scheduler
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """No cluster needed here: run on both event loops."""
+    return str(request.param)
 
 
 async def test_registry_creates_slurm_with_its_parameters(tmp_path: Path) -> None:

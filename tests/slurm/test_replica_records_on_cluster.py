@@ -22,7 +22,7 @@ from asyncsched.specs import AppDef, AppState, Resource, Role, is_terminal
 from .cluster import Cluster
 from .conftest import MIXED_RESULT_SCRIPT, MIXED_RESULTS, assert_own_results
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.anyio]
 
 
 def _replicas(view: AppView) -> list[tuple[AppState, int | None]]:

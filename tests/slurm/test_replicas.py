@@ -13,7 +13,7 @@ from asyncsched.specs import AppDef, AppState, Resource, Role
 from .cluster import Cluster
 from .conftest import MIXED_RESULT_SCRIPT
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.anyio]
 
 
 def _app(script: str, replicas: int, **role_kwargs: object) -> AppDef:

@@ -17,6 +17,15 @@ from asyncsched.specs import AppDef, Resource, Role
 
 from .sbatch_script import HOSTILE, bash_syntax_ok, sbatch_directives, srun_argv
 
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """No cluster needed here: run on both event loops."""
+    return str(request.param)
+
+
 #: every string run option of the Slurm scheduler
 OPTIONS = (
     "partition",

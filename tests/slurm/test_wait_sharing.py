@@ -14,7 +14,7 @@ from asyncsched.specs import AppDef, AppState, Resource, Role
 
 from .cluster import Cluster
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.anyio]
 
 
 def _app(script: str) -> AppDef:
