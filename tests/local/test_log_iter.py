@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from contextlib import aclosing
 from datetime import UTC, datetime, timedelta
@@ -51,11 +50,20 @@ async def test_log_iter_regex_streams_utf8_and_cr(
 async def test_since_until_use_arrival_times(
     sched: LocalScheduler, log_dir: Path
 ) -> None:
-    code = "import time\nprint('early', flush=True)\ntime.sleep(0.6)\nprint('late', flush=True)"
-    app_id, _ = await run(sched, app_of(py_role(code)), {"log_dir": str(log_dir)})
-    record = json.loads((log_dir / "test" / app_id / "app.json").read_text())
-    started = record["roles"]["worker"][0]["attempts"][0]["started"]
-    middle = datetime.fromtimestamp(started + 0.3, tz=UTC)
+    go = log_dir / "go"
+    code = (
+        "import os, time\nprint('early', flush=True)\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.01)\n"
+        "print('late', flush=True)"
+    )
+    app_id = await sched.submit(app_of(py_role(code)), {"log_dir": str(log_dir)})
+    async with aclosing(sched.log_iter(app_id, "worker", should_tail=True)) as it:
+        assert await anext(it) == "early\n"
+    middle = datetime.now(UTC)  # after "early" arrived, before "late" is printed
+    go.touch()
+    desc = await sched.wait(app_id, timeout=30)
+    assert desc is not None
+    assert desc.state == AppState.SUCCEEDED
     assert await lines(sched, app_id, since=middle) == ["late\n"]
     assert await lines(sched, app_id, until=middle) == ["early\n"]
     assert await lines(sched, app_id, streams="stdout", until=middle) == ["early\n"]
