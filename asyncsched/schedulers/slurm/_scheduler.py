@@ -133,18 +133,10 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         ...             print(line, end="")
     """
 
-    capabilities = Capabilities(
-        logs=True,
+    capabilities = Capabilities.observed(
         log_streams=frozenset({Stream.STDOUT, Stream.STDERR}),
         log_since_until=False,
-        log_tail=True,
-        cancel=True,
-        list=True,
-        workspaces=False,
-        mounts=False,
         retries=True,
-        per_replica_status=True,
-        event_loops=("asyncio", "trio"),
     )
 
     def __init__(
