@@ -319,23 +319,11 @@ def role_to_dict(role: Role) -> dict[str, Any]:
 
 
 def _mount_to_dict(mount: BindMount | VolumeMount | DeviceMount) -> dict[str, Any]:
+    access: tuple[str, object]
     if isinstance(mount, BindMount):
-        return {
-            "type": "bind",
-            "src": mount.src_path,
-            "dst": mount.dst_path,
-            "readonly": mount.read_only,
-        }
-    if isinstance(mount, VolumeMount):
-        return {
-            "type": "volume",
-            "src": mount.src,
-            "dst": mount.dst_path,
-            "readonly": mount.read_only,
-        }
-    return {
-        "type": "device",
-        "src": mount.src_path,
-        "dst": mount.dst_path,
-        "perm": mount.permissions,
-    }
+        kind, src, access = "bind", mount.src_path, ("readonly", mount.read_only)
+    elif isinstance(mount, VolumeMount):
+        kind, src, access = "volume", mount.src, ("readonly", mount.read_only)
+    else:
+        kind, src, access = "device", mount.src_path, ("perm", mount.permissions)
+    return {"type": kind, "src": src, "dst": mount.dst_path, access[0]: access[1]}
