@@ -42,7 +42,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -79,6 +79,15 @@ __all__ = [
 class AsyncschedError(Exception):
     """Root of every exception raised by asyncsched."""
 
+    _init_args: ClassVar[tuple[str, ...]] = ()
+    """The attributes that rebuild the error as ``type(e)(*values)`` when it is
+    unpickled (in another process); empty: the exception's own ``args``."""
+
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        if not self._init_args:
+            return super().__reduce__()
+        return (type(self), tuple(getattr(self, name) for name in self._init_args))
+
 
 class SpecError(AsyncschedError, ValueError):
     """An AppDef, Role or Resource is invalid; raised before any I/O.
@@ -91,8 +100,7 @@ class SpecError(AsyncschedError, ValueError):
         self.field = field
         self.message = message
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.field, self.message))
+    _init_args: ClassVar[tuple[str, ...]] = ("field", "message")
 
 
 class AppFileError(SpecError):
@@ -108,8 +116,7 @@ class AppFileError(SpecError):
         self.field = field
         self.message = message
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.path, self.field, self.message))
+    _init_args = ("path", "field", "message")
 
 
 class InvalidMountError(SpecError, KeyError):
@@ -128,8 +135,7 @@ class InvalidMountError(SpecError, KeyError):
     def __str__(self) -> str:  # KeyError would quote the message
         return f"{self.field}: {self.message}"
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.message, self.missing_key))
+    _init_args = ("message", "missing_key")
 
 
 class InvalidRunConfigException(AsyncschedError, ValueError):
@@ -142,8 +148,7 @@ class InvalidRunConfigException(AsyncschedError, ValueError):
         self._reason = invalid_reason
         self._cfg = cfg
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self._reason, self.cfg_key, self._cfg))
+    _init_args = ("_reason", "cfg_key", "_cfg")
 
 
 class InvalidArgumentError(AsyncschedError, ValueError):
@@ -168,8 +173,7 @@ class UnknownReplicaError(InvalidArgumentError, LookupError):
         self.k = k
         self.roles = sorted(roles)
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.app_id, self.role_name, self.k, self.roles))
+    _init_args = ("app_id", "role_name", "k", "roles")
 
 
 class MalformedAppHandleException(AsyncschedError, ValueError):
@@ -181,8 +185,7 @@ class MalformedAppHandleException(AsyncschedError, ValueError):
         )
         self.app_handle = app_handle
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.app_handle,))
+    _init_args = ("app_handle",)
 
 
 class UnknownSchedulerException(AsyncschedError, KeyError):
@@ -199,8 +202,7 @@ class UnknownSchedulerException(AsyncschedError, KeyError):
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.scheduler, self.available))
+    _init_args = ("scheduler", "available")
 
 
 class UnknownAppException(AsyncschedError, LookupError):
@@ -212,8 +214,7 @@ class UnknownAppException(AsyncschedError, LookupError):
         )
         self.app_handle = app_handle
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.app_handle,))
+    _init_args = ("app_handle",)
 
 
 class UnknownNamedResourceError(AsyncschedError, KeyError):
@@ -253,8 +254,7 @@ class SchedulerUnavailableError(AsyncschedError, RuntimeError):
         self.reason = reason
         self.hint = hint
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.scheduler, self.reason, self.hint))
+    _init_args = ("scheduler", "reason", "hint")
 
 
 class SchedulerError(AsyncschedError, RuntimeError):
@@ -339,8 +339,7 @@ class WaitTimeoutError(AsyncschedError, TimeoutError):
         self.app_id = app_id
         self.timeout = timeout
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.app_id, self.timeout))
+    _init_args = ("app_id", "timeout")
 
 
 class AsyncschedWarning(UserWarning):

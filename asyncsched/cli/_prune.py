@@ -53,20 +53,23 @@ def add_parser(sub: Any) -> None:
             " log dirs given with -cfg log_dir=... are never deleted."
         ),
     )
-    p.add_argument(
-        "--keep",
-        type=_count,
-        default=_DEFAULT.max_apps,
-        metavar="N",
-        help="finished apps to keep (default: %(default)s)",
-    )
-    p.add_argument(
-        "--max-age-days",
-        type=_days,
-        default=_DEFAULT.max_age_days,
-        metavar="DAYS",
-        help="remove finished apps older than this (default: %(default)s)",
-    )
+    for flag, kind, default, metavar, what in (
+        ("--keep", _count, _DEFAULT.max_apps, "N", "finished apps to keep"),
+        (
+            "--max-age-days",
+            _days,
+            _DEFAULT.max_age_days,
+            "DAYS",
+            "remove finished apps older than this",
+        ),
+    ):
+        p.add_argument(
+            flag,
+            type=kind,
+            default=default,
+            metavar=metavar,
+            help=f"{what} (default: %(default)s)",
+        )
     p.add_argument(
         "--dry-run", action="store_true", help="say what would go, remove nothing"
     )

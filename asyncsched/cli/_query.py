@@ -5,19 +5,22 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import yaml
 
 from asyncsched.cli._common import EXIT_FAILED, EXIT_OK, err, make_runner
 from asyncsched.cli._json import list_json, status_json
 from asyncsched.errors import AsyncschedError, UnknownAppException
-from asyncsched.runner import DEFAULT_SESSION_NAME
+from asyncsched.runner import DEFAULT_SESSION_NAME, Runner
 from asyncsched.schedulers import get_default_scheduler_name, get_scheduler_factories
 from asyncsched.specs import parse_app_handle
 from asyncsched.specs.serialize import app_to_dict
 
 __all__ = ["add_parsers"]
+
+_T = TypeVar("_T")
 
 
 def add_parsers(sub: Any) -> None:
@@ -66,12 +69,19 @@ def add_parsers(sub: Any) -> None:
     p.set_defaults(func=schedulers)
 
 
-async def status(args: argparse.Namespace) -> int:
-    parsed = parse_app_handle(args.handle)
-    async with make_runner(parsed.session_name) as runner:
-        result = await runner.status(args.handle)
+async def _known(
+    handle: str, query: Callable[[Runner, str], Awaitable[_T | None]]
+) -> _T:
+    """``query``'s answer about the app ``handle`` names (unknown apps raise)."""
+    async with make_runner(parse_app_handle(handle).session_name) as runner:
+        result = await query(runner, handle)
     if result is None:
-        raise UnknownAppException(args.handle)
+        raise UnknownAppException(handle)
+    return result
+
+
+async def status(args: argparse.Namespace) -> int:
+    result = await _known(args.handle, Runner.status)
     roles = [r for r in args.roles.split(",") if r] if args.roles else None
     if args.json:
         print(json.dumps(status_json(args.handle, result, roles), indent=2))
@@ -81,12 +91,7 @@ async def status(args: argparse.Namespace) -> int:
 
 
 async def describe(args: argparse.Namespace) -> int:
-    parsed = parse_app_handle(args.handle)
-    async with make_runner(parsed.session_name) as runner:
-        app = await runner.describe(args.handle)
-    if app is None:
-        raise UnknownAppException(args.handle)
-    data = app_to_dict(app)
+    data = app_to_dict(await _known(args.handle, Runner.describe))
     if args.json:
         print(json.dumps(data, indent=2, default=str))
     else:

@@ -31,7 +31,7 @@ import re
 import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from types import TracebackType
@@ -153,6 +153,28 @@ class Capabilities:
     retries: bool = False
     per_replica_status: bool = False
     event_loops: tuple[str, ...] = ("asyncio",)
+
+    @classmethod
+    def observed(cls, **changes: Any) -> Capabilities:
+        """Full observation and control: logs of every stream with since/until
+        and tail, cancel, list and per-replica status, on asyncio and trio;
+        ``changes`` sets other fields.
+
+        Example:
+            >>> Capabilities.observed(retries=True).log_tail
+            True
+        """
+        full = cls(
+            logs=True,
+            log_streams=frozenset(Stream),
+            log_since_until=True,
+            log_tail=True,
+            cancel=True,
+            list=True,
+            per_replica_status=True,
+            event_loops=("asyncio", "trio"),
+        )
+        return replace(full, **changes)
 
     def as_dict(self) -> dict[str, object]:
         """Plain-data view (streams and loops as sorted lists)."""

@@ -15,31 +15,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from asyncsched.schedulers import docker as _docker
-from asyncsched.schedulers.docker import has_docker
+from asyncsched.schedulers import docker as _backend
 
 if TYPE_CHECKING:
-    from asyncsched.schedulers.docker import (
-        DockerContainer,
-        DockerJob,
-        DockerOpts,
-        DockerScheduler,
-        create_scheduler,
-    )
+    from asyncsched.schedulers.docker import *
 
-__all__ = [
-    "DockerContainer",
-    "DockerJob",
-    "DockerOpts",
-    "DockerScheduler",
-    "create_scheduler",
-    "has_docker",
-]
+__all__ = _backend.__all__
 
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        value = getattr(_docker, name)
+        value = getattr(_backend, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

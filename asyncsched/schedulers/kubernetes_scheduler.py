@@ -14,22 +14,7 @@ Example:
 
 from __future__ import annotations
 
-from asyncsched.schedulers.kubernetes import (
-    KubernetesApiError,
-    KubernetesJob,
-    KubernetesOpts,
-    KubernetesScheduler,
-    create_scheduler,
-    normalize_str,
-    sanitize_label_value,
-)
+from asyncsched.schedulers import kubernetes as _backend
+from asyncsched.schedulers.kubernetes import *
 
-__all__ = [
-    "KubernetesApiError",
-    "KubernetesJob",
-    "KubernetesOpts",
-    "KubernetesScheduler",
-    "create_scheduler",
-    "normalize_str",
-    "sanitize_label_value",
-]
+__all__ = _backend.__all__

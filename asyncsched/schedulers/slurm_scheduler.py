@@ -12,18 +12,7 @@ Example:
 
 from __future__ import annotations
 
-from asyncsched.schedulers.slurm import (
-    SlurmBatchRequest,
-    SlurmOpts,
-    SlurmReplicaRequest,
-    SlurmScheduler,
-    create_scheduler,
-)
+from asyncsched.schedulers import slurm as _backend
+from asyncsched.schedulers.slurm import *
 
-__all__ = [
-    "SlurmBatchRequest",
-    "SlurmOpts",
-    "SlurmReplicaRequest",
-    "SlurmScheduler",
-    "create_scheduler",
-]
+__all__ = _backend.__all__

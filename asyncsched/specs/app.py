@@ -457,14 +457,21 @@ def _validate_role(role: Role, where: str, seen: set[str]) -> None:
             _check_exec_safe(value, f"{where}.env[{key!r}]")
 
 
+def _as_dict(value: object, where: str, shape: str) -> dict[Any, Any]:
+    """``value``, which must be a dict (``shape`` follows "must be a dict" in
+    the error)."""
+    if not isinstance(value, dict):
+        raise SpecError(
+            where, f"must be a dict{shape}, got {type(value).__name__}: {value!r}"
+        )
+    return value
+
+
 def _check_port_map(port_map: object, where: str) -> None:
     """Port names map to port numbers (0-65535)."""
-    if not isinstance(port_map, dict):
-        raise SpecError(
-            where,
-            "must be a dict of port name to port number, e.g. {'http': 8080},"
-            f" got {type(port_map).__name__}: {port_map!r}",
-        )
+    port_map = _as_dict(
+        port_map, where, " of port name to port number, e.g. {'http': 8080}"
+    )
     for name, port in port_map.items():
         if not isinstance(name, str) or not name:
             raise SpecError(where, f"a port name must be a non-empty string: {name!r}")
@@ -476,12 +483,7 @@ def _check_port_map(port_map: object, where: str) -> None:
 
 def _check_metadata(metadata: object, where: str) -> None:
     """Metadata is a dict with string keys (values are the scheduler's business)."""
-    if not isinstance(metadata, dict):
-        raise SpecError(
-            where,
-            "must be a dict, e.g. {'<scheduler>.<key>': value},"
-            f" got {type(metadata).__name__}: {metadata!r}",
-        )
+    metadata = _as_dict(metadata, where, ", e.g. {'<scheduler>.<key>': value}")
     for key in metadata:
         if not isinstance(key, str):
             raise SpecError(where, f"keys must be strings, got {key!r}")

@@ -94,177 +94,86 @@ def instance_type_from_resource(resource: Resource) -> str | None:
     return str(instance_type)
 
 
-def _instance(
-    itype: str,
-    *,
-    cpu: int,
-    gpu: int,
-    mem_gib: int,
-    devices: dict[str, int] | None = None,
-) -> Resource:
-    return Resource(
-        cpu=cpu,
-        gpu=gpu,
-        memMB=mem_gib * GiB,
-        capabilities={K8S_ITYPE: itype},
-        devices=dict(devices or {}),
-    )
+# instance type -> (cpu, gpu, memory in taxed GiB, EFA devices, Neuron devices),
+# in TorchX's order
+_INSTANCES: dict[str, tuple[int, int, int, int, int]] = {
+    "t3.medium": (2, 0, 4, 0, 0),
+    "m5.2xlarge": (8, 0, 32, 0, 0),
+    "p3.2xlarge": (8, 1, 61, 0, 0),
+    "p3.8xlarge": (32, 4, 244, 0, 0),
+    "p3.16xlarge": (64, 8, 488, 0, 0),
+    "p3dn.24xlarge": (96, 8, 768, 1, 0),
+    "p4d.24xlarge": (96, 8, 1152, 4, 0),
+    "p4de.24xlarge": (96, 8, 1152, 4, 0),
+    "p5.48xlarge": (192, 8, 2048, 32, 0),
+    "g4dn.xlarge": (4, 1, 16, 0, 0),
+    "g4dn.2xlarge": (8, 1, 32, 0, 0),
+    "g4dn.4xlarge": (16, 1, 64, 0, 0),
+    "g4dn.8xlarge": (32, 1, 128, 1, 0),
+    "g4dn.16xlarge": (64, 1, 256, 1, 0),
+    "g4dn.12xlarge": (48, 4, 192, 1, 0),
+    "g4dn.metal": (96, 8, 384, 1, 0),
+    "g5.xlarge": (4, 1, 16, 0, 0),
+    "g5.2xlarge": (8, 1, 32, 0, 0),
+    "g5.4xlarge": (16, 1, 64, 0, 0),
+    "g5.8xlarge": (32, 1, 128, 1, 0),
+    "g5.16xlarge": (64, 1, 256, 1, 0),
+    "g5.12xlarge": (48, 4, 192, 1, 0),
+    "g5.24xlarge": (96, 4, 384, 1, 0),
+    "g5.48xlarge": (192, 8, 768, 1, 0),
+    "trn1.2xlarge": (8, 0, 32, 0, 1),
+    "trn1.32xlarge": (128, 0, 512, 8, 16),
+}
 
 
-def aws_t3_medium() -> Resource:
-    return _instance("t3.medium", cpu=2, gpu=0, mem_gib=4)
+def _factory(itype: str) -> Callable[[], Resource]:
+    """The ``aws_<family>_<size>`` factory of one instance type: a fresh
+    :class:`Resource` a call."""
+    cpu, gpu, mem_gib, efa, neuron = _INSTANCES[itype]
+    devices = {EFA_DEVICE: efa, NEURON_DEVICE: neuron}
 
+    def instance() -> Resource:
+        return Resource(
+            cpu=cpu,
+            gpu=gpu,
+            memMB=mem_gib * GiB,
+            capabilities={K8S_ITYPE: itype},
+            devices={name: n for name, n in devices.items() if n},
+        )
 
-def aws_m5_2xlarge() -> Resource:
-    return _instance("m5.2xlarge", cpu=8, gpu=0, mem_gib=32)
-
-
-def aws_p3_2xlarge() -> Resource:
-    return _instance("p3.2xlarge", cpu=8, gpu=1, mem_gib=61)
-
-
-def aws_p3_8xlarge() -> Resource:
-    return _instance("p3.8xlarge", cpu=32, gpu=4, mem_gib=244)
-
-
-def aws_p3_16xlarge() -> Resource:
-    return _instance("p3.16xlarge", cpu=64, gpu=8, mem_gib=488)
-
-
-def aws_p3dn_24xlarge() -> Resource:
-    return _instance(
-        "p3dn.24xlarge", cpu=96, gpu=8, mem_gib=768, devices={EFA_DEVICE: 1}
-    )
-
-
-def aws_p4d_24xlarge() -> Resource:
-    return _instance(
-        "p4d.24xlarge", cpu=96, gpu=8, mem_gib=1152, devices={EFA_DEVICE: 4}
-    )
-
-
-def aws_p4de_24xlarge() -> Resource:
-    return _instance(
-        "p4de.24xlarge", cpu=96, gpu=8, mem_gib=1152, devices={EFA_DEVICE: 4}
-    )
-
-
-def aws_p5_48xlarge() -> Resource:
-    return _instance(
-        "p5.48xlarge", cpu=192, gpu=8, mem_gib=2048, devices={EFA_DEVICE: 32}
-    )
-
-
-def aws_g4dn_xlarge() -> Resource:
-    return _instance("g4dn.xlarge", cpu=4, gpu=1, mem_gib=16)
-
-
-def aws_g4dn_2xlarge() -> Resource:
-    return _instance("g4dn.2xlarge", cpu=8, gpu=1, mem_gib=32)
-
-
-def aws_g4dn_4xlarge() -> Resource:
-    return _instance("g4dn.4xlarge", cpu=16, gpu=1, mem_gib=64)
-
-
-def aws_g4dn_8xlarge() -> Resource:
-    return _instance(
-        "g4dn.8xlarge", cpu=32, gpu=1, mem_gib=128, devices={EFA_DEVICE: 1}
-    )
-
-
-def aws_g4dn_16xlarge() -> Resource:
-    return _instance(
-        "g4dn.16xlarge", cpu=64, gpu=1, mem_gib=256, devices={EFA_DEVICE: 1}
-    )
-
-
-def aws_g4dn_12xlarge() -> Resource:
-    return _instance(
-        "g4dn.12xlarge", cpu=48, gpu=4, mem_gib=192, devices={EFA_DEVICE: 1}
-    )
-
-
-def aws_g4dn_metal() -> Resource:
-    return _instance("g4dn.metal", cpu=96, gpu=8, mem_gib=384, devices={EFA_DEVICE: 1})
-
-
-def aws_g5_xlarge() -> Resource:
-    return _instance("g5.xlarge", cpu=4, gpu=1, mem_gib=16)
-
-
-def aws_g5_2xlarge() -> Resource:
-    return _instance("g5.2xlarge", cpu=8, gpu=1, mem_gib=32)
-
-
-def aws_g5_4xlarge() -> Resource:
-    return _instance("g5.4xlarge", cpu=16, gpu=1, mem_gib=64)
-
-
-def aws_g5_8xlarge() -> Resource:
-    return _instance("g5.8xlarge", cpu=32, gpu=1, mem_gib=128, devices={EFA_DEVICE: 1})
-
-
-def aws_g5_16xlarge() -> Resource:
-    return _instance("g5.16xlarge", cpu=64, gpu=1, mem_gib=256, devices={EFA_DEVICE: 1})
-
-
-def aws_g5_12xlarge() -> Resource:
-    return _instance("g5.12xlarge", cpu=48, gpu=4, mem_gib=192, devices={EFA_DEVICE: 1})
-
-
-def aws_g5_24xlarge() -> Resource:
-    return _instance("g5.24xlarge", cpu=96, gpu=4, mem_gib=384, devices={EFA_DEVICE: 1})
-
-
-def aws_g5_48xlarge() -> Resource:
-    return _instance(
-        "g5.48xlarge", cpu=192, gpu=8, mem_gib=768, devices={EFA_DEVICE: 1}
-    )
-
-
-def aws_trn1_2xlarge() -> Resource:
-    return _instance(
-        "trn1.2xlarge", cpu=8, gpu=0, mem_gib=32, devices={NEURON_DEVICE: 1}
-    )
-
-
-def aws_trn1_32xlarge() -> Resource:
-    return _instance(
-        "trn1.32xlarge",
-        cpu=128,
-        gpu=0,
-        mem_gib=512,
-        devices={EFA_DEVICE: 8, NEURON_DEVICE: 16},
-    )
+    instance.__name__ = instance.__qualname__ = "aws_" + itype.replace(".", "_")
+    instance.__doc__ = f"One whole ``{itype}`` instance."
+    return instance
 
 
 NAMED_RESOURCES: Mapping[str, Callable[[], Resource]] = {
-    "aws_t3.medium": aws_t3_medium,
-    "aws_m5.2xlarge": aws_m5_2xlarge,
-    "aws_p3.2xlarge": aws_p3_2xlarge,
-    "aws_p3.8xlarge": aws_p3_8xlarge,
-    "aws_p3.16xlarge": aws_p3_16xlarge,
-    "aws_p3dn.24xlarge": aws_p3dn_24xlarge,
-    "aws_p4d.24xlarge": aws_p4d_24xlarge,
-    "aws_p4de.24xlarge": aws_p4de_24xlarge,
-    "aws_p5.48xlarge": aws_p5_48xlarge,
-    "aws_g4dn.xlarge": aws_g4dn_xlarge,
-    "aws_g4dn.2xlarge": aws_g4dn_2xlarge,
-    "aws_g4dn.4xlarge": aws_g4dn_4xlarge,
-    "aws_g4dn.8xlarge": aws_g4dn_8xlarge,
-    "aws_g4dn.16xlarge": aws_g4dn_16xlarge,
-    "aws_g4dn.12xlarge": aws_g4dn_12xlarge,
-    "aws_g4dn.metal": aws_g4dn_metal,
-    "aws_g5.xlarge": aws_g5_xlarge,
-    "aws_g5.2xlarge": aws_g5_2xlarge,
-    "aws_g5.4xlarge": aws_g5_4xlarge,
-    "aws_g5.8xlarge": aws_g5_8xlarge,
-    "aws_g5.16xlarge": aws_g5_16xlarge,
-    "aws_g5.12xlarge": aws_g5_12xlarge,
-    "aws_g5.24xlarge": aws_g5_24xlarge,
-    "aws_g5.48xlarge": aws_g5_48xlarge,
-    "aws_trn1.2xlarge": aws_trn1_2xlarge,
-    "aws_trn1.32xlarge": aws_trn1_32xlarge,
+    f"aws_{itype}": _factory(itype) for itype in _INSTANCES
 }
 """``"aws_<instance type>"`` -> factory, in TorchX's order."""
+
+aws_t3_medium = NAMED_RESOURCES["aws_t3.medium"]
+aws_m5_2xlarge = NAMED_RESOURCES["aws_m5.2xlarge"]
+aws_p3_2xlarge = NAMED_RESOURCES["aws_p3.2xlarge"]
+aws_p3_8xlarge = NAMED_RESOURCES["aws_p3.8xlarge"]
+aws_p3_16xlarge = NAMED_RESOURCES["aws_p3.16xlarge"]
+aws_p3dn_24xlarge = NAMED_RESOURCES["aws_p3dn.24xlarge"]
+aws_p4d_24xlarge = NAMED_RESOURCES["aws_p4d.24xlarge"]
+aws_p4de_24xlarge = NAMED_RESOURCES["aws_p4de.24xlarge"]
+aws_p5_48xlarge = NAMED_RESOURCES["aws_p5.48xlarge"]
+aws_g4dn_xlarge = NAMED_RESOURCES["aws_g4dn.xlarge"]
+aws_g4dn_2xlarge = NAMED_RESOURCES["aws_g4dn.2xlarge"]
+aws_g4dn_4xlarge = NAMED_RESOURCES["aws_g4dn.4xlarge"]
+aws_g4dn_8xlarge = NAMED_RESOURCES["aws_g4dn.8xlarge"]
+aws_g4dn_16xlarge = NAMED_RESOURCES["aws_g4dn.16xlarge"]
+aws_g4dn_12xlarge = NAMED_RESOURCES["aws_g4dn.12xlarge"]
+aws_g4dn_metal = NAMED_RESOURCES["aws_g4dn.metal"]
+aws_g5_xlarge = NAMED_RESOURCES["aws_g5.xlarge"]
+aws_g5_2xlarge = NAMED_RESOURCES["aws_g5.2xlarge"]
+aws_g5_4xlarge = NAMED_RESOURCES["aws_g5.4xlarge"]
+aws_g5_8xlarge = NAMED_RESOURCES["aws_g5.8xlarge"]
+aws_g5_16xlarge = NAMED_RESOURCES["aws_g5.16xlarge"]
+aws_g5_12xlarge = NAMED_RESOURCES["aws_g5.12xlarge"]
+aws_g5_24xlarge = NAMED_RESOURCES["aws_g5.24xlarge"]
+aws_g5_48xlarge = NAMED_RESOURCES["aws_g5.48xlarge"]
+aws_trn1_2xlarge = NAMED_RESOURCES["aws_trn1.2xlarge"]
+aws_trn1_32xlarge = NAMED_RESOURCES["aws_trn1.32xlarge"]

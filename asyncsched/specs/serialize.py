@@ -139,17 +139,8 @@ def role_from_dict(data: object, path: str = "<role>", where: str = "role") -> R
         env=_str_map(raw.get("env", {}), path, f"{where}.env"),
         num_replicas=_int(raw.get("num_replicas", 1), path, f"{where}.num_replicas"),
         max_retries=_int(raw.get("max_retries", 0), path, f"{where}.max_retries"),
-        port_map={
-            k: _int(v, path, f"{where}.port_map.{k}")
-            for k, v in _mapping(
-                raw.get("port_map", {}), path, f"{where}.port_map", "must be a mapping"
-            ).items()
-        },
-        metadata=dict(
-            _mapping(
-                raw.get("metadata", {}), path, f"{where}.metadata", "must be a mapping"
-            )
-        ),
+        port_map=_int_map(raw.get("port_map", {}), path, f"{where}.port_map"),
+        metadata=_any_map(raw.get("metadata", {}), path, f"{where}.metadata"),
     )
     if raw.get("min_replicas") is not None:
         role.min_replicas = _int(raw["min_replicas"], path, f"{where}.min_replicas")
@@ -181,23 +172,11 @@ def _resource(data: object, path: str, where: str) -> Resource:
         cpu=_int(raw.get("cpu", 1), path, f"{where}.cpu"),
         gpu=_int(raw.get("gpu", 0), path, f"{where}.gpu"),
         memMB=_int(raw.get("memMB", 1024), path, f"{where}.memMB"),
-        capabilities=dict(
-            _mapping(
-                raw.get("capabilities", {}),
-                path,
-                f"{where}.capabilities",
-                "must be a mapping",
-            )
+        capabilities=_any_map(
+            raw.get("capabilities", {}), path, f"{where}.capabilities"
         ),
-        devices={
-            k: _int(v, path, f"{where}.devices.{k}")
-            for k, v in _mapping(
-                raw.get("devices", {}), path, f"{where}.devices", "must be a mapping"
-            ).items()
-        },
-        tags=dict(
-            _mapping(raw.get("tags", {}), path, f"{where}.tags", "must be a mapping")
-        ),
+        devices=_int_map(raw.get("devices", {}), path, f"{where}.devices"),
+        tags=_any_map(raw.get("tags", {}), path, f"{where}.tags"),
     )
 
 
@@ -282,8 +261,17 @@ def _str_list(value: object, path: str, field: str) -> list[str]:
 
 
 def _str_map(value: object, path: str, field: str) -> dict[str, str]:
-    raw = _mapping(value, path, field, "must be a mapping")
+    raw = _any_map(value, path, field)
     return {k: _scalar(v, path, f"{field}.{k}") for k, v in raw.items()}
+
+
+def _any_map(value: object, path: str, field: str) -> dict[str, Any]:
+    return _mapping(value, path, field, "must be a mapping")
+
+
+def _int_map(value: object, path: str, field: str) -> dict[str, int]:
+    raw = _any_map(value, path, field)
+    return {k: _int(v, path, f"{field}.{k}") for k, v in raw.items()}
 
 
 def _int(value: object, path: str, field: str) -> int:
@@ -331,23 +319,11 @@ def role_to_dict(role: Role) -> dict[str, Any]:
 
 
 def _mount_to_dict(mount: BindMount | VolumeMount | DeviceMount) -> dict[str, Any]:
+    access: tuple[str, object]
     if isinstance(mount, BindMount):
-        return {
-            "type": "bind",
-            "src": mount.src_path,
-            "dst": mount.dst_path,
-            "readonly": mount.read_only,
-        }
-    if isinstance(mount, VolumeMount):
-        return {
-            "type": "volume",
-            "src": mount.src,
-            "dst": mount.dst_path,
-            "readonly": mount.read_only,
-        }
-    return {
-        "type": "device",
-        "src": mount.src_path,
-        "dst": mount.dst_path,
-        "perm": mount.permissions,
-    }
+        kind, src, access = "bind", mount.src_path, ("readonly", mount.read_only)
+    elif isinstance(mount, VolumeMount):
+        kind, src, access = "volume", mount.src, ("readonly", mount.read_only)
+    else:
+        kind, src, access = "device", mount.src_path, ("perm", mount.permissions)
+    return {"type": kind, "src": src, "dst": mount.dst_path, access[0]: access[1]}

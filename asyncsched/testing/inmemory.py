@@ -124,16 +124,7 @@ class _App:
 class InMemoryScheduler(Scheduler[dict[str, CfgVal]]):
     """A scheduler whose replicas are tasks interpreting tiny shell scripts."""
 
-    capabilities = Capabilities(
-        logs=True,
-        log_streams=frozenset(Stream),
-        log_since_until=True,
-        log_tail=True,
-        cancel=True,
-        list=True,
-        per_replica_status=True,
-        event_loops=("asyncio", "trio"),
-    )
+    capabilities = Capabilities.observed()
 
     def __init__(self, session_name: str, **_: Any) -> None:
         super().__init__("inmemory", session_name)

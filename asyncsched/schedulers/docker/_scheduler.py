@@ -40,7 +40,6 @@ from asyncsched.schedulers.api import (
     Capabilities,
     LogQuery,
     Scheduler,
-    Stream,
 )
 from asyncsched.schedulers.docker._client import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -168,18 +167,8 @@ class DockerScheduler(
         ...         await sched.delete(app_id)
     """
 
-    capabilities = Capabilities(
-        logs=True,
-        log_streams=frozenset(Stream),
-        log_since_until=True,
-        log_tail=True,
-        cancel=True,
-        list=True,
-        workspaces=True,
-        mounts=True,
-        retries=True,
-        per_replica_status=True,
-        event_loops=("asyncio",),
+    capabilities = Capabilities.observed(
+        workspaces=True, mounts=True, retries=True, event_loops=("asyncio",)
     )
 
     def __init__(

@@ -1,7 +1,7 @@
 """The local backend (``local_cwd``, ``local_dir``): replicas as supervised processes.
 
 This package is the backend's public face; :mod:`asyncsched.schedulers.local_scheduler`
-(TorchX's module path) re-exports its TorchX names. Private modules:
+(TorchX's module path) re-exports it. Private modules:
 ``_scheduler`` (the thin ``Scheduler`` class), ``_opts`` (run options),
 ``_env`` (environment and PATH), ``_gpus`` (GPU count and the CUDA split),
 ``_process`` (spawn, reap, kill, parent-death protection), ``_logs`` (pipe

@@ -189,17 +189,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         ...             print(line, end="")
     """
 
-    capabilities = Capabilities(
-        logs=True,
-        log_streams=frozenset(Stream),
-        log_since_until=True,
-        log_tail=True,
-        cancel=True,
-        list=True,
-        retries=True,
-        per_replica_status=True,
-        event_loops=("asyncio", "trio"),
-    )
+    capabilities = Capabilities.observed(retries=True)
 
     def __init__(
         self,

@@ -100,6 +100,19 @@ SlurmOpts = TypedDict(
 )
 
 
+_STR_OPTIONS = {  # run option -> help, in the order run_opts() lists them
+    "partition": "the partition to run the job in",
+    "time": "maximum run time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS",
+    "comment": "comment to set on the job",
+    "constraint": "node features the job requires",
+    "mail-user": "user to mail on job events",
+    "mail-type": "events to mail on (e.g. END,FAIL)",
+    "job_dir": "directory (must not exist yet) to write the script to and run the"
+    " job in; its logs go there. Default: the current directory",
+    "qos": "quality of service to assign to the job",
+}
+
+
 @final
 class SlurmScheduler(Scheduler[SlurmOpts]):
     """Run each app as one heterogeneous Slurm job, one component per replica.
@@ -133,18 +146,10 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         ...             print(line, end="")
     """
 
-    capabilities = Capabilities(
-        logs=True,
+    capabilities = Capabilities.observed(
         log_streams=frozenset({Stream.STDOUT, Stream.STDERR}),
         log_since_until=False,
-        log_tail=True,
-        cancel=True,
-        list=True,
-        workspaces=False,
-        mounts=False,
         retries=True,
-        per_replica_status=True,
-        event_loops=("asyncio", "trio"),
     )
 
     def __init__(
@@ -192,24 +197,8 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
 
     def _run_opts(self) -> runopts:
         opts = runopts()
-        opts.add("partition", type_=str, help="the partition to run the job in")
-        opts.add(
-            "time",
-            type_=str,
-            help="maximum run time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or"
-            " D-HH:MM:SS",
-        )
-        opts.add("comment", type_=str, help="comment to set on the job")
-        opts.add("constraint", type_=str, help="node features the job requires")
-        opts.add("mail-user", type_=str, help="user to mail on job events")
-        opts.add("mail-type", type_=str, help="events to mail on (e.g. END,FAIL)")
-        opts.add(
-            "job_dir",
-            type_=str,
-            help="directory (must not exist yet) to write the script to and run the"
-            " job in; its logs go there. Default: the current directory",
-        )
-        opts.add("qos", type_=str, help="quality of service to assign to the job")
+        for name, text in _STR_OPTIONS.items():
+            opts.add(name, type_=str, help=text)
         opts.add(
             "nomem",
             type_=bool,
