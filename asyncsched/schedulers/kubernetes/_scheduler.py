@@ -35,11 +35,13 @@ from asyncsched.schedulers.api import (
 )
 from asyncsched.schedulers.kubernetes._client import (
     BACKEND,
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_REQUEST_TIMEOUT,
     MERGE_PATCH_CT,
     KubeApi,
     KubernetesApiError,
     import_client,
-    load_api_client,
+    load_connection,
 )
 from asyncsched.schedulers.kubernetes._informer import Informer
 from asyncsched.schedulers.kubernetes._logs import iter_pod_log
@@ -173,6 +175,10 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             connection is re-opened (resuming after the last line; None: never).
         max_line_bytes: Cap of one ``log_iter`` line in bytes (default 1 MiB);
             a longer line comes in pieces of at most this size.
+        connect_timeout: Seconds to open a connection to the API server.
+        request_timeout: Seconds one non-streaming request may take in all
+            (retries of timeouts and connection errors included); then
+            :class:`~asyncsched.errors.SchedulerUnavailableError`.
 
     Example:
         >>> async def main() -> None:
@@ -215,6 +221,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         watch_timeout: int = 290,
         log_idle_timeout: float | None = 300.0,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
     ) -> None:
         super().__init__(BACKEND, session_name)
         self.max_line_bytes = check_max_line_bytes(max_line_bytes)
@@ -229,6 +237,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         self._resync = resync
         self._watch_timeout = watch_timeout
         self._log_idle_timeout = log_idle_timeout
+        self._connect_timeout = connect_timeout
+        self._request_timeout = request_timeout
         self._api_: KubeApi | None = None
         self._namespaces: dict[str, _Namespace] = {}
         self._tasks = TaskHost("KubernetesScheduler")
@@ -259,9 +269,9 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         async with self._lock:
             if self._api_ is None:
                 self._context = context or self._context
-                client, owns = self._client, False
+                client, owns, creds = self._client, False, None
                 if client is None:
-                    client = await load_api_client(
+                    client, creds = await load_connection(
                         kubeconfig=self._kubeconfig, context=self._context
                     )
                     owns = True
@@ -275,6 +285,9 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                     burst=self._burst,
                     max_retries=self._max_retries,
                     owns_client=owns,
+                    credentials=creds,
+                    connect_timeout=self._connect_timeout,
+                    request_timeout=self._request_timeout,
                 )
             return self._api_
 
@@ -877,7 +890,8 @@ def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
 
     Known ones: ``client``, ``docker_client``, ``kubeconfig``, ``context``,
     ``namespace``, ``qps``, ``burst``, ``max_retries``, ``resync``,
-    ``watch_timeout``, ``log_idle_timeout``, ``max_line_bytes``.
+    ``watch_timeout``, ``log_idle_timeout``, ``max_line_bytes``,
+    ``connect_timeout``, ``request_timeout``.
     """
     known = {
         "client",
@@ -892,6 +906,8 @@ def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
         "watch_timeout",
         "log_idle_timeout",
         "max_line_bytes",
+        "connect_timeout",
+        "request_timeout",
     }
     return KubernetesScheduler(
         session_name, **{k: v for k, v in kwargs.items() if k in known}
