@@ -103,6 +103,8 @@ SERVICES = "/api/v1/namespaces/{ns}/services"
 SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
 #: seconds between polls of a Volcano job asyncsched did not create
 _FOREIGN_POLL = 5.0
+#: how often ``wait`` reads an app by GETs while a cache is stale
+_STALE_POLL = 1.0
 
 
 class KubernetesOpts(TypedDict, total=False):
@@ -607,10 +609,13 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         namespace = namespace or self._namespace or "default"
         ns = await self._watch(namespace)
         _check_allowed(ns)
+        key = f"{namespace}:{name}"
+        if ns.volcano.stale or ns.batch.stale:
+            return await self._lookup_stale(ns, name, key)
         job = ns.volcano.get(name)
         if job is not None:
             return "volcano", ns, [job]
-        jobs = ns.batch.with_key(f"{namespace}:{name}")
+        jobs = ns.batch.with_key(key)
         if jobs:
             return "indexed", ns, jobs
         # not cached: made by another process a moment ago, or gone
@@ -636,6 +641,80 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 return "indexed", ns, jobs
         return None
 
+    async def _lookup_stale(
+        self, ns: _Namespace, name: str, key: str
+    ) -> tuple[str, _Namespace, list[JSON]] | None:
+        """The app while a re-list failed: each object is read by a GET; only a
+        404 on the object itself means it is gone, another failure answers
+        from the (stale) cache."""
+        api = await self._api()
+        cached = ns.volcano.get(name)
+        if cached is not None or not ns.volcano.absent:
+            try:
+                job = await api.request("GET", f"{ns.volcano.path}/{name}")
+            except KubernetesApiError as exc:
+                if exc.status != 404:
+                    if cached is None:
+                        raise
+                    return "volcano", ns, [cached]
+                ns.volcano.discard(name)
+            else:
+                if _managed(job):
+                    ns.volcano.upsert(job)
+                return "volcano", ns, [job]
+        names = [j["metadata"]["name"] for j in ns.batch.with_key(key)]
+        if not names:
+            if ns.batch.absent:
+                return None
+            try:
+                data = await api.request(
+                    "GET",
+                    ns.batch.path,
+                    query={"labelSelector": f"{LABEL_APP_ID}={name}"},
+                )
+            except (KubernetesApiError, SchedulerUnavailableError) as exc:
+                if not ns.batch.stale:
+                    raise
+                # the stale cache (which does not hold it) is the best answer
+                logger.info("looking up %s failed: %s", key, exc)
+                return None
+            jobs = [j for j in (data or {}).get("items") or [] if _managed(j)]
+            for j in jobs:
+                ns.batch.upsert(j)
+            return ("indexed", ns, jobs) if jobs else None
+        jobs = []
+        for job_name in names:
+            try:
+                job = await api.request("GET", f"{ns.batch.path}/{job_name}")
+            except KubernetesApiError as exc:
+                if exc.status != 404:
+                    cached = ns.batch.get(job_name)
+                    if cached is not None:
+                        jobs.append(cached)
+                    continue
+                ns.batch.discard(job_name)
+            else:
+                ns.batch.upsert(job)
+                jobs.append(job)
+        return ("indexed", ns, jobs) if jobs else None
+
+    async def _fresh_pods(self, ns: _Namespace, jobs: builtins.list[JSON]) -> None:
+        """While the pods cache is stale, read the app's pods into it by a list."""
+        if not ns.pods.stale:
+            return
+        api = await self._api()
+        try:
+            data = await api.request(
+                "GET",
+                ns.pods.path,
+                query={"labelSelector": f"{LABEL_APP_ID}={_app_key(jobs[0])}"},
+            )
+        except (KubernetesApiError, SchedulerUnavailableError) as exc:
+            logger.info("reading the pods of %s failed: %s", _app_key(jobs[0]), exc)
+            return
+        for pod in (data or {}).get("items") or []:
+            ns.pods.upsert(pod)
+
     # -- observation -----------------------------------------------------------
 
     async def _describe(self, app_id: str) -> AppSnapshot | None:
@@ -643,6 +722,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         found = await self._lookup(app_id)
         if found is None:
             return None
+        await self._fresh_pods(found[1], found[2])
         return _describe(app_id, *found)
 
     async def _list(self) -> builtins.list[AppSnapshot]:
@@ -662,7 +742,9 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         return snapshots
 
     def _poll_interval(self, snapshot: AppSnapshot) -> float | None:
-        _, _, jobs = snapshot.native
+        _, ns, jobs = snapshot.native
+        if ns.volcano.stale or ns.batch.stale or ns.pods.stale:
+            return _STALE_POLL  # a cache misses changes: read the app anew
         # a job of someone else's is in no cache: nothing signals its changes
         return None if _managed(jobs[0]) else _FOREIGN_POLL
 
