@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import builtins
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, TypedDict, cast, final
 
 import anyio
+from anyio.abc import TaskStatus
 
 from asyncsched._version import __version__
 from asyncsched.errors import (
@@ -105,6 +107,8 @@ SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
 _FOREIGN_POLL = 5.0
 #: how often ``wait`` reads an app by GETs while a cache is stale
 _STALE_POLL = 1.0
+#: seconds a namespace whose caches failed to start answers that error again
+_START_BACKOFF = 1.0
 
 
 class KubernetesOpts(TypedDict, total=False):
@@ -243,6 +247,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         self._request_timeout = request_timeout
         self._api_: KubeApi | None = None
         self._namespaces: dict[str, _Namespace] = {}
+        # namespaces whose caches failed to start: (retry after, the error)
+        self._failed: dict[str, tuple[float, Exception]] = {}
         self._tasks = TaskHost("KubernetesScheduler")
         self._lock = anyio.Lock()
 
@@ -591,12 +597,27 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                     ),
                     pods=Informer(api, PODS.format(ns=namespace), SELECTOR, **kwargs),
                 )
-                for informer in (ns.volcano, ns.batch, ns.pods):
-                    # one after the other: a refusal surfaces as itself, not
-                    # inside an exception group
-                    await self._tasks.start(
-                        informer.run, name=f"kube-watch {informer.path}"
-                    )
+                failed = self._failed.get(namespace)
+                if failed is not None and time.monotonic() < failed[0]:
+                    raise failed[1]  # failed a moment ago: no new requests yet
+                scopes: builtins.list[anyio.CancelScope] = []
+                try:
+                    for informer in (ns.volcano, ns.batch, ns.pods):
+                        # one after the other: a refusal surfaces as itself, not
+                        # inside an exception group
+                        scope = anyio.CancelScope()
+                        scopes.append(scope)
+                        await self._tasks.start(
+                            _scoped(scope, informer.run),
+                            name=f"kube-watch {informer.path}",
+                        )
+                except Exception as exc:
+                    # all or none: no cache of this namespace keeps watching
+                    for scope in scopes:
+                        scope.cancel()
+                    self._failed[namespace] = (time.monotonic() + _START_BACKOFF, exc)
+                    raise
+                self._failed.pop(namespace, None)
                 self._namespaces[namespace] = ns
             return ns
 
@@ -864,6 +885,18 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         async with aclosing(lines):  # closing this iterator releases the response
             async for line in lines:
                 yield line
+
+
+def _scoped(
+    scope: anyio.CancelScope, run: Callable[..., Awaitable[None]]
+) -> Callable[..., Awaitable[None]]:
+    """``run`` inside ``scope`` (cancelled with its siblings if one fails)."""
+
+    async def runner(*, task_status: TaskStatus[None]) -> None:
+        with scope:
+            await run(task_status=task_status)
+
+    return runner
 
 
 def _docker_modules() -> tuple[Any, Any]:
