@@ -68,6 +68,7 @@ from asyncsched.schedulers.kubernetes._state import (
     completion_index,
     describe_indexed,
     describe_volcano,
+    main_container,
 )
 from asyncsched.schedulers.shared.docker_daemon import registry_auth, resolve_host
 from asyncsched.schedulers.shared.ids import random_id
@@ -875,6 +876,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             await self._api(),
             namespace,
             pod_name,
+            # a sidecar (an overlay's, a mesh's) makes the server ask which one
+            container=main_container(pod),
             since=query.since,
             until=query.until,
             follow=query.should_tail,
