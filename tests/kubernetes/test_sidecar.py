@@ -12,7 +12,7 @@ import pytest
 from asyncsched.specs import AppState
 
 from .fakeapi.env import KubeEnv
-from .helpers import JOB_APIS, IMAGE, cfg_for, make_app, scheduler
+from .helpers import IMAGE, JOB_APIS, cfg_for, make_app, scheduler
 
 pytestmark = pytest.mark.usefixtures("kube_controller")
 

@@ -136,8 +136,7 @@ async def load_connection(
         SchedulerUnavailableError: the extra is missing or no config is usable.
     """
     k8s = import_client()
-    from kubernetes_asyncio.config import ConfigException
-    from kubernetes_asyncio.config import incluster_config as incluster
+    from kubernetes_asyncio.config import ConfigException, incluster_config as incluster
 
     configuration = k8s.client.Configuration()
     if kubeconfig is None and context is None:

@@ -81,9 +81,7 @@ class Credentials:
                 return True  # another task refreshed while this one waited
             if _in_cluster(loader):
                 loader.token_expires_at = datetime.datetime.min
-                await anyio.to_thread.run_sync(
-                    loader.load_and_set, self.configuration
-                )
+                await anyio.to_thread.run_sync(loader.load_and_set, self.configuration)
             elif force or time.time() >= self._next:
                 if force and hasattr(loader, "exec_plugin_expiry"):
                     del loader.exec_plugin_expiry

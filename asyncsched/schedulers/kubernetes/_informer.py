@@ -147,8 +147,11 @@ class Informer:
             try:
                 await self._list()
             except Exception as exc:
-                if not self.listed and _refused(exc, self.optional):
-                    assert isinstance(exc, KubernetesApiError)
+                if (
+                    not self.listed
+                    and isinstance(exc, KubernetesApiError)
+                    and (_refused(exc, self.optional))
+                ):
                     self.absent = True
                     self.denied = exc.status != 404
                     if self.denied:

@@ -705,16 +705,16 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 ns.batch.upsert(j)
             return ("indexed", ns, jobs) if jobs else None
         jobs = []
-        for job_name in names:
+        for cached_name in names:
             try:
-                job = await api.request("GET", f"{ns.batch.path}/{job_name}")
+                job = await api.request("GET", f"{ns.batch.path}/{cached_name}")
             except KubernetesApiError as exc:
                 if exc.status != 404:
-                    cached = ns.batch.get(job_name)
+                    cached = ns.batch.get(cached_name)
                     if cached is not None:
                         jobs.append(cached)
                     continue
-                ns.batch.discard(job_name)
+                ns.batch.discard(cached_name)
             else:
                 ns.batch.upsert(job)
                 jobs.append(job)

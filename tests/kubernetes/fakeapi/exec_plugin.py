@@ -26,7 +26,7 @@ def main() -> None:
     with open(f"{state}.runs", "a") as runs:
         runs.write(token + "\n")
     stamp = datetime.fromtimestamp(expiry, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    print(
+    sys.stdout.write(
         json.dumps(
             {
                 "apiVersion": "client.authentication.k8s.io/v1",
@@ -34,6 +34,7 @@ def main() -> None:
                 "status": {"token": token, "expirationTimestamp": stamp},
             }
         )
+        + "\n"
     )
 
 
