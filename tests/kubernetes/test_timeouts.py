@@ -8,6 +8,7 @@ Every non-streaming request has a connect and a total timeout
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import anyio
 import pytest
@@ -38,28 +39,26 @@ async def test_a_silent_server_does_not_hang_cancel(kube_env: KubeEnv) -> None:
     faults = kube_env.fake_server().faults
     async with await kube_env.api_client() as api:
         # an app another process made: found by a GET, cancelled by a PATCH
-        await k8s.BatchV1Api(api).create_namespaced_job(
-            kube_env.namespace,
-            {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "metadata": {
-                    "name": "hung",
-                    "labels": {
-                        "app.kubernetes.io/managed-by": "asyncsched",
-                        "asyncsched.io/app-id": "hung",
-                    },
-                },
-                "spec": {
-                    "template": {
-                        "spec": {
-                            "restartPolicy": "Never",
-                            "containers": [{"name": "c", "image": "busybox"}],
-                        }
-                    }
+        job: dict[str, Any] = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": "hung",
+                "labels": {
+                    "app.kubernetes.io/managed-by": "asyncsched",
+                    "asyncsched.io/app-id": "hung",
                 },
             },
-        )
+            "spec": {
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [{"name": "c", "image": "busybox"}],
+                    }
+                }
+            },
+        }
+        await k8s.BatchV1Api(api).create_namespaced_job(kube_env.namespace, job)  # type: ignore[arg-type]
     faults.hang_next(verb="patch", times=100)
     async with scheduler(kube_env, request_timeout=1.5) as sched:
         with anyio.fail_after(30), pytest.raises(SchedulerUnavailableError):

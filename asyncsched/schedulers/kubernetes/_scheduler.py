@@ -13,7 +13,7 @@ from __future__ import annotations
 import builtins
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, TypedDict, cast, final
@@ -892,7 +892,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
 
 def _scoped(
     scope: anyio.CancelScope, run: Callable[..., Awaitable[None]]
-) -> Callable[..., Awaitable[None]]:
+) -> Callable[..., Coroutine[Any, Any, None]]:
     """``run`` inside ``scope`` (cancelled with its siblings if one fails)."""
 
     async def runner(*, task_status: TaskStatus[None]) -> None:
