@@ -79,6 +79,7 @@ from asyncsched.schedulers.shared.lines import (
 from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.specs import (
     AppDef,
+    AppState,
     AppDryRunInfo,
     CfgVal,
     Role,
@@ -108,6 +109,8 @@ SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
 _FOREIGN_POLL = 5.0
 #: how often ``wait`` reads an app by GETs while a cache is stale
 _STALE_POLL = 1.0
+#: marks a role Job suspended because another role's Job failed
+ANNOTATION_STOPPED = "asyncsched.io/stopped-after-failure"
 #: seconds a namespace whose caches failed to start answers that error again
 _START_BACKOFF = 1.0
 
@@ -745,7 +748,12 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         if found is None:
             return None
         await self._fresh_pods(found[1], found[2])
-        return _describe(app_id, *found)
+        snapshot = _describe(app_id, *found)
+        kind, ns, jobs = found
+        if kind == "indexed" and snapshot.state == AppState.FAILED:
+            # one role's Job failed: the others would hold their nodes for nothing
+            await self._suspend_unfinished(ns, jobs, cancelled=False)
+        return snapshot
 
     async def _list(self) -> builtins.list[AppSnapshot]:
         """The asyncsched apps in the scheduler's namespace (jobs without status too)."""
@@ -780,10 +788,39 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
 
     # -- control ---------------------------------------------------------------
 
+    async def _suspend_unfinished(
+        self, ns: _Namespace, jobs: builtins.list[JSON], *, cancelled: bool
+    ) -> None:
+        """Suspend the role Jobs still running (their pods are deleted)."""
+        api = await self._api()
+        for job in jobs:
+            if not _unfinished(job):
+                continue
+            meta: JSON = {"annotations": {ANNOTATION_STOPPED: "true"}}
+            if cancelled:
+                meta = {"annotations": {ANNOTATION_CANCELLED: "true"}}
+            try:
+                obj = await api.request(
+                    "PATCH",
+                    f"{ns.batch.path}/{job['metadata']['name']}",
+                    body={"metadata": meta, "spec": {"suspend": True}},
+                    content_type=MERGE_PATCH_CT,
+                )
+            except (KubernetesApiError, SchedulerUnavailableError) as exc:
+                if cancelled:
+                    raise
+                logger.warning(
+                    "stopping Job %s failed: %s", job["metadata"]["name"], exc
+                )
+                continue
+            ns.batch.upsert(obj)
+
     async def _cancel(self, app: AppSnapshot) -> None:
-        if app.terminal:
-            return
         kind, ns, jobs = app.native
+        if app.terminal:
+            if kind == "indexed":  # a failed app may have roles still running
+                await self._suspend_unfinished(ns, jobs, cancelled=False)
+            return
         api = await self._api()
         if kind == "volcano":
             name = jobs[0]["metadata"]["name"]
@@ -928,6 +965,17 @@ def _check_allowed(ns: _Namespace) -> None:
             f"not allowed to list Volcano jobs nor batch jobs in {ns.name!r}",
             "grant the RBAC Role in docs/backends/kubernetes.md",
         )
+
+
+def _unfinished(job: JSON) -> bool:
+    """A role Job neither finished (Complete/Failed) nor suspended."""
+    if (job.get("spec") or {}).get("suspend"):
+        return False
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return not any(
+        c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        for c in conditions
+    )
 
 
 def _labels(obj: JSON) -> dict[str, str]:
