@@ -44,6 +44,7 @@ __all__ = [
     "KubeApi",
     "KubernetesApiError",
     "RateLimiter",
+    "forbidden_cause",
     "import_client",
     "load_api_client",
     "load_connection",
@@ -86,6 +87,8 @@ class KubernetesApiError(SchedulerError):
         self.reason = reason
         self.message = message
         self.retry_after = retry_after
+        #: ``details.causes`` of the server's ``Status`` (``type``/``message``)
+        self.causes: list[dict[str, Any]] = []
         #: how many times the request was sent (more than 1: it was retried)
         self.attempts = 1
 
@@ -431,7 +434,13 @@ async def _error(resp: aiohttp.ClientResponse, method: str, path: str) -> Except
             retry_after = max(float(header), 0.0)
         except ValueError:
             retry_after = None
-    return KubernetesApiError(method, path, resp.status, reason, message, retry_after)
+    error = KubernetesApiError(method, path, resp.status, reason, message, retry_after)
+    if isinstance(status, dict):
+        details = status.get("details")
+        causes = details.get("causes") if isinstance(details, dict) else None
+        if isinstance(causes, list):
+            error.causes = [c for c in causes if isinstance(c, dict)]
+    return error
 
 
 def _map_denied(exc: Exception) -> Exception:
@@ -443,9 +452,48 @@ def _map_denied(exc: Exception) -> Exception:
             "log in again or check the kubeconfig user (token, exec plugin)",
         )
     if isinstance(exc, KubernetesApiError) and exc.status == 403:
+        what, hint = forbidden_cause(exc)
         return SchedulerUnavailableError(
             BACKEND,
-            f"the API server denied {exc.method} {exc.path}: {exc.message}",
-            "grant the RBAC Role in docs/backends/kubernetes.md",
+            f"the API server denied {exc.method} {exc.path} ({what}): {exc.message}",
+            hint,
         )
     return exc
+
+
+def forbidden_cause(exc: KubernetesApiError) -> tuple[str, str]:
+    """What a 403 means, read from its ``Status``, and what to do about it.
+
+    A 403 is not always RBAC: a ResourceQuota, a namespace being deleted, an
+    admission webhook or a Pod Security level answer it too.
+
+    Example:
+        >>> forbidden_cause(KubernetesApiError("POST", "/p", 403, "Forbidden",
+        ...     'pods "a" is forbidden: exceeded quota: q'))[0]
+        'quota exceeded'
+    """
+    message = exc.message.lower()
+    causes = {str(c.get("type") or "") for c in exc.causes}
+    if "namespaceterminating" in {c.lower() for c in causes} or (
+        "being terminated" in message
+    ):
+        return (
+            "the namespace is being terminated",
+            "wait for it to be deleted and recreate it, or use another namespace",
+        )
+    if "exceeded quota" in message:
+        return (
+            "quota exceeded",
+            "free resources in the namespace or ask for a larger ResourceQuota",
+        )
+    if "admission webhook" in message or "denied the request" in message:
+        return (
+            "refused by an admission webhook (a policy)",
+            "change the manifest (or the role's pod overlay) to meet the policy",
+        )
+    if "podsecurity" in message:
+        return (
+            "refused by the namespace's Pod Security level",
+            "meet the Pod Security Standard, or run in another namespace",
+        )
+    return ("RBAC", "grant the RBAC Role in docs/backends/kubernetes.md")

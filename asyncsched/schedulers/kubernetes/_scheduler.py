@@ -79,8 +79,8 @@ from asyncsched.schedulers.shared.lines import (
 from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.specs import (
     AppDef,
-    AppState,
     AppDryRunInfo,
+    AppState,
     CfgVal,
     Role,
     Workspace,
