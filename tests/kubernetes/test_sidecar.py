@@ -26,7 +26,7 @@ async def test_logs_and_exit_code_are_the_main_containers(
         "spec": {
             "containers": [
                 {
-                    "name": "sidecar",
+                    "name": "a-sidecar",  # sorts before the main one
                     "image": IMAGE,
                     "command": ["sh", "-c", "echo from-sidecar; exit 0"],
                 }
