@@ -27,7 +27,11 @@ Serves namespaces, pods, services, ``batch/v1`` Jobs and Volcano
 * pod logs (``follow``, ``timestamps``, ``sinceTime``/``sinceSeconds``,
   ``tailLines``, ``limitBytes``, ``container``; 400 while the container
   waits to start);
-* ``/version``, ``/api``, ``/apis`` and API resource discovery.
+* ``/version``, ``/api``, ``/apis`` and API resource discovery;
+* bearer tokens: a fixed one, or (:meth:`FakeKubeServer.accept_tokens_from`)
+  only the latest one an exec plugin issued, until its expiry
+  (``fakeapi/exec_plugin.py``); ``unauthorized`` counts the 401 answers;
+* a fault that accepts a request and never answers (``faults.hang_next``).
 
 Test-only endpoints (a real server has none of them):
 
