@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from asyncsched.errors import SchedulerError, SchedulerUnavailableError
+from asyncsched.schedulers.kubernetes._credentials import Credentials
 
 if TYPE_CHECKING:
     import aiohttp
@@ -43,8 +44,10 @@ __all__ = [
     "KubeApi",
     "KubernetesApiError",
     "RateLimiter",
+    "forbidden_cause",
     "import_client",
     "load_api_client",
+    "load_connection",
 ]
 
 logger = logging.getLogger(__name__)
@@ -53,6 +56,10 @@ BACKEND = "kubernetes"
 EXTRA_HINT = "pip install 'asyncsched[kubernetes]'"
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 JSON_CT = "application/json"
+#: seconds to open a connection to the API server
+DEFAULT_CONNECT_TIMEOUT = 10.0
+#: seconds a non-streaming request may take in all (retries included)
+DEFAULT_REQUEST_TIMEOUT = 60.0
 MERGE_PATCH_CT = "application/merge-patch+json"
 
 
@@ -80,6 +87,8 @@ class KubernetesApiError(SchedulerError):
         self.reason = reason
         self.message = message
         self.retry_after = retry_after
+        #: ``details.causes`` of the server's ``Status`` (``type``/``message``)
+        self.causes: list[dict[str, Any]] = []
         #: how many times the request was sent (more than 1: it was retried)
         self.attempts = 1
 
@@ -106,31 +115,50 @@ async def load_api_client(
 ) -> Any:
     """A new ``ApiClient``: in-cluster config first, then the kubeconfig.
 
+    Its credentials refresh themselves before they expire (see
+    :func:`load_connection`, which also hands back the refresher).
+
+    Raises:
+        SchedulerUnavailableError: the extra is missing or no config is usable.
+    """
+    client, _ = await load_connection(kubeconfig=kubeconfig, context=context)
+    return client
+
+
+async def load_connection(
+    *, kubeconfig: str | None = None, context: str | None = None
+) -> tuple[Any, Credentials]:
+    """A new ``ApiClient`` and the :class:`Credentials` keeping its token fresh.
+
     An explicit ``kubeconfig`` or ``context`` skips the in-cluster attempt.
     The kubeconfig is ``kubeconfig``, else ``$KUBECONFIG``, else
-    ``~/.kube/config``.
+    ``~/.kube/config``. The loader is kept: exec-plugin, OIDC and GCP tokens
+    are renewed before they expire and once more on a 401.
 
     Raises:
         SchedulerUnavailableError: the extra is missing or no config is usable.
     """
     k8s = import_client()
-    from kubernetes_asyncio.config import ConfigException
+    from kubernetes_asyncio.config import ConfigException, incluster_config as incluster
 
     configuration = k8s.client.Configuration()
     if kubeconfig is None and context is None:
+        in_cluster = incluster.InClusterConfigLoader(
+            token_filename=incluster.SERVICE_TOKEN_FILENAME,
+            cert_filename=incluster.SERVICE_CERT_FILENAME,
+        )
         try:
             # sync, reads two small files: keep it off the event loop
-            await anyio.to_thread.run_sync(
-                lambda: k8s.config.load_incluster_config(
-                    client_configuration=configuration
-                )
-            )
-            return k8s.client.ApiClient(configuration=configuration)
+            await anyio.to_thread.run_sync(in_cluster.load_and_set, configuration)
         except ConfigException:
             pass
+        else:
+            # the loader installed its own hook (re-reads the rotated token)
+            creds = Credentials(configuration, in_cluster)
+            return k8s.client.ApiClient(configuration=configuration), creds
     path = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
     try:
-        await k8s.config.load_kube_config(
+        loader = await k8s.config.load_kube_config(
             config_file=path,
             context=context,
             client_configuration=configuration,
@@ -143,7 +171,9 @@ async def load_api_client(
             f"{f', context {context!r}' if context else ''}): {exc}",
             "set KUBECONFIG or the 'context' option",
         ) from exc
-    return k8s.client.ApiClient(configuration=configuration)
+    creds = Credentials(configuration, loader)
+    creds.install()
+    return k8s.client.ApiClient(configuration=configuration), creds
 
 
 class RateLimiter:
@@ -189,6 +219,11 @@ class KubeApi:
         max_retries: Retries of a 429, a 5xx or a connection error.
         backoff: First retry delay in seconds (doubles, jittered, capped at 10 s).
         owns_client: Close ``api_client`` in :meth:`aclose`.
+        credentials: Refreshes the token; a 401 refreshes it once and the
+            request is sent again.
+        connect_timeout: Seconds to open a connection (every request).
+        request_timeout: Seconds a non-streaming request may take in all,
+            retries of timeouts and connection errors included.
     """
 
     def __init__(
@@ -200,8 +235,14 @@ class KubeApi:
         max_retries: int = 5,
         backoff: float = 0.2,
         owns_client: bool = True,
+        credentials: Credentials | None = None,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
     ) -> None:
         self.client = api_client
+        self.credentials = credentials
+        self.connect_timeout = connect_timeout
+        self.request_timeout = request_timeout
         self.limiter = RateLimiter(qps, burst)
         self.max_retries = max_retries
         self.backoff = backoff
@@ -233,13 +274,24 @@ class KubeApi:
         Raises:
             KubernetesApiError: the server refused it (after retries); also a
                 401/403 when not ``map_denied``.
-            SchedulerUnavailableError: the server cannot be reached, or it
-                denied access (401/403).
+            SchedulerUnavailableError: the server cannot be reached or did not
+                answer within ``request_timeout``, or it denied access
+                (401/403).
         """
+        import aiohttp
+
         attempt = 0
+        refreshed = False
+        deadline = time.monotonic() + self.request_timeout
         while True:
+            left = max(deadline - time.monotonic(), 0.001)
+            timeout = aiohttp.ClientTimeout(
+                total=left, connect=min(self.connect_timeout, left)
+            )
             try:
-                resp = await self._send(method, path, query, body, content_type, None)
+                resp = await self._send(
+                    method, path, query, body, content_type, timeout
+                )
                 try:
                     if resp.status >= 400:
                         raise await _error(resp, method, path)
@@ -249,6 +301,9 @@ class KubeApi:
                 return json.loads(data) if data else None
             except KubernetesApiError as exc:
                 exc.attempts = attempt + 1
+                if exc.status == 401 and not refreshed and await self._refresh():
+                    refreshed = True
+                    continue
                 if not retry or exc.status not in _RETRY_STATUSES:
                     raise (_map_denied(exc) if map_denied else exc) from None
                 if attempt >= self.max_retries:
@@ -257,13 +312,20 @@ class KubeApi:
                 if delay is None:
                     delay = self._delay(attempt)
             except _connection_errors() as exc:
-                if not retry or attempt >= self.max_retries:
+                delay = self._delay(attempt)
+                late = time.monotonic() + delay >= deadline
+                if not retry or attempt >= self.max_retries or late:
+                    what = (
+                        f"no answer from the API server at {self.host} within"
+                        f" {self.request_timeout:g}s ({method} {path})"
+                        if isinstance(exc, TimeoutError)
+                        else f"cannot reach the API server at {self.host}: {exc!r}"
+                    )
                     raise SchedulerUnavailableError(
                         BACKEND,
-                        f"cannot reach the API server at {self.host}: {exc!r}",
+                        what,
                         "check the kubeconfig/context and that the server is up",
                     ) from exc
-                delay = self._delay(attempt)
             attempt += 1
             logger.debug("retrying %s %s in %.2fs", method, path, delay)
             await anyio.sleep(delay)
@@ -285,8 +347,13 @@ class KubeApi:
         """
         import aiohttp
 
-        timeout = aiohttp.ClientTimeout(total=None, sock_read=read_timeout)
+        timeout = aiohttp.ClientTimeout(
+            total=None, connect=self.connect_timeout, sock_read=read_timeout
+        )
         resp = await self._send("GET", path, query, None, JSON_CT, timeout)
+        if resp.status == 401 and await self._refresh():
+            resp.release()
+            resp = await self._send("GET", path, query, None, JSON_CT, timeout)
         try:
             if resp.status >= 400:
                 raise _map_denied(await _error(resp, "GET", path))
@@ -294,6 +361,16 @@ class KubeApi:
         finally:
             resp.release()
             resp.close()
+
+    async def _refresh(self) -> bool:
+        """Refresh the credentials after a 401; False if there is nothing to do."""
+        if self.credentials is None:
+            return False
+        try:
+            return await self.credentials.refresh(force=True)
+        except Exception as exc:  # noqa: BLE001 -- the 401 is reported instead
+            logger.warning("refreshing the Kubernetes credentials failed: %r", exc)
+            return False
 
     def _delay(self, attempt: int) -> float:
         delay: float = min(self.backoff * 2**attempt, 10.0)
@@ -357,14 +434,66 @@ async def _error(resp: aiohttp.ClientResponse, method: str, path: str) -> Except
             retry_after = max(float(header), 0.0)
         except ValueError:
             retry_after = None
-    return KubernetesApiError(method, path, resp.status, reason, message, retry_after)
+    error = KubernetesApiError(method, path, resp.status, reason, message, retry_after)
+    if isinstance(status, dict):
+        details = status.get("details")
+        causes = details.get("causes") if isinstance(details, dict) else None
+        if isinstance(causes, list):
+            error.causes = [c for c in causes if isinstance(c, dict)]
+    return error
 
 
 def _map_denied(exc: Exception) -> Exception:
-    if isinstance(exc, KubernetesApiError) and exc.status in (401, 403):
+    if isinstance(exc, KubernetesApiError) and exc.status == 401:
         return SchedulerUnavailableError(
             BACKEND,
-            f"the API server denied {exc.method} {exc.path}: {exc.message}",
-            "grant the RBAC Role in docs/backends/kubernetes.md",
+            f"credentials expired or invalid: the API server answered 401 to"
+            f" {exc.method} {exc.path}: {exc.message}",
+            "log in again or check the kubeconfig user (token, exec plugin)",
+        )
+    if isinstance(exc, KubernetesApiError) and exc.status == 403:
+        what, hint = forbidden_cause(exc)
+        return SchedulerUnavailableError(
+            BACKEND,
+            f"the API server denied {exc.method} {exc.path} ({what}): {exc.message}",
+            hint,
         )
     return exc
+
+
+def forbidden_cause(exc: KubernetesApiError) -> tuple[str, str]:
+    """What a 403 means, read from its ``Status``, and what to do about it.
+
+    A 403 is not always RBAC: a ResourceQuota, a namespace being deleted, an
+    admission webhook or a Pod Security level answer it too.
+
+    Example:
+        >>> forbidden_cause(KubernetesApiError("POST", "/p", 403, "Forbidden",
+        ...     'pods "a" is forbidden: exceeded quota: q'))[0]
+        'quota exceeded'
+    """
+    message = exc.message.lower()
+    causes = {str(c.get("type") or "") for c in exc.causes}
+    if "namespaceterminating" in {c.lower() for c in causes} or (
+        "being terminated" in message
+    ):
+        return (
+            "the namespace is being terminated",
+            "wait for it to be deleted and recreate it, or use another namespace",
+        )
+    if "exceeded quota" in message:
+        return (
+            "quota exceeded",
+            "free resources in the namespace or ask for a larger ResourceQuota",
+        )
+    if "admission webhook" in message or "denied the request" in message:
+        return (
+            "refused by an admission webhook (a policy)",
+            "change the manifest (or the role's pod overlay) to meet the policy",
+        )
+    if "podsecurity" in message:
+        return (
+            "refused by the namespace's Pod Security level",
+            "meet the Pod Security Standard, or run in another namespace",
+        )
+    return ("RBAC", "grant the RBAC Role in docs/backends/kubernetes.md")

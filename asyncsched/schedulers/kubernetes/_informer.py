@@ -10,7 +10,9 @@ and ``wait`` read, so waiting on N apps costs one open watch, not N polls:
 * a stream that drops (a payload error, a reset, an early clean EOF)
   reconnects from the last version seen, after a jittered backoff;
 * a watch that ends at its ``timeoutSeconds`` reconnects at once;
-* every ``resync`` seconds the cache is rebuilt by a fresh list.
+* every ``resync`` seconds the cache is rebuilt by a fresh list;
+* a re-list that fails (whatever the status) keeps the cache, marked
+  ``stale``, and is retried with backoff: it is never emptied by a refusal.
 
 Objects are indexed by name and by a key (e.g. the app id); every change is
 signalled on a :class:`ChangeNotifier` under the object's key (a re-list
@@ -63,8 +65,12 @@ class Informer:
         resync: Seconds between full re-lists.
         watch_timeout: ``timeoutSeconds`` of each watch request.
         backoff: First reconnect delay (doubles, jittered, capped at 30 s).
-        optional: A refused list (401/403) leaves the cache empty (and
+        optional: A refused first list (401/403) leaves the cache empty (and
             retried every ``resync``) instead of failing.
+
+    Once a list has succeeded, no answer empties the cache: a failed re-list
+    (any status, a 401/403/404 included) keeps the last objects, sets
+    :attr:`stale` and is retried with backoff.
     """
 
     def __init__(
@@ -95,6 +101,10 @@ class Informer:
         #: CRD), or, when ``optional``, does not let us list it (401/403)
         self.absent = False
         self.denied = False
+        #: a list succeeded once (later refusals keep the cache, stale)
+        self.listed = False
+        #: the last re-list failed: the cache may miss changes; look objects up
+        self.stale = False
         self.lists = 0
         self.watches = 0
         self.changes = changes if changes is not None else ChangeNotifier()
@@ -117,6 +127,10 @@ class Informer:
             return
         self._store(name, obj)
 
+    def discard(self, name: str) -> None:
+        """Forget ``name`` (a GET answered 404 while the cache was stale)."""
+        self._delete(name)
+
     # -- the loop --------------------------------------------------------------
 
     async def run(
@@ -132,33 +146,37 @@ class Informer:
         while True:
             try:
                 await self._list()
-            except KubernetesApiError as exc:
-                denied = self.optional and exc.status in (401, 403)
-                if exc.status != 404 and not denied:
-                    if not started:
-                        raise
-                    failures += 1
-                    logger.warning("listing %s failed: %s", self.path, exc)
-                    await anyio.sleep(self._delay(failures))
-                    continue
-                self.absent = True
-                self.denied = denied
-                if denied:
-                    logger.info("not allowed to list %s: %s", self.path, exc.message)
-                self._replace({}, "")
-                if not started:
-                    task_status.started()
-                    started = True
-                await anyio.sleep(self.resync)
-                continue
             except Exception as exc:
+                if (
+                    not self.listed
+                    and isinstance(exc, KubernetesApiError)
+                    and (_refused(exc, self.optional))
+                ):
+                    self.absent = True
+                    self.denied = exc.status != 404
+                    if self.denied:
+                        logger.info("not allowed to list %s: %s", self.path, exc)
+                    self._replace({}, "")
+                    if not started:
+                        task_status.started()
+                        started = True
+                    await anyio.sleep(self.resync)
+                    continue
                 if not started:
                     raise
                 failures += 1
+                if self.listed:
+                    # a list succeeded before: whatever this answer (a 401
+                    # during a token rotation, a 403 from an authorizer blip,
+                    # a 404 during a CRD re-install), keep what is known,
+                    # marked stale; lookups GET the objects meanwhile
+                    self.stale = True
+                    self.changes.notify_all()
                 logger.warning("listing %s failed: %s", self.path, exc)
                 await anyio.sleep(self._delay(failures))
                 continue
-            self.absent = self.denied = False
+            self.absent = self.denied = self.stale = False
+            self.listed = True
             failures = 0
             if not started:
                 task_status.started()
@@ -299,6 +317,14 @@ class Informer:
     def _delay(self, failures: int) -> float:
         delay: float = min(self.backoff * 2 ** (failures - 1), 30.0)
         return delay * random.uniform(0.5, 1.5)
+
+
+def _refused(exc: Exception, optional: bool) -> bool:
+    """A list answer meaning "not served here" (404) or, when optional, "not
+    allowed" (401/403)."""
+    if not isinstance(exc, KubernetesApiError):
+        return False
+    return exc.status == 404 or (optional and exc.status in (401, 403))
 
 
 def _newer(a: JSON, b: JSON) -> bool:

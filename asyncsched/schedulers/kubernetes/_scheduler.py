@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import builtins
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, TypedDict, cast, final
 
 import anyio
+from anyio.abc import TaskStatus
 
 from asyncsched._version import __version__
 from asyncsched.errors import (
@@ -35,11 +37,13 @@ from asyncsched.schedulers.api import (
 )
 from asyncsched.schedulers.kubernetes._client import (
     BACKEND,
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_REQUEST_TIMEOUT,
     MERGE_PATCH_CT,
     KubeApi,
     KubernetesApiError,
     import_client,
-    load_api_client,
+    load_connection,
 )
 from asyncsched.schedulers.kubernetes._informer import Informer
 from asyncsched.schedulers.kubernetes._logs import iter_pod_log
@@ -64,6 +68,7 @@ from asyncsched.schedulers.kubernetes._state import (
     completion_index,
     describe_indexed,
     describe_volcano,
+    main_container,
 )
 from asyncsched.schedulers.shared.docker_daemon import registry_auth, resolve_host
 from asyncsched.schedulers.shared.ids import random_id
@@ -75,6 +80,7 @@ from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.specs import (
     AppDef,
     AppDryRunInfo,
+    AppState,
     CfgVal,
     Role,
     Workspace,
@@ -101,6 +107,12 @@ SERVICES = "/api/v1/namespaces/{ns}/services"
 SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
 #: seconds between polls of a Volcano job asyncsched did not create
 _FOREIGN_POLL = 5.0
+#: how often ``wait`` reads an app by GETs while a cache is stale
+_STALE_POLL = 1.0
+#: marks a role Job suspended because another role's Job failed
+ANNOTATION_STOPPED = "asyncsched.io/stopped-after-failure"
+#: seconds a namespace whose caches failed to start answers that error again
+_START_BACKOFF = 1.0
 
 
 class KubernetesOpts(TypedDict, total=False):
@@ -173,6 +185,10 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             connection is re-opened (resuming after the last line; None: never).
         max_line_bytes: Cap of one ``log_iter`` line in bytes (default 1 MiB);
             a longer line comes in pieces of at most this size.
+        connect_timeout: Seconds to open a connection to the API server.
+        request_timeout: Seconds one non-streaming request may take in all
+            (retries of timeouts and connection errors included); then
+            :class:`~asyncsched.errors.SchedulerUnavailableError`.
 
     Example:
         >>> async def main() -> None:
@@ -215,6 +231,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         watch_timeout: int = 290,
         log_idle_timeout: float | None = 300.0,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
     ) -> None:
         super().__init__(BACKEND, session_name)
         self.max_line_bytes = check_max_line_bytes(max_line_bytes)
@@ -229,8 +247,12 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         self._resync = resync
         self._watch_timeout = watch_timeout
         self._log_idle_timeout = log_idle_timeout
+        self._connect_timeout = connect_timeout
+        self._request_timeout = request_timeout
         self._api_: KubeApi | None = None
         self._namespaces: dict[str, _Namespace] = {}
+        # namespaces whose caches failed to start: (retry after, the error)
+        self._failed: dict[str, tuple[float, Exception]] = {}
         self._tasks = TaskHost("KubernetesScheduler")
         self._lock = anyio.Lock()
 
@@ -259,9 +281,9 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         async with self._lock:
             if self._api_ is None:
                 self._context = context or self._context
-                client, owns = self._client, False
+                client, owns, creds = self._client, False, None
                 if client is None:
-                    client = await load_api_client(
+                    client, creds = await load_connection(
                         kubeconfig=self._kubeconfig, context=self._context
                     )
                     owns = True
@@ -275,6 +297,9 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                     burst=self._burst,
                     max_retries=self._max_retries,
                     owns_client=owns,
+                    credentials=creds,
+                    connect_timeout=self._connect_timeout,
+                    request_timeout=self._request_timeout,
                 )
             return self._api_
 
@@ -576,12 +601,27 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                     ),
                     pods=Informer(api, PODS.format(ns=namespace), SELECTOR, **kwargs),
                 )
-                for informer in (ns.volcano, ns.batch, ns.pods):
-                    # one after the other: a refusal surfaces as itself, not
-                    # inside an exception group
-                    await self._tasks.start(
-                        informer.run, name=f"kube-watch {informer.path}"
-                    )
+                failed = self._failed.get(namespace)
+                if failed is not None and time.monotonic() < failed[0]:
+                    raise failed[1]  # failed a moment ago: no new requests yet
+                scopes: builtins.list[anyio.CancelScope] = []
+                try:
+                    for informer in (ns.volcano, ns.batch, ns.pods):
+                        # one after the other: a refusal surfaces as itself, not
+                        # inside an exception group
+                        scope = anyio.CancelScope()
+                        scopes.append(scope)
+                        await self._tasks.start(
+                            _scoped(scope, informer.run),
+                            name=f"kube-watch {informer.path}",
+                        )
+                except Exception as exc:
+                    # all or none: no cache of this namespace keeps watching
+                    for scope in scopes:
+                        scope.cancel()
+                    self._failed[namespace] = (time.monotonic() + _START_BACKOFF, exc)
+                    raise
+                self._failed.pop(namespace, None)
                 self._namespaces[namespace] = ns
             return ns
 
@@ -594,10 +634,13 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         namespace = namespace or self._namespace or "default"
         ns = await self._watch(namespace)
         _check_allowed(ns)
+        key = f"{namespace}:{name}"
+        if ns.volcano.stale or ns.batch.stale:
+            return await self._lookup_stale(ns, name, key)
         job = ns.volcano.get(name)
         if job is not None:
             return "volcano", ns, [job]
-        jobs = ns.batch.with_key(f"{namespace}:{name}")
+        jobs = ns.batch.with_key(key)
         if jobs:
             return "indexed", ns, jobs
         # not cached: made by another process a moment ago, or gone
@@ -623,6 +666,80 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 return "indexed", ns, jobs
         return None
 
+    async def _lookup_stale(
+        self, ns: _Namespace, name: str, key: str
+    ) -> tuple[str, _Namespace, list[JSON]] | None:
+        """The app while a re-list failed: each object is read by a GET; only a
+        404 on the object itself means it is gone, another failure answers
+        from the (stale) cache."""
+        api = await self._api()
+        cached = ns.volcano.get(name)
+        if cached is not None or not ns.volcano.absent:
+            try:
+                job = await api.request("GET", f"{ns.volcano.path}/{name}")
+            except KubernetesApiError as exc:
+                if exc.status != 404:
+                    if cached is None:
+                        raise
+                    return "volcano", ns, [cached]
+                ns.volcano.discard(name)
+            else:
+                if _managed(job):
+                    ns.volcano.upsert(job)
+                return "volcano", ns, [job]
+        names = [j["metadata"]["name"] for j in ns.batch.with_key(key)]
+        if not names:
+            if ns.batch.absent:
+                return None
+            try:
+                data = await api.request(
+                    "GET",
+                    ns.batch.path,
+                    query={"labelSelector": f"{LABEL_APP_ID}={name}"},
+                )
+            except (KubernetesApiError, SchedulerUnavailableError) as exc:
+                if not ns.batch.stale:
+                    raise
+                # the stale cache (which does not hold it) is the best answer
+                logger.info("looking up %s failed: %s", key, exc)
+                return None
+            jobs = [j for j in (data or {}).get("items") or [] if _managed(j)]
+            for j in jobs:
+                ns.batch.upsert(j)
+            return ("indexed", ns, jobs) if jobs else None
+        jobs = []
+        for cached_name in names:
+            try:
+                job = await api.request("GET", f"{ns.batch.path}/{cached_name}")
+            except KubernetesApiError as exc:
+                if exc.status != 404:
+                    cached = ns.batch.get(cached_name)
+                    if cached is not None:
+                        jobs.append(cached)
+                    continue
+                ns.batch.discard(cached_name)
+            else:
+                ns.batch.upsert(job)
+                jobs.append(job)
+        return ("indexed", ns, jobs) if jobs else None
+
+    async def _fresh_pods(self, ns: _Namespace, jobs: builtins.list[JSON]) -> None:
+        """While the pods cache is stale, read the app's pods into it by a list."""
+        if not ns.pods.stale:
+            return
+        api = await self._api()
+        try:
+            data = await api.request(
+                "GET",
+                ns.pods.path,
+                query={"labelSelector": f"{LABEL_APP_ID}={_app_key(jobs[0])}"},
+            )
+        except (KubernetesApiError, SchedulerUnavailableError) as exc:
+            logger.info("reading the pods of %s failed: %s", _app_key(jobs[0]), exc)
+            return
+        for pod in (data or {}).get("items") or []:
+            ns.pods.upsert(pod)
+
     # -- observation -----------------------------------------------------------
 
     async def _describe(self, app_id: str) -> AppSnapshot | None:
@@ -630,7 +747,13 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         found = await self._lookup(app_id)
         if found is None:
             return None
-        return _describe(app_id, *found)
+        await self._fresh_pods(found[1], found[2])
+        snapshot = _describe(app_id, *found)
+        kind, ns, jobs = found
+        if kind == "indexed" and snapshot.state == AppState.FAILED:
+            # one role's Job failed: the others would hold their nodes for nothing
+            await self._suspend_unfinished(ns, jobs, cancelled=False)
+        return snapshot
 
     async def _list(self) -> builtins.list[AppSnapshot]:
         """The asyncsched apps in the scheduler's namespace (jobs without status too)."""
@@ -649,7 +772,9 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         return snapshots
 
     def _poll_interval(self, snapshot: AppSnapshot) -> float | None:
-        _, _, jobs = snapshot.native
+        _, ns, jobs = snapshot.native
+        if ns.volcano.stale or ns.batch.stale or ns.pods.stale:
+            return _STALE_POLL  # a cache misses changes: read the app anew
         # a job of someone else's is in no cache: nothing signals its changes
         return None if _managed(jobs[0]) else _FOREIGN_POLL
 
@@ -663,10 +788,39 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
 
     # -- control ---------------------------------------------------------------
 
+    async def _suspend_unfinished(
+        self, ns: _Namespace, jobs: builtins.list[JSON], *, cancelled: bool
+    ) -> None:
+        """Suspend the role Jobs still running (their pods are deleted)."""
+        api = await self._api()
+        for job in jobs:
+            if not _unfinished(job):
+                continue
+            meta: JSON = {"annotations": {ANNOTATION_STOPPED: "true"}}
+            if cancelled:
+                meta = {"annotations": {ANNOTATION_CANCELLED: "true"}}
+            try:
+                obj = await api.request(
+                    "PATCH",
+                    f"{ns.batch.path}/{job['metadata']['name']}",
+                    body={"metadata": meta, "spec": {"suspend": True}},
+                    content_type=MERGE_PATCH_CT,
+                )
+            except (KubernetesApiError, SchedulerUnavailableError) as exc:
+                if cancelled:
+                    raise
+                logger.warning(
+                    "stopping Job %s failed: %s", job["metadata"]["name"], exc
+                )
+                continue
+            ns.batch.upsert(obj)
+
     async def _cancel(self, app: AppSnapshot) -> None:
-        if app.terminal:
-            return
         kind, ns, jobs = app.native
+        if app.terminal:
+            if kind == "indexed":  # a failed app may have roles still running
+                await self._suspend_unfinished(ns, jobs, cancelled=False)
+            return
         api = await self._api()
         if kind == "volcano":
             name = jobs[0]["metadata"]["name"]
@@ -759,6 +913,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             await self._api(),
             namespace,
             pod_name,
+            # a sidecar (an overlay's, a mesh's) makes the server ask which one
+            container=main_container(pod),
             since=query.since,
             until=query.until,
             follow=query.should_tail,
@@ -769,6 +925,18 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         async with aclosing(lines):  # closing this iterator releases the response
             async for line in lines:
                 yield line
+
+
+def _scoped(
+    scope: anyio.CancelScope, run: Callable[..., Awaitable[None]]
+) -> Callable[..., Coroutine[Any, Any, None]]:
+    """``run`` inside ``scope`` (cancelled with its siblings if one fails)."""
+
+    async def runner(*, task_status: TaskStatus[None]) -> None:
+        with scope:
+            await run(task_status=task_status)
+
+    return runner
 
 
 def _docker_modules() -> tuple[Any, Any]:
@@ -797,6 +965,17 @@ def _check_allowed(ns: _Namespace) -> None:
             f"not allowed to list Volcano jobs nor batch jobs in {ns.name!r}",
             "grant the RBAC Role in docs/backends/kubernetes.md",
         )
+
+
+def _unfinished(job: JSON) -> bool:
+    """A role Job neither finished (Complete/Failed) nor suspended."""
+    if (job.get("spec") or {}).get("suspend"):
+        return False
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return not any(
+        c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        for c in conditions
+    )
 
 
 def _labels(obj: JSON) -> dict[str, str]:
@@ -877,7 +1056,8 @@ def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
 
     Known ones: ``client``, ``docker_client``, ``kubeconfig``, ``context``,
     ``namespace``, ``qps``, ``burst``, ``max_retries``, ``resync``,
-    ``watch_timeout``, ``log_idle_timeout``, ``max_line_bytes``.
+    ``watch_timeout``, ``log_idle_timeout``, ``max_line_bytes``,
+    ``connect_timeout``, ``request_timeout``.
     """
     known = {
         "client",
@@ -892,6 +1072,8 @@ def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
         "watch_timeout",
         "log_idle_timeout",
         "max_line_bytes",
+        "connect_timeout",
+        "request_timeout",
     }
     return KubernetesScheduler(
         session_name, **{k: v for k, v in kwargs.items() if k in known}

@@ -1002,7 +1002,8 @@ class FakeController:
                     )
                     entry["containerID"] = ids[c["name"]]
                 out.append(entry)
-            return out
+            # the kubelet sorts container statuses by name, not by spec order
+            return sorted(out, key=lambda e: str(e["name"]))
 
         try:
             reason = self._unschedulable(pod)

@@ -8,6 +8,8 @@ requests arrive:
   ``Retry-After`` header, 409 Conflict, ...);
 * ``expire_next_watch(times=1)``: the next watch(es) get one ERROR event
   carrying a 410 Expired ``Status``, then the stream ends;
+* ``hang_next(verb=..., resource=..., times=...)``: accept matching requests
+  and never answer them (until the server stops);
 * ``drop_next_watch(after_events=N, abrupt=True)``: cut the next watch
   stream after N events -- abruptly (the connection is reset mid-chunk, so
   aiohttp raises ``ClientPayloadError``) or cleanly (a normal end of stream).
@@ -114,6 +116,7 @@ class Faults:
     rules: list[FailRule] = field(default_factory=list)
     expire_watches: int = 0
     drops: list[WatchDrop] = field(default_factory=list)
+    hangs: list[FailRule] = field(default_factory=list)
 
     def fail_next(
         self,
@@ -151,6 +154,20 @@ class Faults:
             )
         )
 
+    def hang_next(
+        self,
+        *,
+        verb: str | None = None,
+        resource: str | None = None,
+        times: int = 1,
+    ) -> None:
+        """Accept the next ``times`` matching requests and never answer them.
+
+        The request hangs until the server stops (a black-holed load balancer,
+        a half-open connection); the fixture controller's requests are spared.
+        """
+        self.hangs.append(FailRule(0, verb, resource, times=times))
+
     def expire_next_watch(self, times: int = 1) -> None:
         """The next ``times`` watches answer a 410 ERROR event and end."""
         self.expire_watches += times
@@ -161,6 +178,7 @@ class Faults:
 
     def reset(self) -> None:
         self.rules.clear()
+        self.hangs.clear()
         self.expire_watches = 0
         self.drops.clear()
 
@@ -173,6 +191,15 @@ class Faults:
                     self.rules.remove(rule)
                 return rule.error()
         return None
+
+    def take_hang(self, req: Request) -> bool:
+        for rule in self.hangs:
+            if rule.matches(req):
+                rule.times -= 1
+                if rule.times <= 0:
+                    self.hangs.remove(rule)
+                return True
+        return False
 
     def take_expiry(self) -> bool:
         if self.expire_watches > 0:

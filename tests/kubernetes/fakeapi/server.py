@@ -27,7 +27,11 @@ Serves namespaces, pods, services, ``batch/v1`` Jobs and Volcano
 * pod logs (``follow``, ``timestamps``, ``sinceTime``/``sinceSeconds``,
   ``tailLines``, ``limitBytes``, ``container``; 400 while the container
   waits to start);
-* ``/version``, ``/api``, ``/apis`` and API resource discovery.
+* ``/version``, ``/api``, ``/apis`` and API resource discovery;
+* bearer tokens: a fixed one, or (:meth:`FakeKubeServer.accept_tokens_from`)
+  only the latest one an exec plugin issued, until its expiry
+  (``fakeapi/exec_plugin.py``); ``unauthorized`` counts the 401 answers;
+* a fault that accepts a request and never answers (``faults.hang_next``).
 
 Test-only endpoints (a real server has none of them):
 
@@ -162,6 +166,9 @@ class FakeKubeServer:
         volcano: bool = True,
     ) -> None:
         self.token = token
+        self.token_state: Path | None = None
+        #: requests answered 401 Unauthorized
+        self.unauthorized = 0
         # Without the Volcano CRD its URLs answer 404, as on a cluster without it.
         self.kinds = {
             key: kind
@@ -176,6 +183,7 @@ class FakeKubeServer:
         self.port = 0
         self._runner: web.AppRunner | None = None
         self._closing = False
+        self._closed = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         for ns in ("default", "kube-system"):
             ns_kind = KINDS[("", "v1", "namespaces")]
@@ -203,6 +211,7 @@ class FakeKubeServer:
     async def stop(self) -> None:
         """End open streams, stop serving, and cancel the garbage collector's tasks."""
         self._closing = True
+        self._closed.set()
         self.store.changed.notify()
         for watcher in list(self.store.watchers):
             watcher.queue.put_nowait(_CLOSE)
@@ -242,6 +251,45 @@ class FakeKubeServer:
         path.write_text(yaml.safe_dump(self.kubeconfig(namespace)))
         return path
 
+    def accept_tokens_from(self, state: Path) -> None:
+        """Accept only the token recorded in ``state``, until its expiry.
+
+        ``state`` holds ``"<token> <expiry epoch seconds>"`` (what
+        ``fakeapi/exec_plugin.py`` writes each time it issues a token): every
+        new token revokes the previous one, an expired one gets 401.
+        """
+        self.token_state = state
+
+    def _authorized(self, auth: str) -> bool:
+        if self.token_state is not None:
+            try:
+                token, expiry = self.token_state.read_text().split()
+            except (OSError, ValueError):
+                return False
+            return auth == f"Bearer {token}" and time.time() < float(expiry)
+        return self.token is None or auth == f"Bearer {self.token}"
+
+    def write_exec_kubeconfig(
+        self, path: Path, command: list[str], namespace: str | None = None
+    ) -> Path:
+        """A kubeconfig whose user gets its token from an exec plugin ``command``."""
+        config = self.kubeconfig(namespace)
+        config["users"] = [
+            {
+                "name": "fake-user",
+                "user": {
+                    "exec": {
+                        "apiVersion": "client.authentication.k8s.io/v1",
+                        "command": command[0],
+                        "args": command[1:],
+                        "interactiveMode": "Never",
+                    }
+                },
+            }
+        ]
+        path.write_text(yaml.safe_dump(config))
+        return path
+
     def compact(self) -> None:
         """Forget the watch history (etcd compaction): older versions get 410."""
         self.store.compact()
@@ -264,10 +312,9 @@ class FakeKubeServer:
         try:
             if path.startswith("/fake/"):
                 return await self._fake(request)
-            if self.token is not None:
-                auth = request.headers.get("Authorization", "")
-                if auth != f"Bearer {self.token}":
-                    raise ApiError(401, "Unauthorized", "Unauthorized")
+            if not self._authorized(request.headers.get("Authorization", "")):
+                self.unauthorized += 1
+                raise ApiError(401, "Unauthorized", "Unauthorized")
             discovery = self._discovery(path)
             if discovery is not None:
                 return _json_response(discovery)
@@ -355,6 +402,10 @@ class FakeKubeServer:
             path=request.path,
         )
         self.requests.record(req)
+        if self.faults.take_hang(req):
+            # accepted, never answered (a black-holed load balancer)
+            await self._closed.wait()
+            raise ApiError(503, "ServiceUnavailable", "server shutting down")
         failure = self.faults.take_failure(req)
         if failure is not None:
             raise failure
