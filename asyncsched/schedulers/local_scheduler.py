@@ -2,7 +2,8 @@
 
 The backend's public face is :mod:`asyncsched.schedulers.local`; this module
 re-exports its TorchX names so code written for
-``torchx.schedulers.local_scheduler`` keeps its imports.
+``torchx.schedulers.local_scheduler`` keeps its imports. As there,
+``make_unique`` is an attribute of this module that tests may patch to pin app ids.
 
 Example:
     >>> from asyncsched.schedulers.local_scheduler import LocalScheduler
@@ -23,6 +24,7 @@ from asyncsched.schedulers.local import (
     create_scheduler,
     join_PATH,
 )
+from asyncsched.schedulers.shared.ids import make_unique  # noqa: F401 - patchable
 
 __all__ = [
     "CWDImageProvider",

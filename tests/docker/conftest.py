@@ -312,9 +312,11 @@ async def swept(docker_ready: Engine) -> AsyncIterator[Engine]:
 def _start_registry(
     tmp_path_factory: pytest.TempPathFactory, *, with_auth: bool
 ) -> Iterator[Registry]:
-    if shutil.which("docker-registry") is None or shutil.which("htpasswd") is None:
-        if _is_root_debian():
-            subprocess.run(["bash", str(HERE / "provision.sh")], check=False)
+    missing = (
+        shutil.which("docker-registry") is None or shutil.which("htpasswd") is None
+    )
+    if missing and _is_root_debian():
+        subprocess.run(["bash", str(HERE / "provision.sh")], check=False)
     root = tmp_path_factory.mktemp("registry-auth" if with_auth else "registry")
     try:
         registry = start_registry(root, with_auth=with_auth)

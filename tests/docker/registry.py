@@ -91,12 +91,7 @@ def free_port() -> int:
 def _config(root: Path, port: int, htpasswd: Path | None) -> str:
     auth = ""
     if htpasswd is not None:
-        auth = (
-            "auth:\n"
-            "  htpasswd:\n"
-            "    realm: asyncsched-test\n"
-            f"    path: {htpasswd}\n"
-        )
+        auth = f"auth:\n  htpasswd:\n    realm: asyncsched-test\n    path: {htpasswd}\n"
     return (
         "version: 0.1\n"
         "log:\n"

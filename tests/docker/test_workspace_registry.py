@@ -112,7 +112,9 @@ async def test_separate_push_step_pushes_exactly_what_the_dry_run_named(
     repo = f"{registry.address}/{name}"
     app = sh_app("cat ws.txt")
     app.roles.append(
-        Role("plain", image=TEST_IMAGE, entrypoint="true", resource=app.roles[0].resource)
+        Role(
+            "plain", image=TEST_IMAGE, entrypoint="true", resource=app.roles[0].resource
+        )
     )
     ws = _workspace(tmp_path, "pushed-separately\n")
     await sched.build_workspace_and_update_role(app.roles[0], str(ws), {"quiet": True})

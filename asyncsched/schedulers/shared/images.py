@@ -485,7 +485,7 @@ def push_failure(image_repo: str, message: str, *, has_auth: bool) -> str:
         f" (registry {registry}): {message}"
     )
     lowered = message.lower()
-    if not any(word in lowered for word in _AUTH_WORDS + ("denied",)):
+    if not any(word in lowered for word in (*_AUTH_WORDS, "denied")):
         return text
     where = "$DOCKER_CONFIG/config.json (default ~/.docker/config.json)"
     if has_auth:
