@@ -255,4 +255,7 @@ async def test_unreachable_image_repo_submits_nothing_and_keeps_the_image(
     assert address in str(info.value)
     assert "push" in str(info.value)
     assert await _session_containers(raw_docker) == []
-    assert len(await _session_images(raw_docker)) == 1
+    [built] = await _session_images(raw_docker)
+    kept = f"{address}/nowhere:{built.removeprefix('sha256:')}"
+    assert f"stays in the local engine as {kept!r}" in str(info.value)
+    assert (await raw_docker.images.inspect(kept))["Id"] == built

@@ -458,8 +458,10 @@ async def push_image(
     except SchedulerError as exc:
         cause = exc.__cause__
         message = cause.message if isinstance(cause, DockerError) else str(exc)
+        text = push_failure(image_repo, str(message), has_auth=auth is not None)
         raise SchedulerError(
-            push_failure(image_repo, str(message), has_auth=auth is not None)
+            f"{text} (the built image stays in the local engine as"
+            f" '{image_repo}:{tag}'; the next try pushes it again)"
         ) from cause
     return f"{image_repo}:{tag}"
 
