@@ -75,7 +75,7 @@ from asyncsched.schedulers.shared.docker_errors import (
     is_conflict,
     is_not_found,
 )
-from asyncsched.schedulers.shared.ids import unique_app_id
+from asyncsched.schedulers.shared.ids import make_unique, unique_app_id
 from asyncsched.schedulers.shared.images import (
     build_image,
     open_context,
@@ -319,7 +319,7 @@ class DockerScheduler(
     async def _submit_dryrun(
         self, app: AppDef, cfg: DockerOpts
     ) -> AppDryRunInfo[DockerJob]:
-        app_id = unique_app_id(app.name, _TORCHX_MODULE)
+        app_id = unique_app_id(app.name, _TORCHX_MODULE, make_unique)
         job = render_job(
             app,
             app_id,
@@ -589,7 +589,7 @@ class DockerScheduler(
         """Render once before a workspace build: a bad name or mount fails first."""
         render_job(
             app,
-            unique_app_id(app.name, _TORCHX_MODULE),
+            unique_app_id(app.name, _TORCHX_MODULE, make_unique),
             cfg,
             session=self.session_name,
             version=__version__,
