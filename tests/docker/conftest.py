@@ -7,6 +7,9 @@
   ``ASYNCSCHED_REQUIRE_DOCKER=1``.
 * ``test_image`` imports a busybox rootfs (Debian's static ``/bin/busybox``
   plus applet symlinks) as ``asyncsched-test-busybox:latest``; no registry.
+* ``registry`` / ``auth_registry`` run Debian's ``docker-registry`` on
+  127.0.0.1 (a free port, private storage; the second one with htpasswd
+  auth) and stop it at the end.
 * Everything the tests create carries the session label ``SESSION`` or the
   ``asyncsched-test-`` prefix; the session teardown removes it and asserts
   nothing is left behind.
@@ -29,6 +32,8 @@ import aiodocker
 import pytest
 
 from asyncsched.schedulers.docker_scheduler import DockerScheduler
+
+from .registry import Registry, start_registry
 
 HERE = Path(__file__).parent
 TEST_IMAGE = "asyncsched-test-busybox:latest"
@@ -302,3 +307,36 @@ async def swept(docker_ready: Engine) -> AsyncIterator[Engine]:
         yield docker_ready
     finally:
         await sweep(docker_ready.host)
+
+
+def _start_registry(
+    tmp_path_factory: pytest.TempPathFactory, *, with_auth: bool
+) -> Iterator[Registry]:
+    missing = (
+        shutil.which("docker-registry") is None or shutil.which("htpasswd") is None
+    )
+    if missing and _is_root_debian():
+        subprocess.run(["bash", str(HERE / "provision.sh")], check=False)
+    root = tmp_path_factory.mktemp("registry-auth" if with_auth else "registry")
+    try:
+        registry = start_registry(root, with_auth=with_auth)
+    except RuntimeError as exc:
+        _unavailable(str(exc))
+        raise
+    try:
+        yield registry
+    finally:
+        registry.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    """A real image registry (plain HTTP, no auth) on 127.0.0.1, private storage."""
+    yield from _start_registry(tmp_path_factory, with_auth=False)
+
+
+@pytest.fixture(scope="session")
+def auth_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    """A second real registry that wants htpasswd credentials (``registry.USER``)."""
+    yield from _start_registry(tmp_path_factory, with_auth=True)

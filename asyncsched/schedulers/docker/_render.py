@@ -13,12 +13,14 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import hashlib
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import yaml
@@ -64,6 +66,7 @@ __all__ = [
     "check_container_name",
     "container_name",
     "default_env",
+    "docker_py_kwargs",
     "render_job",
 ]
 
@@ -94,6 +97,26 @@ class DockerContainer:
     image: str
     command: list[str]
     body: dict[str, Any]
+
+    @property
+    def kwargs(self) -> Mapping[str, Any]:
+        """:attr:`body` as TorchX 0.7's docker-py keywords; read-only, a fresh copy.
+
+        For code written against TorchX's ``DockerContainer.kwargs`` (dry-run
+        tests, tools inspecting a dry run): ``name``, ``environment``,
+        ``labels``, ``hostname``, ``privileged``, ``network``, ``mounts``,
+        ``devices`` and, when set, ``restart_policy``, ``mem_limit``,
+        ``shm_size``, ``nano_cpus``, ``device_requests``. The body stays the
+        request that is sent: edit :attr:`body`, never this view. Labels are
+        asyncsched's (``asyncsched.io/*``).
+
+        Example:
+            >>> c = DockerContainer("a-r-0", "busybox", ["true"],
+            ...     {"Env": ["A=1"], "HostConfig": {"Memory": 3000 * 1024 * 1024}})
+            >>> c.kwargs["environment"], c.kwargs["mem_limit"]
+            ({'A': '1'}, '3000m')
+        """
+        return MappingProxyType(docker_py_kwargs(self.name, self.body))
 
     @property
     def role(self) -> str:
@@ -129,6 +152,50 @@ class DockerJob:
 
     def __repr__(self) -> str:
         return format_job(self)
+
+
+def docker_py_kwargs(name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """The docker-py ``containers.run`` keywords that would send ``body``.
+
+    TorchX 0.7's keys and value shapes: ``environment`` and ``labels`` are
+    dicts, ``mounts`` docker-py ``Mount``-shaped dicts (equal to ``Mount``),
+    ``devices`` ``"src:dst:permissions"`` strings, memory ``"<MiB>m"``
+    (bytes when not a whole MiB), ``device_requests`` ``DeviceRequest``-shaped
+    dicts. Nested values are copies.
+    """
+    host: Mapping[str, Any] = body.get("HostConfig") or {}
+    kwargs: dict[str, Any] = {
+        "name": name,
+        "environment": dict(
+            entry.partition("=")[::2] for entry in body.get("Env") or []
+        ),
+        "labels": dict(body.get("Labels") or {}),
+        "hostname": body.get("Hostname"),
+        "privileged": bool(host.get("Privileged", False)),
+        "network": host.get("NetworkMode"),
+        "mounts": copy.deepcopy(list(host.get("Mounts") or [])),
+        "devices": [
+            f"{d['PathOnHost']}:{d['PathInContainer']}:{d['CgroupPermissions']}"
+            for d in host.get("Devices") or []
+        ],
+    }
+    if "RestartPolicy" in host:
+        kwargs["restart_policy"] = copy.deepcopy(host["RestartPolicy"])
+    if "Memory" in host:
+        kwargs["mem_limit"] = _docker_py_size(host["Memory"])
+    if "ShmSize" in host:
+        kwargs["shm_size"] = _docker_py_size(host["ShmSize"])
+    if "NanoCpus" in host:
+        kwargs["nano_cpus"] = host["NanoCpus"]
+    if "DeviceRequests" in host:
+        kwargs["device_requests"] = copy.deepcopy(host["DeviceRequests"])
+    return kwargs
+
+
+def _docker_py_size(size: Any) -> Any:
+    if isinstance(size, int) and size % _MiB == 0:
+        return f"{size // _MiB}m"
+    return size
 
 
 def format_job(job: DockerJob) -> str:

@@ -74,7 +74,7 @@ from asyncsched.schedulers.shared.docker_errors import (
     is_conflict,
     is_not_found,
 )
-from asyncsched.schedulers.shared.ids import make_unique
+from asyncsched.schedulers.shared.ids import make_unique, unique_app_id
 from asyncsched.schedulers.shared.images import (
     build_image,
     open_context,
@@ -108,6 +108,9 @@ T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 _LIVE = ("created", "running", "restarting", "paused")
+
+#: TorchX's path of this backend: its ``make_unique``, when patched, makes the ids
+_TORCHX_MODULE = "asyncsched.schedulers.docker_scheduler"
 
 #: seconds a failed submit may spend removing what it created (shielded)
 UNDO_TIMEOUT = 60.0
@@ -305,7 +308,7 @@ class DockerScheduler(
     async def _submit_dryrun(
         self, app: AppDef, cfg: DockerOpts
     ) -> AppDryRunInfo[DockerJob]:
-        app_id = make_unique(app.name)
+        app_id = unique_app_id(app.name, _TORCHX_MODULE, make_unique)
         job = render_job(
             app,
             app_id,
@@ -575,7 +578,7 @@ class DockerScheduler(
         """Render once before a workspace build: a bad name or mount fails first."""
         render_job(
             app,
-            make_unique(app.name),
+            unique_app_id(app.name, _TORCHX_MODULE, make_unique),
             cfg,
             session=self.session_name,
             version=__version__,

@@ -95,7 +95,7 @@ from asyncsched.schedulers.local._supervisor import (
     spawn_child,
     supervisor_info,
 )
-from asyncsched.schedulers.shared.ids import make_unique
+from asyncsched.schedulers.shared.ids import make_unique, unique_app_id
 from asyncsched.schedulers.shared.lines import (
     DEFAULT_MAX_LINE_BYTES,
     check_max_line_bytes,
@@ -407,7 +407,9 @@ class LocalScheduler(Scheduler[LocalOpts]):
         host = HostFacts(gpu_count=gpus, extra_paths=tuple(self._extra_paths))
         request = render_request(
             app,
-            make_unique(app.name),
+            unique_app_id(
+                app.name, "asyncsched.schedulers.local_scheduler", make_unique
+            ),
             values,
             session_name=self.session_name,
             base_log_dir=self._base_log_dir(values),

@@ -23,7 +23,13 @@ from pathlib import Path
 
 import anyio
 
-__all__ = ["DEFAULT_HOST", "registry_auth", "resolve_host", "with_registry"]
+__all__ = [
+    "DEFAULT_HOST",
+    "registry_auth",
+    "registry_of",
+    "resolve_host",
+    "with_registry",
+]
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
 _HUB_KEYS = ("https://index.docker.io/v1/", "index.docker.io", "docker.io")
@@ -35,7 +41,13 @@ def resolve_host(explicit: str | None, environ: Mapping[str, str] | None = None)
     return explicit or env.get("DOCKER_HOST") or DEFAULT_HOST
 
 
-def _registry_of(image: str) -> str:
+def registry_of(image: str) -> str:
+    """The registry host of ``image`` (``docker.io`` for Docker Hub names).
+
+    Example:
+        >>> registry_of("127.0.0.1:5000/team/app:v1"), registry_of("team/app")
+        ('127.0.0.1:5000', 'docker.io')
+    """
     first, sep, _ = image.partition("/")
     if sep and ("." in first or ":" in first or first == "localhost"):
         return first
@@ -44,7 +56,7 @@ def _registry_of(image: str) -> str:
 
 def with_registry(image: str) -> str:
     """``image`` with its registry spelled out (Docker Hub images gain ``docker.io/``)."""
-    if _registry_of(image) != "docker.io" or image.startswith("docker.io/"):
+    if registry_of(image) != "docker.io" or image.startswith("docker.io/"):
         return image
     return "docker.io/" + (image if "/" in image else f"library/{image}")
 
@@ -66,7 +78,7 @@ async def registry_auth(
         config = json.loads(text)
     except (OSError, ValueError):
         return None
-    registry = _registry_of(image)
+    registry = registry_of(image)
     keys = _HUB_KEYS if registry == "docker.io" else (registry, f"https://{registry}")
     helper = next(
         (

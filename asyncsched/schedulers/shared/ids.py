@@ -9,8 +9,16 @@ from __future__ import annotations
 
 import os
 import random
+import sys
+from collections.abc import Callable
 
-__all__ = ["get_len_random_id", "make_unique", "random_id", "random_uint64"]
+__all__ = [
+    "get_len_random_id",
+    "make_unique",
+    "random_id",
+    "random_uint64",
+    "unique_app_id",
+]
 
 _FIRST = "bcdfghjklmnpqrstvwxz"  # a letter first, so the id is a valid DNS label
 _REST = _FIRST + "012345679"  # no 8, as TorchX
@@ -24,6 +32,30 @@ def make_unique(name: str, string_length: int = 0) -> str:
     """
     suffix = get_len_random_id(string_length) if string_length > 0 else random_id()
     return f"{name}-{suffix}"
+
+
+def unique_app_id(
+    name: str, torchx_module: str, default: Callable[[str], str] | None = None
+) -> str:
+    """A new app id for ``name``, through ``torchx_module.make_unique`` when patched.
+
+    TorchX tests pin ids by patching ``make_unique`` on a backend's module
+    (``mock.patch("torchx.schedulers.docker_scheduler.make_unique")``). The
+    same patch on asyncsched's TorchX-path module (``torchx_module``, e.g.
+    ``asyncsched.schedulers.docker_scheduler``) takes effect: its attribute
+    is looked up at each call when that module is loaded. When it is not
+    patched, ``default`` (the caller's own ``make_unique``, so patching that
+    works too) or :func:`make_unique` makes the id.
+
+    Example:
+        >>> unique_app_id("app", "not.loaded.module").startswith("app-")
+        True
+    """
+    module = sys.modules.get(torchx_module)
+    patched = getattr(module, "make_unique", make_unique) if module else make_unique
+    if patched is not make_unique and callable(patched):
+        return str(patched(name))
+    return (default or make_unique)(name)
 
 
 def random_uint64() -> int:

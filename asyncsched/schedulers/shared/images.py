@@ -48,7 +48,8 @@ import anyio
 from aiodocker.exceptions import DockerError
 from aiodocker.images import DockerImages
 
-from asyncsched.errors import SchedulerError, SpecError
+from asyncsched.errors import SchedulerError, SchedulerUnavailableError, SpecError
+from asyncsched.schedulers.shared.docker_daemon import registry_of
 from asyncsched.schedulers.shared.docker_errors import docker_errors
 from asyncsched.specs import Workspace
 
@@ -61,6 +62,7 @@ __all__ = [
     "check_target",
     "excluded",
     "open_context",
+    "push_failure",
     "push_image",
     "read_ignore_file",
     "walk",
@@ -430,10 +432,18 @@ async def push_image(
 ) -> str:
     """Tag ``image_id`` as ``image_repo:<hash>`` and push it; return that name.
 
+    ``auth`` are the registry credentials (:func:`registry_auth`); None pushes
+    anonymously. A failed push leaves the image (and its new tag) in the
+    engine, so the next try pushes without building again.
+
     Raises:
-        SchedulerError: tagging or pushing failed.
+        SchedulerError: tagging or pushing failed; the message names the
+            registry, and says what to do when it wants (other) credentials.
+        SchedulerUnavailableError: the Docker daemon cannot be reached.
     """
     tag = image_id.removeprefix("sha256:")
+    if "/" not in image_repo:  # a Docker Hub official name: no registry to log in to
+        auth = None
     try:
         with docker_errors(f"push the workspace image to {image_repo!r}", host):
             await docker.images.tag(image_id, image_repo, tag=tag)
@@ -443,10 +453,50 @@ async def push_image(
                 status = event.get("status")
                 if status:
                     logger.info("docker push %s: %s", event.get("id", ""), status)
+    except SchedulerUnavailableError:
+        raise
     except SchedulerError as exc:
         cause = exc.__cause__
         message = cause.message if isinstance(cause, DockerError) else str(exc)
+        text = push_failure(image_repo, str(message), has_auth=auth is not None)
         raise SchedulerError(
-            f"failed to push the workspace image to {image_repo!r}: {message}"
+            f"{text} (the built image stays in the local engine as"
+            f" '{image_repo}:{tag}'; the next try pushes it again)"
         ) from cause
     return f"{image_repo}:{tag}"
+
+
+_AUTH_WORDS = ("no basic auth credentials", "unauthorized", "authentication required")
+
+
+def push_failure(image_repo: str, message: str, *, has_auth: bool) -> str:
+    """The error text of a failed push: the repository, its registry, the cause.
+
+    When the registry wants credentials, it says where asyncsched looks for
+    them (``$DOCKER_CONFIG/config.json``, what ``docker login`` writes).
+
+    Example:
+        >>> text = push_failure("127.0.0.1:5000/ws", "no basic auth credentials",
+        ...     has_auth=False)
+        >>> "run `docker login 127.0.0.1:5000`" in text
+        True
+    """
+    registry = registry_of(image_repo)
+    text = (
+        f"failed to push the workspace image to {image_repo!r}"
+        f" (registry {registry}): {message}"
+    )
+    lowered = message.lower()
+    if not any(word in lowered for word in (*_AUTH_WORDS, "denied")):
+        return text
+    where = "$DOCKER_CONFIG/config.json (default ~/.docker/config.json)"
+    if has_auth:
+        return (
+            f"{text}; the registry {registry} refused the credentials found for it"
+            f" in {where}: check them with `docker login {registry}`, and that"
+            " this account may push to the repository"
+        )
+    return (
+        f"{text}; the registry {registry} wants credentials and none were found"
+        f" for it in {where}: run `docker login {registry}`"
+    )
