@@ -500,6 +500,12 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                     f"{manifest['kind']} {name!r} already exists in that namespace"
                     f" (the name is taken; dry-run again for a new one): {exc.message}"
                 ) from exc
+            if exc.status == 404 and _is_missing_namespace(exc):
+                namespace = path.split("/namespaces/")[1].split("/")[0]
+                raise SubmitError(
+                    f"namespace {namespace!r} does not exist: create it"
+                    " or pick another with -cfg namespace=..."
+                ) from exc
             if exc.status == 404 and _is_volcano(manifest):
                 raise SubmitError(
                     "the server does not serve batch.volcano.sh/v1alpha1 Jobs:"
@@ -834,6 +840,17 @@ def _docker_modules() -> tuple[Any, Any, Any]:
             "pip install 'asyncsched[docker]'",
         ) from exc
     return aiodocker, _client, _workspace
+
+
+def _is_missing_namespace(exc: KubernetesApiError) -> bool:
+    """A create refused because its namespace does not exist (not a missing type).
+
+    The server answers ``namespaces "NAME" not found``; a type it does not
+    serve (no CRD) answers "the server could not find the requested resource".
+    """
+    return exc.message.startswith('namespaces "') and exc.message.endswith(
+        '" not found'
+    )
 
 
 def _is_volcano(manifest: JSON) -> bool:
