@@ -43,6 +43,13 @@ from asyncsched.schedulers.kubernetes._client import (
     import_client,
     load_api_client,
 )
+from asyncsched.schedulers.kubernetes._features import (
+    check_indexed_jobs,
+    dropped_completion_mode,
+    is_indexed_job,
+    no_indexed_jobs,
+    server_version,
+)
 from asyncsched.schedulers.kubernetes._informer import Informer
 from asyncsched.schedulers.kubernetes._logs import iter_pod_log
 from asyncsched.schedulers.kubernetes._render import (
@@ -448,12 +455,16 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
 
         Raises:
             SubmitError: the server rejected a manifest (409: the name is taken).
+            UnsupportedOperationError: ``job_api=indexed`` on a server without
+                Indexed Jobs (Kubernetes < 1.21); nothing was created.
         """
         self._check_open()
         job: KubernetesJob = dryrun_info.request
         cfg = dryrun_info._cfg or {}
         context = cfg.get("context")
         api = await self._api(str(context) if context else None)
+        if any(is_indexed_job(m) for m in job.manifests):
+            await check_indexed_jobs(api)
         await self._push_images(job)
         ns = await self._watch(job.namespace)
         created: list[str] = []
@@ -465,6 +476,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 obj = await self._create(api, path, manifest)
                 created.append(in_flight)
                 in_flight = ""
+                if dropped_completion_mode(manifest, obj):
+                    raise no_indexed_jobs((await server_version(api))[0])
                 if manifest["kind"] == "Job":
                     target = ns.volcano if _is_volcano(manifest) else ns.batch
                     target.upsert(obj)
