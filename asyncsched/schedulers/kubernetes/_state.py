@@ -81,6 +81,7 @@ _STUCK = frozenset(
     {
         "ErrImagePull",
         "ImagePullBackOff",
+        "ErrImageNeverPull",
         "InvalidImageName",
         "CreateContainerConfigError",
         "CreateContainerError",
