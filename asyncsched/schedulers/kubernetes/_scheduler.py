@@ -111,6 +111,8 @@ BATCH_JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
 PODS = "/api/v1/namespaces/{ns}/pods"
 SERVICES = "/api/v1/namespaces/{ns}/services"
 SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
+#: how long delete() waits for its watch to report the Job(s) gone
+_DELETE_SETTLE = 10.0
 #: how long a terminal app's pods may lag behind its Job in the cache
 _POD_SETTLE = 5.0
 #: seconds between polls of a Volcano job asyncsched did not create
@@ -757,13 +759,22 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             return
         kind, ns, jobs = found
         api = await self._api()
+        name = _app_key(jobs[0])
+        informer = ns.volcano if kind == "volcano" else ns.batch
         if kind == "volcano":
             await _delete(api, f"{ns.volcano.path}/{jobs[0]['metadata']['name']}")
-            return
-        name = _app_key(jobs[0])
-        for job in jobs:
-            await _delete(api, f"{ns.batch.path}/{job['metadata']['name']}")
-        await _delete(api, f"{SERVICES.format(ns=ns.name)}/{name}")
+        else:
+            for job in jobs:
+                await _delete(api, f"{ns.batch.path}/{job['metadata']['name']}")
+            await _delete(api, f"{SERVICES.format(ns=ns.name)}/{name}")
+        # the cache learns of it from its watch: wait (bounded) so that a
+        # describe() right after delete() answers None
+        with anyio.move_on_after(_DELETE_SETTLE):
+            while True:
+                changed = informer.changed(name)
+                if not informer.with_key(name):
+                    break
+                await changed.wait()
 
     # -- logs ------------------------------------------------------------------
 
