@@ -229,6 +229,8 @@ class RealCluster:
     forward_rule: list[str] | None = None
     #: directories outside ``root`` to remove at the end (etcd's, in memory)
     extra_dirs: list[Path] = field(default_factory=list)
+    #: the kubelet's fixed paths and their entries before it ran (None: absent)
+    fixed_paths: dict[Path, set[str] | None] = field(default_factory=dict)
     _ssl: ssl.SSLContext | None = None
 
     # -- HTTP (sync: fixture setup and teardown, or in a worker thread) ------
@@ -379,6 +381,7 @@ class RealCluster:
         if self.added_hosts_line:
             _remove_hosts_line()
             self.added_hosts_line = False
+        _restore_fixed_paths(self.fixed_paths)
         shutil.rmtree(self.root, ignore_errors=True)
         for extra in self.extra_dirs:
             shutil.rmtree(extra, ignore_errors=True)
@@ -420,6 +423,40 @@ def _unmount_below(root: Path) -> None:
     ]
     for mount in sorted(mounts, key=len, reverse=True):
         subprocess.run(["umount", "-l", mount], capture_output=True, check=False)
+
+
+#: where kubelet 1.20 writes whatever its --root-dir says: pod logs (and
+#: their links) and the device-plugin socket
+KUBELET_FIXED_PATHS = (
+    Path("/var/log/pods"),
+    Path("/var/log/containers"),
+    Path("/var/lib/kubelet"),
+)
+
+
+def _snapshot_fixed_paths() -> dict[Path, set[str] | None]:
+    return {
+        path: ({e.name for e in path.iterdir()} if path.is_dir() else None)
+        for path in KUBELET_FIXED_PATHS
+    }
+
+
+def _restore_fixed_paths(before: dict[Path, set[str] | None]) -> None:
+    """Remove what the kubelet added to its fixed paths (or the paths it made)."""
+    for path, entries in before.items():
+        if entries is None:
+            shutil.rmtree(path, ignore_errors=True)
+            continue
+        if not path.is_dir():
+            continue
+        for entry in path.iterdir():
+            if entry.name in entries:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+    before.clear()
 
 
 def _ensure_hosts_line() -> bool:
@@ -505,6 +542,7 @@ def _start_all(
     _kubeconfig(c.kubeconfig, c.api_url, c.ca_file, ADMIN_USER, c.admin_token)
     _kubeconfig(c.nobody_kubeconfig, c.api_url, c.ca_file, NOBODY_USER, c.nobody_token)
     c.added_hosts_line = _ensure_hosts_line()
+    c.fixed_paths = _snapshot_fixed_paths()
 
     # etcd's data in memory when /dev/shm is there: no fsync cost
     shm = Path("/dev/shm")
