@@ -11,6 +11,7 @@ import aiohttp
 import pytest
 from kubernetes_asyncio import client, watch
 
+from .fakeapi import wait_until
 from .fakeapi.env import KubeEnv
 from .fakeapi.untyped import CoreV1Api
 
@@ -35,10 +36,14 @@ async def core(kube_env: KubeEnv) -> AsyncIterator[Any]:
 
 
 async def _events(
-    core: Any, ns: str, count: int, **kwargs: Any
+    core: Any,
+    ns: str,
+    count: int,
+    into: list[tuple[str, str]] | None = None,
+    **kwargs: Any,
 ) -> list[tuple[str, str]]:
-    """The first ``count`` (type, name) events of a pod watch."""
-    got: list[tuple[str, str]] = []
+    """The first ``count`` (type, name) events of a pod watch (also into ``into``)."""
+    got: list[tuple[str, str]] = [] if into is None else into
     async with watch.Watch() as w:
         async for event in w.stream(core.list_namespaced_pod, ns, **kwargs):
             obj = event["raw_object"]
@@ -73,8 +78,9 @@ async def test_watch_without_version_starts_with_synthetic_added_events(
 ) -> None:
     ns = kube_env.namespace
     await core.create_namespaced_pod(ns, _pod("old"))
-    watching = asyncio.create_task(_events(core, ns, 2))
-    await asyncio.sleep(0.05)
+    seen: list[tuple[str, str]] = []
+    watching = asyncio.create_task(_events(core, ns, 2, seen))
+    await wait_until(lambda: seen, timeout=5)  # the watch has started
     await core.create_namespaced_pod(ns, _pod("new"))
     assert await asyncio.wait_for(watching, 5) == [("ADDED", "old"), ("ADDED", "new")]
 
