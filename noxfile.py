@@ -17,6 +17,8 @@ PROVISION = [
     ROOT / "tests" / "docker" / "provision.sh",
     ROOT / "tests" / "web" / "provision.sh",
     ROOT / "tests" / "slurm" / "provision.sh",
+    # builds Kubernetes 1.20 once (~7 min on 2 cores), then reuses the cache
+    ROOT / "tests" / "kubernetes" / "realcluster" / "provision.sh",
 ]
 # ``nox -s bench -- NAME [args]`` runs one of these; ``nox -s bench`` runs them all.
 BENCHMARKS = {
@@ -34,7 +36,8 @@ def _group(name: str) -> list[str]:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Provision system services (Docker, Chromium, Slurm: when root on Debian), run pytest."""
+    """Provision system services (Docker, Chromium, Slurm, a Kubernetes 1.20 build:
+    when root on Debian), run pytest."""
     for provision in PROVISION:
         if provision.exists() and not os.environ.get("ASYNCSCHED_SKIP_PROVISION"):
             session.run("bash", str(provision), external=True)

@@ -1,16 +1,27 @@
-"""Fixtures for the Kubernetes backend tests: a real client, a fake API server.
+"""Fixtures for the Kubernetes backend tests: a real client, two API servers.
 
-* ``kube_env``: a :class:`KubeEnv` -- a fresh namespace on a
-  :class:`FakeKubeServer` started for the test (plain HTTP on 127.0.0.1, a
-  kubeconfig with a token user whose context namespace is that namespace).
-  With ``ASYNCSCHED_TEST_KUBECONFIG`` set (and optionally
-  ``ASYNCSCHED_TEST_KUBE_CONTEXT``) it uses that cluster instead: the
-  namespace is created through the API and deleted afterwards.
-* ``kube_controller``: a :class:`FakeController` reconciling that namespace
-  (Volcano Jobs, batch/v1 Jobs, running pods' commands); stopped after the test.
-  On a real cluster it only plays Volcano and runs pods with
-  ``schedulerName: volcano`` (the cluster's own Job controller and kubelets
-  do the rest).
+* ``kube_env``: a :class:`KubeEnv` with a fresh namespace, once per server
+  (parametrised ``fake`` / ``real``):
+
+  - ``fake``: a :class:`FakeKubeServer` started for the test (plain HTTP on
+    127.0.0.1, a kubeconfig with a token user whose context namespace is that
+    namespace);
+  - ``real``: the single-node Kubernetes 1.20 cluster of
+    :mod:`tests.kubernetes.realcluster` (``real_kube_cluster``, started once
+    per session: real etcd, API server, scheduler, controller-manager and a
+    kubelet whose pods really run). Without its binaries (see
+    ``realcluster/provision.sh``) these tests skip -- or fail when ``CI`` is
+    set or ``ASYNCSCHED_REQUIRE_KUBE=1``. With ``ASYNCSCHED_TEST_KUBECONFIG``
+    set (and optionally ``ASYNCSCHED_TEST_KUBE_CONTEXT``) ``real`` is that
+    cluster instead. The namespace is created through the API and deleted
+    afterwards.
+* ``kube_controller``: a :class:`FakeController` reconciling that namespace.
+  On the fake: Volcano Jobs, batch/v1 Jobs, and a fake kubelet running the
+  pods' commands. On the real test cluster it only plays Volcano (pods from
+  the job's tasks, the job's phase from the real pods' phases); the cluster's
+  scheduler, Job controller, garbage collector and kubelet do the rest. On an
+  ``ASYNCSCHED_TEST_KUBECONFIG`` cluster it plays Volcano and runs the pods
+  with ``schedulerName: volcano`` itself.
 
 The fixture's own setup requests are not counted; the controller's requests
 never are, and fault rules spare them. Fault hooks, for example::
@@ -27,7 +38,8 @@ never are, and fault rules spare them. Fault hooks, for example::
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -36,8 +48,57 @@ from kubernetes_asyncio import client
 from .fakeapi import FakeKubeServer
 from .fakeapi.controller import FakeController
 from .fakeapi.env import KubeEnv, unique_namespace
+from .realcluster.cluster import ClusterError, RealCluster, missing, start_cluster
 
 BOOKMARK_INTERVAL = 0.2
+#: the API servers every ``kube_env`` test runs against
+KUBE_SERVERS = ("fake", "real")
+#: the test node has 2 cores: pods request no CPU (their limit stays 1 cpu)
+REAL_NODE_CFG = {"reserved_millicpu": 1000}
+
+
+def _real_required() -> bool:
+    return (
+        bool(os.environ.get("CI")) or os.environ.get("ASYNCSCHED_REQUIRE_KUBE") == "1"
+    )
+
+
+@pytest.fixture(scope="session")
+def real_kube_cluster() -> Iterator[RealCluster]:
+    """The real single-node test cluster (session-wide), stopped at the end."""
+    absent = missing()
+    if absent:
+        reason = "not available: " + "; ".join(absent)
+        if _real_required():
+            pytest.fail(f"real Kubernetes cluster required (CI): {reason}")
+        pytest.skip(f"no real Kubernetes cluster: {reason}")
+    try:
+        cluster = start_cluster()
+    except ClusterError as exc:
+        pytest.fail(f"could not start the real Kubernetes test cluster: {exc}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@dataclass
+class _Server:
+    kind: str  # "fake" or "real"
+    cluster: RealCluster | None = None
+    kubeconfig: str | None = None
+
+
+@pytest.fixture(params=KUBE_SERVERS)
+def kube_server(request: pytest.FixtureRequest) -> _Server:
+    """Which API server ``kube_env`` uses (sync: starting the cluster blocks)."""
+    if request.param == "fake":
+        return _Server("fake")
+    external = os.environ.get("ASYNCSCHED_TEST_KUBECONFIG")
+    if external:
+        return _Server("real", kubeconfig=external)
+    cluster: RealCluster = request.getfixturevalue("real_kube_cluster")
+    return _Server("real", cluster=cluster, kubeconfig=str(cluster.kubeconfig))
 
 
 async def _probe_fake(env: KubeEnv) -> bool:
@@ -51,32 +112,87 @@ async def _probe_fake(env: KubeEnv) -> bool:
         return True
 
 
+#: server -> whether it keeps ``completionMode``
+_INDEXED_JOBS: dict[str, bool] = {}
+
+
+async def _keeps_completion_mode(env: KubeEnv) -> bool:
+    """Whether the server keeps ``completionMode`` (a dry-run create answers)."""
+    server = env.cluster.api_url if env.cluster is not None else env.kubeconfig
+    if server in _INDEXED_JOBS:
+        return _INDEXED_JOBS[server]
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "probe"},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": 1,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "busybox"}],
+                }
+            },
+        },
+    }
+    async with await env.api_client() as api:
+        answer = await api.call_api(
+            f"/apis/batch/v1/namespaces/{env.namespace}/jobs",
+            "POST",
+            query_params=[("dryRun", "All")],
+            body=job,
+            auth_settings=["BearerToken"],
+            response_types_map={201: "object", 200: "object"},
+            _return_http_data_only=True,
+        )
+    kept = bool((answer.get("spec") or {}).get("completionMode"))
+    _INDEXED_JOBS[server] = kept
+    return kept
+
+
 @pytest.fixture
 async def kube_env(
-    tmp_path: Path, request: pytest.FixtureRequest
+    tmp_path: Path, request: pytest.FixtureRequest, kube_server: _Server
 ) -> AsyncIterator[KubeEnv]:
     namespace = unique_namespace(request.node.name)
-    real_config = os.environ.get("ASYNCSCHED_TEST_KUBECONFIG")
-    if real_config:
+    if kube_server.kind == "real":
+        assert kube_server.kubeconfig is not None
+        local = kube_server.cluster is not None
+        kubeconfig = kube_server.kubeconfig
+        if kube_server.cluster is not None:
+            path = tmp_path / "kubeconfig"
+            kubeconfig = str(kube_server.cluster.write_kubeconfig(path, namespace))
         env = KubeEnv(
-            kubeconfig=real_config,
+            kubeconfig=kubeconfig,
             namespace=namespace,
-            context=os.environ.get("ASYNCSCHED_TEST_KUBE_CONTEXT") or None,
+            context=None if local else os.environ.get("ASYNCSCHED_TEST_KUBE_CONTEXT"),
             server=None,
             faults=None,
             requests=None,
             real=True,
-            logs_available=False,
+            logs_available=local,
+            cluster=kube_server.cluster,
+            nodes=local,
+            run_cfg=dict(REAL_NODE_CFG) if local else {},
         )
         async with await env.api_client() as api:
             core = client.CoreV1Api(api)
             await core.create_namespace(
                 client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace))
             )
-            env.logs_available = await _probe_fake(env)
+            if not local:
+                env.logs_available = await _probe_fake(env)
+            env.indexed_jobs = await _keeps_completion_mode(env)
             try:
                 yield env
             finally:
+                if local:
+                    # no 30 s grace for the test's leftover pods: they would
+                    # keep the node's kubelet busy during the next tests
+                    await core.delete_collection_namespaced_pod(
+                        namespace, grace_period_seconds=0
+                    )
                 await core.delete_namespace(namespace, propagation_policy="Background")
         return
     async with FakeKubeServer(bookmark_interval=BOOKMARK_INTERVAL) as server:
@@ -96,6 +212,17 @@ async def kube_env(
 
 @pytest.fixture
 async def kube_controller(kube_env: KubeEnv) -> AsyncIterator[FakeController]:
+    if kube_env.nodes:
+        # real scheduler, Job controller, garbage collector and kubelet
+        async with FakeController(
+            kube_env.kubeconfig,
+            kube_env.namespace,
+            context=kube_env.context,
+            batch_jobs=False,
+            kubelet=False,
+        ) as controller:
+            yield controller
+        return
     async with FakeController(
         kube_env.kubeconfig,
         kube_env.namespace,

@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import pytest
 
 from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asyncsched.specs import AppDef, AppState, CfgVal, Resource, Role
@@ -34,7 +35,22 @@ def make_app(script: str, *, replicas: int = 1, name: str = "app") -> AppDef:
 
 
 def cfg_for(env: KubeEnv, job_api: str) -> dict[str, CfgVal]:
-    return {"namespace": env.namespace, "queue": "default", "job_api": job_api}
+    """The run cfg of a test; skips ``indexed`` where the server has no Indexed Jobs."""
+    if job_api == "indexed" and not env.indexed_jobs:
+        skip_without_indexed_jobs()
+    return {
+        "namespace": env.namespace,
+        "queue": "default",
+        "job_api": job_api,
+        **env.run_cfg,
+    }
+
+
+def skip_without_indexed_jobs() -> None:
+    pytest.skip(
+        "Kubernetes 1.20 has no Indexed Jobs nor Job suspend (1.21+):"
+        " job_api=indexed is refused there (see test_realcluster.py)"
+    )
 
 
 @asynccontextmanager

@@ -40,8 +40,9 @@ async def test_run_status_log_list_cancel(kube_env: KubeEnv, tmp_path: Path) -> 
         pytest.skip("needs the fake kubelet and the kubeconfig's current context")
     cli = Cli(kube_env, tmp_path)
     ns = kube_env.namespace
+    extra = "".join(f",{k}={v}" for k, v in kube_env.run_cfg.items())
     code, out, err = await cli(
-        "run", "-s", "kubernetes", "-cfg", f"namespace={ns},queue=default",
+        "run", "-s", "kubernetes", "-cfg", f"namespace={ns},queue=default{extra}",
         "--image", "busybox:1.36", "--name", "hello", "--", "sh", "-c", "echo hi there",
     )  # fmt: skip
     assert code == 0, err
@@ -62,8 +63,10 @@ async def test_run_status_log_list_cancel(kube_env: KubeEnv, tmp_path: Path) -> 
     assert code == 0, err
     assert handle.rpartition("/")[2] in out
 
+    # Kubernetes 1.20 (the real test cluster) has no Indexed Jobs
+    job_api = "indexed" if kube_env.indexed_jobs else "volcano,queue=default"
     code, out, err = await cli(
-        "run", "-s", "kubernetes", "-cfg", f"namespace={ns},job_api=indexed",
+        "run", "-s", "kubernetes", "-cfg", f"namespace={ns},job_api={job_api}{extra}",
         "--image", "busybox:1.36", "--name", "sleeper", "--", "sleep", "30",
     )  # fmt: skip
     assert code == 0, err

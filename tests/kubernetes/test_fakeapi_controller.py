@@ -21,6 +21,16 @@ def _fake_cluster_only(env: KubeEnv) -> None:
         pytest.skip("needs the fixture controller's fake node")
 
 
+def _needs_indexed_jobs(env: KubeEnv) -> None:
+    """On the real 1.20 test cluster the Job controller is Kubernetes' own."""
+    if not env.indexed_jobs:
+        pytest.skip("Kubernetes 1.20 has no Indexed Jobs nor Job suspend (1.21+)")
+
+
+#: seconds a job may take to settle (real pods take a few seconds each)
+SETTLE = 60
+
+
 def _volcano_job(name: str, tasks: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
     return {
         "apiVersion": "batch.volcano.sh/v1alpha1",
@@ -48,6 +58,7 @@ def _task(name: str, script: str, *, replicas: int = 1, **extra: Any) -> dict[st
                     {
                         "name": name,
                         "image": "busybox",
+                        "imagePullPolicy": "IfNotPresent",
                         "command": ["sh", "-c", script],
                         "env": [{"name": "ROLE", "value": name}],
                     }
@@ -86,9 +97,9 @@ async def test_volcano_job_completes_with_named_pods_env_and_logs(
         await custom.create_namespaced_custom_object(*VOLCANO, ns, "jobs", body)
         await wait_until(
             lambda: _volcano_phase(custom, ns, "train"),
-            timeout=10,
+            timeout=SETTLE,
         )
-        await wait_until(lambda: _is(custom, ns, "train", "Completed"), timeout=10)
+        await wait_until(lambda: _is(custom, ns, "train", "Completed"), timeout=SETTLE)
         pods = await core.list_namespaced_pod(
             ns, label_selector="volcano.sh/job-name=train"
         )
@@ -124,7 +135,7 @@ async def test_volcano_restart_policy_retries_then_fails_at_max_retry(
             "flaky", [_task("w", "echo try; exit 3", policies=policies)], maxRetry=2
         )
         await custom.create_namespaced_custom_object(*VOLCANO, ns, "jobs", body)
-        await wait_until(lambda: _is(custom, ns, "flaky", "Failed"), timeout=10)
+        await wait_until(lambda: _is(custom, ns, "flaky", "Failed"), timeout=SETTLE)
         job = await custom.get_namespaced_custom_object(*VOLCANO, ns, "jobs", "flaky")
         assert job["status"]["retryCount"] == 2
         assert job["status"]["version"] == 2
@@ -141,7 +152,7 @@ async def test_volcano_failure_without_policy_fails_the_job(
         custom, core = CustomObjectsApi(api), CoreV1Api(api)
         body = _volcano_job("bad", [_task("a", "exit 0"), _task("b", "false")])
         await custom.create_namespaced_custom_object(*VOLCANO, ns, "jobs", body)
-        await wait_until(lambda: _is(custom, ns, "bad", "Failed"), timeout=10)
+        await wait_until(lambda: _is(custom, ns, "bad", "Failed"), timeout=SETTLE)
         pod = await core.read_namespaced_pod("bad-b-0", ns)
         terminated = pod.status.container_statuses[0].state.terminated
         assert (pod.status.phase, terminated.exit_code, terminated.reason) == (
@@ -158,15 +169,19 @@ async def test_volcano_abort_by_status_patch_kills_pods(
     async with await kube_env.api_client() as api:
         custom, core = CustomObjectsApi(api), CoreV1Api(api)
         body = _volcano_job("long", [_task("w", "echo started; sleep 30", replicas=2)])
+        # a real kubelet would wait out the default 30 s for the shell (PID 1)
+        body["spec"]["tasks"][0]["template"]["spec"][
+            "terminationGracePeriodSeconds"
+        ] = 1
         await custom.create_namespaced_custom_object(*VOLCANO, ns, "jobs", body)
-        await wait_until(lambda: _is(custom, ns, "long", "Running"), timeout=10)
+        await wait_until(lambda: _is(custom, ns, "long", "Running"), timeout=SETTLE)
         job = await custom.get_namespaced_custom_object(*VOLCANO, ns, "jobs", "long")
         job["status"]["state"]["phase"] = "Aborted"
         await custom.replace_namespaced_custom_object_status(
             *VOLCANO, ns, "jobs", "long", job
         )
         await wait_until(
-            lambda: _no_pods(core, ns, "volcano.sh/job-name=long"), timeout=10
+            lambda: _no_pods(core, ns, "volcano.sh/job-name=long"), timeout=SETTLE
         )
         assert await _volcano_phase(custom, ns, "long") == "Aborted"
     assert kube_controller.errors == []
@@ -214,6 +229,7 @@ async def _condition(batch: Any, ns: str, name: str, kind: str) -> bool:
 async def test_indexed_job_completes_with_index_env_hostnames_and_logs(
     kube_env: KubeEnv, kube_controller: FakeController
 ) -> None:
+    _needs_indexed_jobs(kube_env)
     ns = kube_env.namespace
     async with await kube_env.api_client() as api:
         batch, core = BatchV1Api(api), CoreV1Api(api)
@@ -221,7 +237,9 @@ async def test_indexed_job_completes_with_index_env_hostnames_and_logs(
             "idx", "echo index $JOB_COMPLETION_INDEX host $HOSTNAME pod $POD", 3
         )
         await batch.create_namespaced_job(ns, body)
-        await wait_until(lambda: _condition(batch, ns, "idx", "Complete"), timeout=10)
+        await wait_until(
+            lambda: _condition(batch, ns, "idx", "Complete"), timeout=SETTLE
+        )
         job = await batch.read_namespaced_job_status("idx", ns)
         assert (job.status.succeeded, job.status.completed_indexes) == (3, "0-2")
         pods = (await core.list_namespaced_pod(ns, label_selector="job-name=idx")).items
@@ -246,12 +264,15 @@ async def test_indexed_job_completes_with_index_env_hostnames_and_logs(
 async def test_indexed_job_fails_after_backoff_limit(
     kube_env: KubeEnv, kube_controller: FakeController
 ) -> None:
+    _needs_indexed_jobs(kube_env)
     ns = kube_env.namespace
     async with await kube_env.api_client() as api:
         batch = BatchV1Api(api)
         body = _indexed_job("fail", "exit $JOB_COMPLETION_INDEX", 2, backoffLimit=1)
         await batch.create_namespaced_job(ns, body)
-        await wait_until(lambda: _condition(batch, ns, "fail", "Failed"), timeout=10)
+        await wait_until(
+            lambda: _condition(batch, ns, "fail", "Failed"), timeout=SETTLE
+        )
         job = await batch.read_namespaced_job_status("fail", ns)
         assert job.status.failed == 2  # index 1 failed twice: > backoffLimit 1
         assert job.status.completed_indexes == "0"
@@ -263,16 +284,19 @@ async def test_indexed_job_fails_after_backoff_limit(
 async def test_suspended_job_runs_no_pods_until_resumed(
     kube_env: KubeEnv, kube_controller: FakeController
 ) -> None:
+    _needs_indexed_jobs(kube_env)
     ns = kube_env.namespace
     async with await kube_env.api_client() as api:
         batch, core = BatchV1Api(api), CoreV1Api(api)
         await batch.create_namespaced_job(
             ns, _indexed_job("s", "true", 1, suspend=True)
         )
-        await wait_until(lambda: _condition(batch, ns, "s", "Suspended"), timeout=10)
+        await wait_until(
+            lambda: _condition(batch, ns, "s", "Suspended"), timeout=SETTLE
+        )
         assert await _no_pods(core, ns, "job-name=s")
         await batch.patch_namespaced_job("s", ns, {"spec": {"suspend": False}})
-        await wait_until(lambda: _condition(batch, ns, "s", "Complete"), timeout=10)
+        await wait_until(lambda: _condition(batch, ns, "s", "Complete"), timeout=SETTLE)
 
 
 async def test_volcano_pod_with_too_long_hostname_is_refused_and_job_stays_pending(
@@ -284,7 +308,7 @@ async def test_volcano_pod_with_too_long_hostname_is_refused_and_job_stays_pendi
         name, task = "j" * 40, "t" * 25  # pod/host name "{job}-{task}-0": 68 chars
         body = _volcano_job(name, [_task(task, "true")])
         await custom.create_namespaced_custom_object(*VOLCANO, ns, "jobs", body)
-        await wait_until(lambda: kube_controller.api_errors, timeout=10)
+        await wait_until(lambda: kube_controller.api_errors, timeout=SETTLE)
         assert kube_controller.api_errors[0].status == 422
         assert "spec.hostname" in str(kube_controller.api_errors[0].body)
         assert await _volcano_phase(custom, ns, name) == "Pending"
@@ -301,7 +325,7 @@ async def test_deleting_a_running_pod_is_graceful_and_the_kubelet_confirms(
         custom, core = CustomObjectsApi(api), CoreV1Api(api)
         body = _volcano_job("g", [_task("w", "sleep 30")])
         await custom.create_namespaced_custom_object(*VOLCANO, ns, "jobs", body)
-        await wait_until(lambda: _is(custom, ns, "g", "Running"), timeout=10)
+        await wait_until(lambda: _is(custom, ns, "g", "Running"), timeout=SETTLE)
         pod = await core.read_namespaced_pod("g-w-0", ns)
         assert pod.spec.node_name == "fake-node"  # bound through pods/binding
         answer = await core.delete_namespaced_pod("g-w-0", ns)
@@ -309,7 +333,7 @@ async def test_deleting_a_running_pod_is_graceful_and_the_kubelet_confirms(
         assert answer.metadata.deletion_grace_period_seconds == 30
         # The kubelet stops it and confirms; Volcano then replaces the lost pod.
         old_uid = pod.metadata.uid
-        await wait_until(lambda: _recreated(core, ns, "g-w-0", old_uid), timeout=10)
+        await wait_until(lambda: _recreated(core, ns, "g-w-0", old_uid), timeout=SETTLE)
     assert kube_controller.errors == []
 
 
@@ -347,7 +371,7 @@ async def test_pod_asking_more_than_the_node_has_stays_pending_unschedulable(
             conditions = (status and status.conditions) or []
             return next((c for c in conditions if c.reason == "Unschedulable"), None)
 
-        condition = await wait_until(unschedulable, timeout=10)
+        condition = await wait_until(unschedulable, timeout=SETTLE)
         assert condition.type == "PodScheduled"
         assert condition.status == "False"
         assert "Insufficient nvidia.com/gpu" in condition.message
@@ -373,7 +397,7 @@ async def test_missing_image_leaves_the_pod_in_image_pull_back_off(
             waiting = statuses and statuses[0].state.waiting
             return waiting if waiting and waiting.reason == "ImagePullBackOff" else None
 
-        waiting = await wait_until(backing_off, timeout=10)
+        waiting = await wait_until(backing_off, timeout=SETTLE)
         assert waiting.message == 'Back-off pulling image "does-not-exist:1"'
         job = await batch.read_namespaced_job_status("img", ns)
         assert job.status.active == 1
@@ -392,7 +416,7 @@ async def test_volcano_exit_code_policy_aborts_the_job(
         await custom.create_namespaced_custom_object(
             *VOLCANO, ns, "jobs", _volcano_job("ab", tasks)
         )
-        await wait_until(lambda: _is(custom, ns, "ab", "Aborted"), timeout=10)
+        await wait_until(lambda: _is(custom, ns, "ab", "Aborted"), timeout=SETTLE)
         job = await custom.get_namespaced_custom_object(*VOLCANO, ns, "jobs", "ab")
         assert job["status"]["state"]["reason"] == "PodFailed:AbortJob"
     assert kube_controller.errors == []

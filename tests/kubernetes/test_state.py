@@ -104,12 +104,17 @@ def test_replica_without_pod_falls_back_to_task_status_count() -> None:
     assert states == [AppState.RUNNING, AppState.RUNNING]
 
 
-def test_stuck_image_pull_is_reported() -> None:
+@pytest.mark.parametrize(
+    "reason",
+    # ErrImageNeverPull: the image is absent and its pull policy is Never
+    ["ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull"],
+)
+def test_stuck_image_pull_is_reported(reason: str) -> None:
     job = volcano_job(replicas=1, state={"phase": "Pending"})
-    stuck = pod(0, "Pending", waiting={"reason": "ImagePullBackOff", "message": "no"})
+    stuck = pod(0, "Pending", waiting={"reason": reason, "message": "no"})
     desc = describe_volcano("ns:a-b", job, [stuck])
     assert desc.state == AppState.PENDING
-    assert "ImagePullBackOff" in desc.msg
+    assert f"a-b-myrole-0-0: {reason}: no" in desc.msg
 
 
 def test_aborted_job_cancels_unfinished_replicas() -> None:

@@ -45,6 +45,13 @@ from asyncsched.schedulers.kubernetes._client import (
     import_client,
     load_connection,
 )
+from asyncsched.schedulers.kubernetes._features import (
+    check_indexed_jobs,
+    dropped_completion_mode,
+    is_indexed_job,
+    no_indexed_jobs,
+    server_version,
+)
 from asyncsched.schedulers.kubernetes._informer import Informer
 from asyncsched.schedulers.kubernetes._logs import iter_pod_log
 from asyncsched.schedulers.kubernetes._render import (
@@ -105,6 +112,10 @@ BATCH_JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
 PODS = "/api/v1/namespaces/{ns}/pods"
 SERVICES = "/api/v1/namespaces/{ns}/services"
 SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
+#: how long delete() waits for its watch to report the Job(s) gone
+_DELETE_SETTLE = 10.0
+#: how long a terminal app's pods may lag behind its Job in the cache
+_POD_SETTLE = 5.0
 #: seconds between polls of a Volcano job asyncsched did not create
 _FOREIGN_POLL = 5.0
 #: how often ``wait`` reads an app by GETs while a cache is stale
@@ -478,11 +489,15 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
 
         Raises:
             SubmitError: the server rejected a manifest (409: the name is taken).
+            UnsupportedOperationError: ``job_api=indexed`` on a server without
+                Indexed Jobs (Kubernetes < 1.21); nothing was created.
         """
         job: KubernetesJob = dryrun_info.request
         cfg = dryrun_info.cfg or {}
         context = cfg.get("context")
         api = await self._api(str(context) if context else None)
+        if any(is_indexed_job(m) for m in job.manifests):
+            await check_indexed_jobs(api)
         await self._push_images(job)
         ns = await self._watch(job.namespace)
         created: list[str] = []
@@ -494,6 +509,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 obj = await self._create(api, path, manifest)
                 created.append(in_flight)
                 in_flight = ""
+                if dropped_completion_mode(manifest, obj):
+                    raise no_indexed_jobs((await server_version(api))[0])
                 if manifest["kind"] == "Job":
                     target = ns.volcano if _is_volcano(manifest) else ns.batch
                     target.upsert(obj)
@@ -528,6 +545,12 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 raise SubmitError(
                     f"{manifest['kind']} {name!r} already exists in that namespace"
                     f" (the name is taken; dry-run again for a new one): {exc.message}"
+                ) from exc
+            if exc.status == 404 and _is_missing_namespace(exc):
+                namespace = path.split("/namespaces/")[1].split("/")[0]
+                raise SubmitError(
+                    f"namespace {namespace!r} does not exist: create it"
+                    " or pick another with -cfg namespace=..."
                 ) from exc
             if exc.status == 404 and _is_volcano(manifest):
                 raise SubmitError(
@@ -856,13 +879,22 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             return
         kind, ns, jobs = found
         api = await self._api()
+        name = _app_key(jobs[0])
+        informer = ns.volcano if kind == "volcano" else ns.batch
         if kind == "volcano":
             await _delete(api, f"{ns.volcano.path}/{jobs[0]['metadata']['name']}")
-            return
-        name = _app_key(jobs[0])
-        for job in jobs:
-            await _delete(api, f"{ns.batch.path}/{job['metadata']['name']}")
-        await _delete(api, f"{SERVICES.format(ns=ns.name)}/{name}")
+        else:
+            for job in jobs:
+                await _delete(api, f"{ns.batch.path}/{job['metadata']['name']}")
+            await _delete(api, f"{SERVICES.format(ns=ns.name)}/{name}")
+        # the cache learns of it from its watch: wait (bounded) so that a
+        # describe() right after delete() answers None
+        with anyio.move_on_after(_DELETE_SETTLE):
+            while True:
+                changed = informer.changes.changed(name)
+                if not informer.with_key(name):
+                    break
+                await changed.wait()
 
     # -- logs ------------------------------------------------------------------
 
@@ -952,6 +984,17 @@ def _docker_modules() -> tuple[Any, Any]:
             "pip install 'asyncsched[docker]'",
         ) from exc
     return aiodocker, images
+
+
+def _is_missing_namespace(exc: KubernetesApiError) -> bool:
+    """A create refused because its namespace does not exist (not a missing type).
+
+    The server answers ``namespaces "NAME" not found``; a type it does not
+    serve (no CRD) answers "the server could not find the requested resource".
+    """
+    return exc.message.startswith('namespaces "') and exc.message.endswith(
+        '" not found'
+    )
 
 
 def _is_volcano(manifest: JSON) -> bool:

@@ -89,6 +89,7 @@ _STUCK = frozenset(
     {
         "ErrImagePull",
         "ImagePullBackOff",
+        "ErrImageNeverPull",
         "InvalidImageName",
         "CreateContainerConfigError",
         "CreateContainerError",

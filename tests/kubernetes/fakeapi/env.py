@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes_asyncio import config
@@ -25,8 +25,14 @@ class KubeEnv:
     """An API server and a fresh namespace for one test.
 
     ``server``/``faults``/``requests`` are None against a real cluster
-    (``ASYNCSCHED_TEST_KUBECONFIG``); ``logs_available`` says whether pod
-    output can be produced (the fake's log endpoint exists).
+    (``ASYNCSCHED_TEST_KUBECONFIG``, or the test cluster of
+    tests/kubernetes/realcluster); ``logs_available`` says whether pod
+    output can be produced (the fake's log endpoint, or a real node).
+    ``cluster`` is the test cluster when the tests started it (its
+    ``/metrics``, an API server restart); ``nodes`` says whether real
+    kubelets run the pods; ``indexed_jobs`` whether the server keeps
+    ``completionMode`` (Kubernetes 1.21+); ``run_cfg`` is merged into every
+    test's scheduler cfg.
     """
 
     kubeconfig: str
@@ -37,6 +43,10 @@ class KubeEnv:
     requests: RequestLog | None
     real: bool
     logs_available: bool
+    cluster: Any = None
+    nodes: bool = False
+    indexed_jobs: bool = True
+    run_cfg: dict[str, Any] = field(default_factory=dict)
 
     def fake_server(self) -> FakeKubeServer:
         """The fake server; skips the test on a real cluster."""
