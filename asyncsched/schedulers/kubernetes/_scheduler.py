@@ -162,8 +162,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         docker_client: An aiodocker client to push ``images_to_push`` with.
         kubeconfig: Path of the kubeconfig (default ``$KUBECONFIG``).
         context: Kubeconfig context (default: the current one).
-        namespace: Namespace of ``list()`` (default: the context's, else
-            ``default``).
+        namespace: Namespace ``list()`` shows, besides every namespace this
+            scheduler submitted to (default: the context's, else ``default``).
         qps: Client-side request rate limit (``<= 0`` disables it).
         burst: Requests allowed at once above ``qps``.
         max_retries: Retries of a 429, a 5xx or a connection error.
@@ -231,6 +231,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         self._log_idle_timeout = log_idle_timeout
         self._api_: KubeApi | None = None
         self._namespaces: dict[str, _Namespace] = {}
+        #: namespaces this scheduler submitted to (``list()`` shows them too)
+        self._submitted_to: set[str] = set()
         self._tasks = TaskHost("KubernetesScheduler")
         self._lock = anyio.Lock()
 
@@ -460,6 +462,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         api = await self._api(str(context) if context else None)
         await self._push_images(job)
         ns = await self._watch(job.namespace)
+        self._submitted_to.add(job.namespace)
         created: list[str] = []
         in_flight = ""
         try:
@@ -633,19 +636,22 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         return _describe(app_id, *found)
 
     async def _list(self) -> builtins.list[AppSnapshot]:
-        """The asyncsched apps in the scheduler's namespace (jobs without status too)."""
+        """The asyncsched apps in the configured namespace and in every one
+        this scheduler submitted to (jobs without status too)."""
         await self._api()
-        namespace = self._namespace or "default"
-        ns = await self._watch(namespace)
-        _check_allowed(ns)
-        snapshots = [
-            _describe(f"{namespace}:{name}", "volcano", ns, [job])
-            for name, job in ns.volcano.objects.items()
-        ]
-        for key, jobs in ns.batch.by_key.items():
-            snapshots.append(
-                _describe(key, "indexed", ns, builtins.list(jobs.values()))
+        home = self._namespace or "default"
+        snapshots: builtins.list[AppSnapshot] = []
+        for namespace in [home, *sorted(self._submitted_to - {home})]:
+            ns = await self._watch(namespace)
+            _check_allowed(ns)
+            snapshots.extend(
+                _describe(f"{namespace}:{name}", "volcano", ns, [job])
+                for name, job in ns.volcano.objects.items()
             )
+            for key, jobs in ns.batch.by_key.items():
+                snapshots.append(
+                    _describe(key, "indexed", ns, builtins.list(jobs.values()))
+                )
         return snapshots
 
     def _poll_interval(self, snapshot: AppSnapshot) -> float | None:
