@@ -82,6 +82,9 @@ class KubernetesApiError(SchedulerError):
         self.retry_after = retry_after
         #: how many times the request was sent (more than 1: it was retried)
         self.attempts = 1
+        #: the ``details`` of the server's ``Status`` (``kind``, ``name``,
+        #: ``causes``...), empty when it sent none
+        self.details: dict[str, Any] = {}
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (
@@ -357,7 +360,10 @@ async def _error(resp: aiohttp.ClientResponse, method: str, path: str) -> Except
             retry_after = max(float(header), 0.0)
         except ValueError:
             retry_after = None
-    return KubernetesApiError(method, path, resp.status, reason, message, retry_after)
+    exc = KubernetesApiError(method, path, resp.status, reason, message, retry_after)
+    if isinstance(status, dict) and isinstance(status.get("details"), dict):
+        exc.details = status["details"]
+    return exc
 
 
 def _map_denied(exc: Exception) -> Exception:

@@ -41,6 +41,7 @@ from asyncsched.schedulers.kubernetes._client import (
     import_client,
     load_api_client,
 )
+from asyncsched.schedulers.kubernetes._create_errors import create_error
 from asyncsched.schedulers.kubernetes._informer import Informer
 from asyncsched.schedulers.kubernetes._logs import iter_pod_log
 from asyncsched.schedulers.kubernetes._render import (
@@ -491,9 +492,10 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         return job.app_id
 
     async def _create(self, api: KubeApi, path: str, manifest: JSON) -> JSON:
-        name = manifest["metadata"]["name"]
         try:
-            result: JSON = await api.request("POST", path, body=manifest)
+            result: JSON = await api.request(
+                "POST", path, body=manifest, map_denied=False
+            )
             return result
         except KubernetesApiError as exc:
             if exc.status == 409 and exc.attempts > 1:
@@ -502,19 +504,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 mine = await self._created_by_this_submit(api, path, manifest)
                 if mine is not None:
                     return mine
-            if exc.status == 409:
-                raise SubmitError(
-                    f"{manifest['kind']} {name!r} already exists in that namespace"
-                    f" (the name is taken; dry-run again for a new one): {exc.message}"
-                ) from exc
-            if exc.status == 404 and _is_volcano(manifest):
-                raise SubmitError(
-                    "the server does not serve batch.volcano.sh/v1alpha1 Jobs:"
-                    " install Volcano, or use -cfg job_api=indexed"
-                ) from exc
-            raise SubmitError(
-                f"the server rejected {manifest['kind']} {name!r}: {exc.message}"
-            ) from exc
+            namespace = path.split("/namespaces/", 1)[-1].split("/", 1)[0]
+            raise create_error(exc, manifest, namespace) from exc
 
     async def _created_by_this_submit(
         self, api: KubeApi, path: str, manifest: JSON
