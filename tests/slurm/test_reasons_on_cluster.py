@@ -1,8 +1,9 @@
 """Why a Slurm app ended or waits, as the real cluster tells it (both clusters).
 
 A job over its time limit reads TIME_LIMIT, one ``scancel``-ed from outside
-reads CANCELLED, and a held job shows squeue's pending reason as
-UNSCHEDULABLE with Slurm's own word for it.
+reads CANCELLED, and a job that cannot start (its partition down, then held
+by an admin) shows squeue's pending reason as UNSCHEDULABLE with Slurm's own
+word for it.
 """
 
 from __future__ import annotations
@@ -11,9 +12,16 @@ import anyio
 import pytest
 
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
-from asyncsched.specs import AppDef, AppState, Resource, Role, StatusReason
+from asyncsched.specs import (
+    AppDef,
+    AppState,
+    ReplicaStatus,
+    Resource,
+    Role,
+    StatusReason,
+)
 
-from .cluster import Cluster
+from .cluster import PARTITION, Cluster
 
 pytestmark = pytest.mark.slurm
 
@@ -67,29 +75,62 @@ async def test_job_cancelled_with_scancel_from_outside_reads_cancelled(
     assert replica.reason == StatusReason.CANCELLED
 
 
-async def test_held_job_shows_squeues_pending_reason(
-    slurm: SlurmScheduler, slurm_cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+async def _until_reason(
+    slurm: SlurmScheduler, slurm_cluster: Cluster, app_id: str, word: str
+) -> tuple[ReplicaStatus, str]:
+    """Poll until squeue's reason for ``app_id`` is ``word``; then describe it."""
+    with anyio.fail_after(30):
+        while True:
+            squeue = slurm_cluster.run("squeue", "-h", "-j", app_id, "-o", "%T %r")
+            if squeue.stdout.split() == ["PENDING", word]:
+                break
+            await anyio.sleep(0.2)
+        while True:  # the scheduler polls at its own pace
+            desc = await slurm.describe(app_id)
+            assert desc is not None
+            assert desc.state == AppState.PENDING, desc
+            [replica] = desc.roles_statuses[0].replicas
+            if word in replica.message:
+                assert desc.reason == replica.reason
+                return replica, squeue.stdout
+            await anyio.sleep(0.2)
+
+
+async def test_pending_jobs_show_squeues_reason(
+    slurm: SlurmScheduler, slurm_cluster: Cluster
 ) -> None:
-    # sbatch reads SBATCH_HOLD (= --hold): the job is held from the start
-    monkeypatch.setenv("SBATCH_HOLD", "1")
-    app_id = await slurm.submit(_app("held", "echo never"))
-    monkeypatch.delenv("SBATCH_HOLD")
+    """A job that cannot start (partition down, then held) says why."""
+    down = slurm_cluster.run(
+        "scontrol", "update", f"PartitionName={PARTITION}", "State=DOWN"
+    )
+    assert down.returncode == 0, down.stderr
     try:
-        squeue = slurm_cluster.run("squeue", "-h", "-j", app_id, "-o", "%T %r")
-        with anyio.fail_after(30):
-            while True:
-                desc = await slurm.describe(app_id)
-                assert desc is not None
-                assert desc.state == AppState.PENDING
-                if desc.reason == StatusReason.UNSCHEDULABLE:
-                    break
-                await anyio.sleep(0.2)
-                squeue = slurm_cluster.run("squeue", "-h", "-j", app_id, "-o", "%T %r")
-        assert squeue.stdout.split()[0] == "PENDING", squeue.stdout
-        [replica] = desc.roles_statuses[0].replicas
+        app_id = await slurm.submit(_app("waits", "echo late"))
+        replica, squeue = await _until_reason(
+            slurm, slurm_cluster, app_id, "PartitionDown"
+        )
         assert replica.state == AppState.PENDING
-        assert replica.reason == StatusReason.UNSCHEDULABLE
-        assert "JobHeld" in replica.message, replica.message
-        assert replica.message.split("(", 1)[1].rstrip(")") in squeue.stdout
+        assert replica.reason == StatusReason.UNSCHEDULABLE, squeue
+        assert "PartitionDown" in replica.message
+
+        held = slurm_cluster.run("scontrol", "hold", app_id)
+        assert held.returncode == 0, held.stderr
+    finally:
+        up = slurm_cluster.run(
+            "scontrol", "update", f"PartitionName={PARTITION}", "State=UP"
+        )
+        assert up.returncode == 0, up.stderr
+    try:
+        replica, squeue = await _until_reason(
+            slurm, slurm_cluster, app_id, "JobHeldAdmin"
+        )
+        assert replica.reason == StatusReason.UNSCHEDULABLE, squeue
+        assert "JobHeldAdmin" in replica.message
+
+        released = slurm_cluster.run("scontrol", "release", app_id)
+        assert released.returncode == 0, released.stderr
+        desc = await slurm.wait(app_id, timeout=30)
+        assert desc is not None
+        assert (desc.state, desc.reason) == (AppState.SUCCEEDED, None)
     finally:
         await slurm.cancel(app_id)
