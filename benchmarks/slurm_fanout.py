@@ -5,10 +5,14 @@ Starts the test cluster of ``tests/slurm/cluster.py`` (root, Debian packages
 first), with ``--cpus`` CPUs declared per logical node so that many apps run
 at once, then:
 
-* asyncsched: submit N one-replica apps (``sleep S``) concurrently, then
-  ``wait`` on all of them concurrently. Reported: wall time from the first
-  submit to the last app done, Slurm commands run while waiting (total, per
-  minute, by program) and the number of status ticks.
+* asyncsched, for each N of ``--apps`` (default 10 and 100): submit N
+  one-replica apps (``sleep S``, then the job writes its end time) with at
+  most ``--submit-concurrency`` submits at once, then ``wait`` on all of them
+  concurrently. Reported: wall time from the first submit to the last app
+  done, Slurm commands run while waiting (status commands -- ``squeue``,
+  ``sacct``, ``scontrol`` -- per minute, and by program), the number of
+  status ticks, and the wait latency (from a job's end to its ``wait``
+  returning: p50, p95, max).
 * TorchX 0.7.0 (if installed): submit the same N apps one after the other
   (its API is synchronous) and try its ``describe``. TorchX 0.7.0 describes
   only through ``sacct`` (Slurm accounting, i.e. slurmdbd and a database),
@@ -17,7 +21,8 @@ at once, then:
 
 Usage::
 
-    python benchmarks/slurm_fanout.py [--apps 100] [--sleep 2] [--cpus 8]
+    python benchmarks/slurm_fanout.py [--apps 10 100 1000] [--sleep 2] [--cpus 8]
+        [--submit-concurrency 16] [--skip-torchx]
 """
 
 from __future__ import annotations
@@ -41,49 +46,96 @@ from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, AppState, Resource, Role
 from tests.slurm.cluster import Cluster, missing_binaries, start_cluster
 
+#: the Slurm programs that read status (the rest submit, cancel or probe)
+STATUS_PROGRAMS = ("squeue", "sacct", "scontrol")
 
-def _app(i: int, sleep: float) -> AppDef:
+
+def _app(i: int, sleep: float, ends: Path | None = None) -> AppDef:
+    """``sleep``; with ``ends``, the job then writes its end time there."""
+    if ends is None:
+        entrypoint, args = "sleep", [str(sleep)]
+    else:
+        entrypoint = "sh"
+        args = ["-c", f"sleep {sleep}; date +%s.%N > {ends}/fan{i}"]
     role = Role(
         "worker",
         image="/",
-        entrypoint="sleep",
-        args=[str(sleep)],
+        entrypoint=entrypoint,
+        args=args,
         resource=Resource(cpu=1, gpu=0, memMB=16),
     )
     return AppDef(f"fan{i}", roles=[role])
 
 
-async def bench_asyncsched(cluster: Cluster, n: int, sleep: float) -> dict[str, Any]:
-    """N concurrent submits, then N concurrent waits on one scheduler."""
-    with tempfile.TemporaryDirectory() as state:
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def bench_asyncsched(
+    cluster: Cluster, n: int, sleep: float, concurrency: int = 16
+) -> dict[str, Any]:
+    """N submits (at most ``concurrency`` at once), then N concurrent waits.
+
+    Wait latency: from the moment a job's script ended (it writes its end
+    time) to the moment ``wait`` returned that app's final status.
+    """
+    with tempfile.TemporaryDirectory() as state, tempfile.TemporaryDirectory() as tmp:
+        ends = Path(tmp)
         async with SlurmScheduler(
             "bench", slurm_conf=str(cluster.conf), state_dir=state
         ) as sched:
+            gate = asyncio.Semaphore(concurrency)
+
+            async def submit(i: int) -> str:
+                async with gate:
+                    return await sched.submit(_app(i, sleep, ends))
+
+            returned: dict[str, float] = {}
+
+            async def wait(app_id: str) -> Any:
+                final = await sched.wait(app_id)
+                returned[app_id] = time.time()
+                return final
+
             started = time.perf_counter()
-            ids = await asyncio.gather(
-                *(sched.submit(_app(i, sleep)) for i in range(n))
-            )
+            ids = await asyncio.gather(*(submit(i) for i in range(n)))
             submitted = time.perf_counter()
             before = Counter(sched.cli.counts)
             ticks_before = sched._tracker.ticks
-            finals = await asyncio.gather(*(sched.wait(i) for i in ids))
+            finals = await asyncio.gather(*(wait(i) for i in ids))
             done = time.perf_counter()
             waiting = Counter(sched.cli.counts)
             waiting.subtract(before)
             ticks = sched._tracker.ticks - ticks_before
+        latencies = [
+            returned[app_id] - float((ends / f"fan{i}").read_text())
+            for i, app_id in enumerate(ids)
+            if (ends / f"fan{i}").exists()
+        ]
     states = Counter(str(f.state) if f else "None" for f in finals)
     wait_s = done - submitted
-    total = sum(waiting.values())
+    status = sum(waiting[p] for p in STATUS_PROGRAMS)
     return {
         "side": "asyncsched",
         "apps": n,
+        "submit_concurrency": concurrency,
         "submit_s": round(submitted - started, 2),
         "wall_submit_to_all_done_s": round(done - started, 2),
         "wait_s": round(wait_s, 2),
-        "commands_while_waiting": total,
-        "commands_per_minute_while_waiting": round(total / wait_s * 60, 1),
-        "by_program": dict(waiting),
+        "commands_while_waiting": sum(waiting.values()),
+        "status_commands_while_waiting": status,
+        "status_commands_per_minute": round(status / wait_s * 60, 1),
+        "by_program": {k: v for k, v in waiting.items() if v},
         "status_ticks": ticks,
+        "wait_latency_s": {
+            "p50": round(_percentile(latencies, 0.5), 2),
+            "p95": round(_percentile(latencies, 0.95), 2),
+            "max": round(max(latencies), 2),
+            "measured": len(latencies),
+        }
+        if latencies
+        else None,
         "states": dict(states),
         "all_succeeded": states == Counter({str(AppState.SUCCEEDED): n}),
     }
@@ -153,9 +205,14 @@ def bench_torchx(cluster: Cluster, n: int, sleep: float) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--apps", type=int, default=100)
+    parser.add_argument(
+        "--apps", type=int, nargs="+", default=[10, 100], help="app counts, in turn"
+    )
     parser.add_argument("--sleep", type=float, default=2.0)
     parser.add_argument("--cpus", type=int, default=8, help="CPUs per logical node")
+    parser.add_argument(
+        "--submit-concurrency", type=int, default=16, help="submits at once"
+    )
     parser.add_argument("--skip-torchx", action="store_true")
     args = parser.parse_args()
     missing = missing_binaries()
@@ -165,12 +222,18 @@ def main() -> None:
         return
     cluster = start_cluster(cpus=args.cpus)
     cwd = os.getcwd()
+    results = []
     try:
         with tempfile.TemporaryDirectory() as work:
             os.chdir(work)  # the jobs write their logs to the current directory
-            results = [asyncio.run(bench_asyncsched(cluster, args.apps, args.sleep))]
+            for n in args.apps:
+                result = asyncio.run(
+                    bench_asyncsched(cluster, n, args.sleep, args.submit_concurrency)
+                )
+                print(json.dumps(result), file=sys.stderr, flush=True)
+                results.append(result)
             if not args.skip_torchx:
-                results.append(bench_torchx(cluster, args.apps, args.sleep))
+                results.append(bench_torchx(cluster, max(args.apps), args.sleep))
             os.chdir(cwd)
     finally:
         os.chdir(cwd)
