@@ -463,7 +463,6 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         api = await self._api(str(context) if context else None)
         await self._push_images(job)
         ns = await self._watch(job.namespace)
-        self._submitted_to.add(job.namespace)
         created: list[str] = []
         in_flight = ""
         try:
@@ -489,6 +488,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                     except Exception as cleanup:  # noqa: BLE001 - the first error wins
                         logger.warning("could not delete %s: %s", path, cleanup)
             raise
+        self._submitted_to.add(job.namespace)
         return job.app_id
 
     async def _create(self, api: KubeApi, path: str, manifest: JSON) -> JSON:
