@@ -22,6 +22,7 @@ from asyncsched.specs import (
 )
 
 from .cluster import PARTITION, Cluster
+from .conftest import OvertimeApp
 
 pytestmark = pytest.mark.slurm
 
@@ -45,12 +46,19 @@ async def _until_running(slurm: SlurmScheduler, app_id: str) -> None:
 
 @pytest.mark.slow
 async def test_job_over_its_time_limit_ends_with_time_limit(
-    slurm: SlurmScheduler,
+    slurm: SlurmScheduler, slurm_cluster: Cluster, overtime_app: OvertimeApp
 ) -> None:
     # Slurm's limits are whole minutes, checked by slurmctld every 30 s (fixed
-    # in its background loop): this takes 60-95 s
-    app_id = await slurm.submit(_app("overtime", "sleep 600"), {"time": "1"})
-    desc = await slurm.wait(app_id, timeout=150)
+    # in its background loop): the job, submitted with `-cfg time=1` when the
+    # cluster started, ends 60-90 s later (this waits for what is left)
+    async with SlurmScheduler(
+        "pytest",
+        slurm_conf=str(slurm_cluster.conf),
+        state_dir=str(overtime_app.state_dir),
+        min_interval=0.2,
+        max_interval=1.0,
+    ) as sched:
+        desc = await sched.wait(overtime_app.app_id, timeout=150)
     assert desc is not None
     assert desc.state == AppState.FAILED
     assert desc.reason == StatusReason.TIME_LIMIT, desc
