@@ -5,10 +5,15 @@ Starts the test cluster of ``tests/slurm/cluster.py`` (root, Debian packages
 first), with ``--cpus`` CPUs declared per logical node so that many apps run
 at once, then:
 
-* asyncsched: submit N one-replica apps (``sleep S``) concurrently, then
-  ``wait`` on all of them concurrently. Reported: wall time from the first
-  submit to the last app done, Slurm commands run while waiting (total, per
-  minute, by program) and the number of status ticks.
+* asyncsched, for each N of ``--apps`` (default 10 and 100): N tasks each
+  submit one one-replica app (``sleep S``, then the job writes its end time;
+  at most ``--submit-concurrency`` submits at once) and ``wait`` on it, as an
+  orchestration script does. Reported: wall time from the first submit to
+  the last app done, the status commands run (``squeue``, ``sacct``,
+  ``scontrol``: total, per minute, and the most in any 60 s window, which
+  the scheduler caps at 60), all commands by program, the number of status
+  ticks, and the wait latency (from a job's end to its ``wait`` returning:
+  p50, p95, max).
 * TorchX 0.7.0 (if installed): submit the same N apps one after the other
   (its API is synchronous) and try its ``describe``. TorchX 0.7.0 describes
   only through ``sacct`` (Slurm accounting, i.e. slurmdbd and a database),
@@ -17,7 +22,8 @@ at once, then:
 
 Usage::
 
-    python benchmarks/slurm_fanout.py [--apps 100] [--sleep 2] [--cpus 8]
+    python benchmarks/slurm_fanout.py [--apps 10 100 1000] [--sleep 2] [--cpus 8]
+        [--submit-concurrency 16] [--skip-torchx]
 """
 
 from __future__ import annotations
@@ -41,49 +47,114 @@ from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, AppState, Resource, Role
 from tests.slurm.cluster import Cluster, missing_binaries, start_cluster
 
+#: the Slurm programs that read status (the rest submit, cancel or probe)
+STATUS_PROGRAMS = ("squeue", "sacct", "scontrol")
 
-def _app(i: int, sleep: float) -> AppDef:
+
+def _app(i: int, sleep: float, ends: Path | None = None) -> AppDef:
+    """``sleep``; with ``ends``, the job then writes its end time there."""
+    if ends is None:
+        entrypoint, args = "sleep", [str(sleep)]
+    else:
+        entrypoint = "sh"
+        args = ["-c", f"sleep {sleep}; date +%s.%N > {ends}/fan{i}"]
     role = Role(
         "worker",
         image="/",
-        entrypoint="sleep",
-        args=[str(sleep)],
+        entrypoint=entrypoint,
+        args=args,
         resource=Resource(cpu=1, gpu=0, memMB=16),
     )
     return AppDef(f"fan{i}", roles=[role])
 
 
-async def bench_asyncsched(cluster: Cluster, n: int, sleep: float) -> dict[str, Any]:
-    """N concurrent submits, then N concurrent waits on one scheduler."""
-    with tempfile.TemporaryDirectory() as state:
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _busiest_minute(times: list[float]) -> int:
+    """The most of ``times`` that fall within any 60 s window."""
+    ordered = sorted(times)
+    best, first = 0, 0
+    for last, t in enumerate(ordered):
+        while t - ordered[first] >= 60.0:
+            first += 1
+        best = max(best, last - first + 1)
+    return best
+
+
+async def bench_asyncsched(
+    cluster: Cluster, n: int, sleep: float, concurrency: int = 16
+) -> dict[str, Any]:
+    """N apps, each submitted (at most ``concurrency`` submits at once) then
+    awaited by its own task, all on one scheduler.
+
+    Wait latency: from the moment a job's script ended (it writes its end
+    time) to the moment ``wait`` returned that app's final status.
+    """
+    with tempfile.TemporaryDirectory() as state, tempfile.TemporaryDirectory() as tmp:
+        ends = Path(tmp)
         async with SlurmScheduler(
             "bench", slurm_conf=str(cluster.conf), state_dir=state
         ) as sched:
-            started = time.perf_counter()
-            ids = await asyncio.gather(
-                *(sched.submit(_app(i, sleep)) for i in range(n))
-            )
-            submitted = time.perf_counter()
+            # when each status command ran (to find the busiest 60 s)
+            status_at: list[float] = []
+            real_run = sched.cli.run
+
+            async def timed_run(argv: Any, **kwargs: Any) -> Any:
+                if os.path.basename(str(argv[0])) in STATUS_PROGRAMS:
+                    status_at.append(time.perf_counter())
+                return await real_run(argv, **kwargs)
+
+            sched.cli.run = timed_run  # type: ignore[method-assign]
+            gate = asyncio.Semaphore(concurrency)
+            submitted_at: list[float] = []
+            returned: dict[int, float] = {}
+
+            async def run_one(i: int) -> Any:
+                async with gate:
+                    app_id = await sched.submit(_app(i, sleep, ends))
+                submitted_at.append(time.perf_counter())
+                final = await sched.wait(app_id)
+                returned[i] = time.time()
+                return final
+
             before = Counter(sched.cli.counts)
             ticks_before = sched._tracker.ticks
-            finals = await asyncio.gather(*(sched.wait(i) for i in ids))
+            started = time.perf_counter()
+            finals = await asyncio.gather(*(run_one(i) for i in range(n)))
             done = time.perf_counter()
-            waiting = Counter(sched.cli.counts)
-            waiting.subtract(before)
+            commands = Counter(sched.cli.counts)
+            commands.subtract(before)
             ticks = sched._tracker.ticks - ticks_before
+        latencies = [
+            returned[i] - float((ends / f"fan{i}").read_text())
+            for i in range(n)
+            if (ends / f"fan{i}").exists()
+        ]
     states = Counter(str(f.state) if f else "None" for f in finals)
-    wait_s = done - submitted
-    total = sum(waiting.values())
+    wall = done - started
+    status = sum(commands[p] for p in STATUS_PROGRAMS)
     return {
         "side": "asyncsched",
         "apps": n,
-        "submit_s": round(submitted - started, 2),
-        "wall_submit_to_all_done_s": round(done - started, 2),
-        "wait_s": round(wait_s, 2),
-        "commands_while_waiting": total,
-        "commands_per_minute_while_waiting": round(total / wait_s * 60, 1),
-        "by_program": dict(waiting),
+        "submit_concurrency": concurrency,
+        "all_submitted_s": round(max(submitted_at) - started, 2),
+        "wall_first_submit_to_all_done_s": round(wall, 2),
+        "status_commands": status,
+        "status_commands_per_minute": round(status / wall * 60, 1),
+        "status_commands_max_in_any_60s": _busiest_minute(status_at),
+        "by_program": {k: v for k, v in commands.items() if v},
         "status_ticks": ticks,
+        "wait_latency_s": {
+            "p50": round(_percentile(latencies, 0.5), 2),
+            "p95": round(_percentile(latencies, 0.95), 2),
+            "max": round(max(latencies), 2),
+            "measured": len(latencies),
+        }
+        if latencies
+        else None,
         "states": dict(states),
         "all_succeeded": states == Counter({str(AppState.SUCCEEDED): n}),
     }
@@ -153,9 +224,14 @@ def bench_torchx(cluster: Cluster, n: int, sleep: float) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--apps", type=int, default=100)
+    parser.add_argument(
+        "--apps", type=int, nargs="+", default=[10, 100], help="app counts, in turn"
+    )
     parser.add_argument("--sleep", type=float, default=2.0)
     parser.add_argument("--cpus", type=int, default=8, help="CPUs per logical node")
+    parser.add_argument(
+        "--submit-concurrency", type=int, default=16, help="submits at once"
+    )
     parser.add_argument("--skip-torchx", action="store_true")
     args = parser.parse_args()
     missing = missing_binaries()
@@ -165,12 +241,18 @@ def main() -> None:
         return
     cluster = start_cluster(cpus=args.cpus)
     cwd = os.getcwd()
+    results = []
     try:
         with tempfile.TemporaryDirectory() as work:
             os.chdir(work)  # the jobs write their logs to the current directory
-            results = [asyncio.run(bench_asyncsched(cluster, args.apps, args.sleep))]
+            for n in args.apps:
+                result = asyncio.run(
+                    bench_asyncsched(cluster, n, args.sleep, args.submit_concurrency)
+                )
+                print(json.dumps(result), file=sys.stderr, flush=True)
+                results.append(result)
             if not args.skip_torchx:
-                results.append(bench_torchx(cluster, args.apps, args.sleep))
+                results.append(bench_torchx(cluster, max(args.apps), args.sleep))
             os.chdir(cwd)
     finally:
         os.chdir(cwd)

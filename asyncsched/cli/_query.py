@@ -15,7 +15,7 @@ from asyncsched.cli._json import list_json, status_json
 from asyncsched.errors import AsyncschedError, UnknownAppException
 from asyncsched.runner import DEFAULT_SESSION_NAME, Runner
 from asyncsched.schedulers import get_default_scheduler_name, get_scheduler_factories
-from asyncsched.specs import parse_app_handle
+from asyncsched.specs import AppStatus, deciding_reason, parse_app_handle
 from asyncsched.specs.serialize import app_to_dict
 
 __all__ = ["add_parsers"]
@@ -87,7 +87,17 @@ async def status(args: argparse.Namespace) -> int:
         print(json.dumps(status_json(args.handle, result, roles), indent=2))
     else:
         print(result.format(roles), end="")
+        print(_reason_line(result), end="")
     return EXIT_OK
+
+
+def _reason_line(result: AppStatus) -> str:
+    """``    Reason: EXIT_CODE: <engine's words>`` when the app's reason is known."""
+    if result.reason is None:
+        return ""
+    _, message = deciding_reason(result.state, result.roles)
+    first = message.splitlines()[0] if message else ""
+    return f"    Reason: {result.reason.value}" + (f": {first}" if first else "") + "\n"
 
 
 async def describe(args: argparse.Namespace) -> int:

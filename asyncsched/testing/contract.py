@@ -160,6 +160,38 @@ class SchedulerContract:
         assert info.value.app_id == app_id
         await target.scheduler.cancel(app_id)
 
+    async def test_describe_answers_right_after_submit(
+        self, target: ContractTarget
+    ) -> None:
+        """No gap between ``submit`` returning and the app being known.
+
+        Quick and long apps, submitted one after another and all at once:
+        the first ``describe`` after each ``submit`` names the app in a known
+        state (SUBMITTED, PENDING or later), never ``None`` nor UNKNOWN.
+        """
+        sched = target.scheduler
+        scripts = ["exit 0", "exit 3", "sleep 60"]
+        for script in scripts:
+            app_id = await target.run(script)
+            desc = await sched.describe(app_id)
+            assert desc is not None, f"{script!r}: describe right after submit"
+            assert desc.app_id == app_id
+            assert desc.state != AppState.UNKNOWN, desc
+        ids: dict[int, str] = {}
+
+        async def submit_then_describe(index: int) -> None:
+            app_id = await target.run(scripts[index % len(scripts)])
+            ids[index] = app_id
+            desc = await sched.describe(app_id)
+            assert desc is not None, f"app {index}: describe right after submit"
+            assert desc.state != AppState.UNKNOWN, desc
+
+        async with anyio.create_task_group() as tg:
+            for index in range(6):
+                tg.start_soon(submit_then_describe, index)
+        for app_id in ids.values():
+            await sched.cancel(app_id)
+
     async def test_describe_is_running_while_running(
         self, target: ContractTarget
     ) -> None:

@@ -200,11 +200,11 @@ async def test_list_shows_own_apps_and_tolerates_jobs_without_status(
         # a Volcano job made by someone else can be described, but is not listed
         foreign_desc = await sched.describe(f"{kube_env.namespace}:not-ours")
         assert foreign_desc is not None
-        assert foreign_desc.state == AppState.UNKNOWN
+        assert foreign_desc.state == AppState.SUBMITTED
         assert await sched.describe(f"{kube_env.namespace}:") is None
         rows = {row.app_id: row for row in await sched.list()}
     assert set(rows) == {volcano, indexed}
-    assert rows[volcano].state == AppState.UNKNOWN
+    assert rows[volcano].state == AppState.SUBMITTED
     assert rows[volcano].name == "vc"
     assert rows[indexed].state == AppState.PENDING
 

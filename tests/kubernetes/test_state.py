@@ -40,9 +40,9 @@ def test_volcano_phase_maps_like_torchx_and_unknown_is_unknown(
     assert volcano_state({"status": {"state": {"phase": phase}}}) == state
 
 
-def test_volcano_job_without_status_is_unknown() -> None:
-    assert volcano_state({}) == AppState.UNKNOWN
-    assert volcano_state({"status": {}}) == AppState.UNKNOWN
+def test_volcano_job_without_status_is_submitted() -> None:
+    assert volcano_state({}) == AppState.SUBMITTED
+    assert volcano_state({"status": {}}) == AppState.SUBMITTED
 
 
 def volcano_job(replicas: int = 2, **status: Any) -> JSON:

@@ -163,16 +163,43 @@ def aged_apps(
     return AgedApps(root / "state", root, ok, failed, mixed, cancelled)
 
 
+@dataclass
+class OvertimeApp:
+    """An app over its 1-minute time limit, submitted when the cluster starts
+    (Slurm ends it 60-90 s later: by then the other tests have run)."""
+
+    state_dir: Path
+    app_id: str
+
+
+@pytest.fixture(scope="session")
+def overtime_app(
+    slurm_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory
+) -> OvertimeApp:
+    root = tmp_path_factory.mktemp("overtime")
+
+    async def submit() -> str:
+        async with SlurmScheduler(
+            "pytest", slurm_conf=str(slurm_cluster.conf), state_dir=str(root / "state")
+        ) as sched:
+            app = _quick_app("overtime", "sleep 600", 1)
+            return await sched.submit(app, {"job_dir": str(root / "job"), "time": "1"})
+
+    return OvertimeApp(root / "state", anyio.run(submit))
+
+
 @pytest.fixture
 async def slurm(
     slurm_cluster: Cluster,
     aged_apps: AgedApps,
+    overtime_app: OvertimeApp,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[SlurmScheduler]:
     """A scheduler on the test cluster; jobs run (and log) in ``tmp_path``.
 
-    (It starts ``aged_apps`` early, for the test of finished-job records.)
+    (It starts ``aged_apps`` and ``overtime_app`` early, for the tests of
+    finished-job records and of time limits.)
     """
     monkeypatch.chdir(tmp_path)
     async with SlurmScheduler(

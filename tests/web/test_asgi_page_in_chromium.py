@@ -120,3 +120,17 @@ async def test_page_shows_the_servers_error_for_a_bad_submission(
     await page.click("#submit")
     await expect(page.locator("#error")).to_contain_text("num_replicas")
     await expect(page.locator("#app")).to_be_hidden()
+
+
+async def test_page_shows_why_an_app_failed(service: Service, page: Page) -> None:
+    await page.goto(service.url)
+    await page.fill("#cmd", "echo working; exit 3")
+    await page.fill("#replicas", "1")
+    await page.click("#submit")
+    await expect(page.locator("#app-state")).to_have_text("FAILED")
+    await expect(page.locator("#app-reason")).to_have_text("(EXIT_CODE)")
+    row = page.locator("#replicas-body tr")
+    await expect(row).to_have_count(1)
+    await expect(row.locator("td.FAILED")).to_have_count(1)
+    await expect(row.locator("td.why")).to_contain_text("EXIT_CODE: ")
+    await expect(row.locator("td.why")).to_contain_text("3")

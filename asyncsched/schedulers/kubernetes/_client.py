@@ -91,6 +91,9 @@ class KubernetesApiError(SchedulerError):
         self.causes: list[dict[str, Any]] = []
         #: how many times the request was sent (more than 1: it was retried)
         self.attempts = 1
+        #: the ``details`` of the server's ``Status`` (``kind``, ``name``,
+        #: ``causes``...), empty when it sent none
+        self.details: dict[str, Any] = {}
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (
@@ -435,9 +438,9 @@ async def _error(resp: aiohttp.ClientResponse, method: str, path: str) -> Except
         except ValueError:
             retry_after = None
     error = KubernetesApiError(method, path, resp.status, reason, message, retry_after)
-    if isinstance(status, dict):
-        details = status.get("details")
-        causes = details.get("causes") if isinstance(details, dict) else None
+    if isinstance(status, dict) and isinstance(status.get("details"), dict):
+        error.details = status["details"]
+        causes = error.details.get("causes")
         if isinstance(causes, list):
             error.causes = [c for c in causes if isinstance(c, dict)]
     return error

@@ -45,6 +45,7 @@ from asyncsched.schedulers.kubernetes._client import (
     import_client,
     load_connection,
 )
+from asyncsched.schedulers.kubernetes._create_errors import create_error
 from asyncsched.schedulers.kubernetes._features import (
     check_indexed_jobs,
     dropped_completion_mode,
@@ -185,8 +186,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         docker_client: An aiodocker client to push ``images_to_push`` with.
         kubeconfig: Path of the kubeconfig (default ``$KUBECONFIG``).
         context: Kubeconfig context (default: the current one).
-        namespace: Namespace of ``list()`` (default: the context's, else
-            ``default``).
+        namespace: Namespace ``list()`` shows, besides every namespace this
+            scheduler submitted to (default: the context's, else ``default``).
         qps: Client-side request rate limit (``<= 0`` disables it).
         burst: Requests allowed at once above ``qps``.
         max_retries: Retries of a 429, a 5xx or a connection error.
@@ -264,6 +265,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         self._namespaces: dict[str, _Namespace] = {}
         # namespaces whose caches failed to start: (retry after, the error)
         self._failed: dict[str, tuple[float, Exception]] = {}
+        #: namespaces this scheduler submitted to (``list()`` shows them too)
+        self._submitted_to: set[str] = set()
         self._tasks = TaskHost("KubernetesScheduler")
         self._lock = anyio.Lock()
 
@@ -527,12 +530,14 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                     except Exception as cleanup:  # noqa: BLE001 - the first error wins
                         logger.warning("could not delete %s: %s", path, cleanup)
             raise
+        self._submitted_to.add(job.namespace)
         return job.app_id
 
     async def _create(self, api: KubeApi, path: str, manifest: JSON) -> JSON:
-        name = manifest["metadata"]["name"]
         try:
-            result: JSON = await api.request("POST", path, body=manifest)
+            result: JSON = await api.request(
+                "POST", path, body=manifest, map_denied=False
+            )
             return result
         except KubernetesApiError as exc:
             if exc.status == 409 and exc.attempts > 1:
@@ -541,25 +546,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 mine = await self._created_by_this_submit(api, path, manifest)
                 if mine is not None:
                     return mine
-            if exc.status == 409:
-                raise SubmitError(
-                    f"{manifest['kind']} {name!r} already exists in that namespace"
-                    f" (the name is taken; dry-run again for a new one): {exc.message}"
-                ) from exc
-            if exc.status == 404 and _is_missing_namespace(exc):
-                namespace = path.split("/namespaces/")[1].split("/")[0]
-                raise SubmitError(
-                    f"namespace {namespace!r} does not exist: create it"
-                    " or pick another with -cfg namespace=..."
-                ) from exc
-            if exc.status == 404 and _is_volcano(manifest):
-                raise SubmitError(
-                    "the server does not serve batch.volcano.sh/v1alpha1 Jobs:"
-                    " install Volcano, or use -cfg job_api=indexed"
-                ) from exc
-            raise SubmitError(
-                f"the server rejected {manifest['kind']} {name!r}: {exc.message}"
-            ) from exc
+            namespace = path.split("/namespaces/", 1)[-1].split("/", 1)[0]
+            raise create_error(exc, manifest, namespace) from exc
 
     async def _created_by_this_submit(
         self, api: KubeApi, path: str, manifest: JSON
@@ -779,19 +767,22 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         return snapshot
 
     async def _list(self) -> builtins.list[AppSnapshot]:
-        """The asyncsched apps in the scheduler's namespace (jobs without status too)."""
+        """The asyncsched apps in the configured namespace and in every one
+        this scheduler submitted to (jobs without status too)."""
         await self._api()
-        namespace = self._namespace or "default"
-        ns = await self._watch(namespace)
-        _check_allowed(ns)
-        snapshots = [
-            _describe(f"{namespace}:{name}", "volcano", ns, [job])
-            for name, job in ns.volcano.objects.items()
-        ]
-        for key, jobs in ns.batch.by_key.items():
-            snapshots.append(
-                _describe(key, "indexed", ns, builtins.list(jobs.values()))
+        home = self._namespace or "default"
+        snapshots: builtins.list[AppSnapshot] = []
+        for namespace in [home, *sorted(self._submitted_to - {home})]:
+            ns = await self._watch(namespace)
+            _check_allowed(ns)
+            snapshots.extend(
+                _describe(f"{namespace}:{name}", "volcano", ns, [job])
+                for name, job in ns.volcano.objects.items()
             )
+            for key, jobs in ns.batch.by_key.items():
+                snapshots.append(
+                    _describe(key, "indexed", ns, builtins.list(jobs.values()))
+                )
         return snapshots
 
     def _poll_interval(self, snapshot: AppSnapshot) -> float | None:
@@ -984,17 +975,6 @@ def _docker_modules() -> tuple[Any, Any]:
             "pip install 'asyncsched[docker]'",
         ) from exc
     return aiodocker, images
-
-
-def _is_missing_namespace(exc: KubernetesApiError) -> bool:
-    """A create refused because its namespace does not exist (not a missing type).
-
-    The server answers ``namespaces "NAME" not found``; a type it does not
-    serve (no CRD) answers "the server could not find the requested resource".
-    """
-    return exc.message.startswith('namespaces "') and exc.message.endswith(
-        '" not found'
-    )
 
 
 def _is_volcano(manifest: JSON) -> bool:

@@ -2,10 +2,10 @@
 
 Volcano job phases map as TorchX maps them (reference B.12, with
 ``Completing`` RUNNING); a phase this module does not know is UNKNOWN, never
-an error. Replicas take their state, exit code and hostname from their pods;
-a replica whose pod is not there yet falls back to Volcano's
-``taskStatusCount`` (or PENDING). An ``indexed`` app is the sum of its role
-Jobs' conditions.
+an error; a Job without a phase yet (just created) is SUBMITTED. Replicas
+take their state, exit code and hostname from their pods; a replica whose
+pod is not there yet falls back to Volcano's ``taskStatusCount`` (or
+PENDING). An ``indexed`` app is the sum of its role Jobs' conditions.
 
 Example:
     >>> volcano_state({"status": {"state": {"phase": "Completed"}}})
@@ -98,10 +98,15 @@ _STUCK = frozenset(
 
 
 def volcano_state(job: JSON) -> AppState:
-    """The app state of a Volcano Job; no status yet is UNKNOWN (as TorchX)."""
+    """The app state of a Volcano Job; no status yet is SUBMITTED.
+
+    A Job the server stored but Volcano's controller has not looked at yet
+    has no phase: it is submitted (TorchX says UNKNOWN there, which would make
+    an app just submitted look lost).
+    """
     phase = ((job.get("status") or {}).get("state") or {}).get("phase")
     if not phase:
-        return AppState.UNKNOWN
+        return AppState.SUBMITTED
     return JOB_STATE.get(str(phase), AppState.UNKNOWN)
 
 
@@ -243,7 +248,7 @@ def describe_volcano(app_id: str, job: JSON, pods: list[JSON]) -> AppSnapshot:
         fallback = (
             TASK_STATE.get(next(iter(phases)), AppState.UNKNOWN)
             if phases
-            # no status yet (UNKNOWN, as TorchX) or over: the job's state
+            # no status yet (SUBMITTED) or over: the job's state
             else (AppState.PENDING if state in _LIVE_JOB else state)
         )
         newest = _newest(by_replica.get((role, replica_id), []))

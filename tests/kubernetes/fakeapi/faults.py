@@ -77,6 +77,8 @@ class FailRule:
     message: str | None = None
     include_controller: bool = False
     path: str | None = None
+    reason: str | None = None
+    details: dict[str, Any] | None = None
 
     def matches(self, req: Request) -> bool:
         return (
@@ -89,10 +91,10 @@ class FailRule:
         )
 
     def error(self) -> ApiError:
-        reason = _REASONS.get(self.status, "Unknown")
+        reason = self.reason or _REASONS.get(self.status, "Unknown")
         message = self.message or f"injected fault: {reason}"
         headers = {}
-        details: dict[str, Any] = {}
+        details: dict[str, Any] = dict(self.details or {})
         if self.retry_after is not None:
             headers["Retry-After"] = str(self.retry_after)
             details["retryAfterSeconds"] = self.retry_after
@@ -131,13 +133,17 @@ class Faults:
         message: str | None = None,
         include_controller: bool = False,
         path: str | None = None,
+        reason: str | None = None,
+        details: dict[str, Any] | None = None,
     ) -> None:
         """Answer the next ``times`` matching requests with ``status``.
 
         ``resource`` is a plural (``"jobs"``) or plural/subresource
         (``"jobs/status"``, ``"pods/log"``); ``verb`` one of the counted verbs;
         ``path`` a substring of the URL path. The fixture controller's own
-        requests are spared unless ``include_controller``.
+        requests are spared unless ``include_controller``. ``reason`` and
+        ``details`` replace the ``Status`` body's defaults (to answer as a real
+        server would: ``AlreadyExists`` with ``{"name", "group", "kind"}``...).
         """
         self.rules.append(
             FailRule(
@@ -151,6 +157,8 @@ class Faults:
                 message,
                 include_controller,
                 path,
+                reason,
+                details,
             )
         )
 
