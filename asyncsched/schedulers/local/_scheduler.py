@@ -403,8 +403,9 @@ class LocalScheduler(Scheduler[LocalOpts]):
 
     async def _aclose(self) -> None:
         # ``closed`` is set: no new submit passes its open check; those waiting
-        # for replica slots give up. Let those in flight finish (they see ``closed`` and undo what they started), so
-        # that every app id returned is in the snapshot below.
+        # for replica slots give up. Let those in flight finish (they see
+        # ``closed`` and undo what they started), so that every app id
+        # returned is in the snapshot below.
         self._slots.close()
         if self._submits_active:
             self._submits_idle = anyio.Event()
