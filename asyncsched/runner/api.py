@@ -471,17 +471,21 @@ class Runner:
         apps = builtins.list(apps)
         handles: builtins.list[AppHandle | None] = [None] * len(apps)
         errors: dict[int, Exception] = {}
+        # as many workers as submissions may run at once, each taking the next
+        # app: 10,000 apps cost 64 tasks, not 10,000
+        todo = iter(enumerate(apps))
 
-        async def one(i: int, app: AppDef) -> None:
-            try:
-                handles[i] = await self.run(app, scheduler, cfg)
-            except Exception as exc:  # noqa: BLE001 - collected into RunManyError
-                errors[i] = exc
+        async def worker() -> None:
+            for i, app in todo:
+                try:
+                    handles[i] = await self.run(app, scheduler, cfg)
+                except Exception as exc:  # noqa: BLE001 - collected into RunManyError
+                    errors[i] = exc
 
         try:
             async with anyio.create_task_group() as tg:
-                for i, app in enumerate(apps):
-                    tg.start_soon(one, i, app)
+                for _ in range(min(len(apps), self._max_submits)):
+                    tg.start_soon(worker)
         except BaseException:  # cancelled: no caller will get the handles
             if cancel_on_error:
                 await self._cancel_quietly([h for h in handles if h is not None])

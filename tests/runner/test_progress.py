@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from asyncsched.errors import SpecError
@@ -89,3 +90,25 @@ def test_progress_reads_as_one_line() -> None:
         "submitted 10, submitting 2, running 4, done 6 (5 succeeded, 1 failed)"
     )
     assert str(Progress()) == "submitted 0, running 0, done 0"
+
+
+async def test_run_many_keeps_at_most_max_concurrent_submits_in_flight() -> None:
+    from tests.runner.helpers import inmemory_runner
+
+    peak = 0
+    async with inmemory_runner(max_concurrent_submits=4) as runner:
+
+        async def sample() -> None:
+            nonlocal peak
+            while True:
+                peak = max(peak, runner.progress().submitting)
+                await anyio.lowlevel.checkpoint()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sample)
+            apps = [sh_app("exit 0", name=f"a{i}") for i in range(200)]
+            handles = await runner.run_many(apps, "inmemory")
+            tg.cancel_scope.cancel()
+        assert len(set(handles)) == 200
+        assert 1 <= peak <= 4
+        assert runner.progress().submitted == 200
