@@ -20,7 +20,7 @@ that describes it best, so ``except ValueError`` and friends keep working::
     ├── UnsupportedOperationError(NotImplementedError)  the backend cannot do that (logs, workspaces)
     ├── SchedulerError(RuntimeError)                  the backend failed to do what was asked
     │   └── SubmitError                               an app could not be (fully) submitted
-    │       ├── AppCacheFullError(IndexError)         local cache full of unfinished apps
+    │       ├── AppCacheFullError(IndexError)         (compatibility; no longer raised by local)
     │       └── RunManyError(ExceptionGroup)          run_many: some apps failed; .handles
     ├── SchedulerClosedError(RuntimeError)            scheduler used after aclose()
     └── WaitTimeoutError(TimeoutError)                wait(timeout=...) ran out; .app_id, .timeout
@@ -266,9 +266,10 @@ class SubmitError(SchedulerError):
 
 
 class AppCacheFullError(SubmitError, IndexError):
-    """The local scheduler's app cache is full of apps that have not finished.
+    """TorchX's "local app cache full of unfinished apps" (an ``IndexError``).
 
-    Also an ``IndexError``, which TorchX raises in that case.
+    Kept for compatibility: the local scheduler no longer raises it (a submit
+    waits for room under ``max_running_replicas`` instead).
     """
 
 

@@ -11,6 +11,10 @@ all concurrently) through three variants, each in a fresh child process:
   poll ``describe`` of every unfinished app until all are terminal (what its
   synchronous Runner does), skipped when TorchX is not installed.
 
+With ``--scale 100,1000,10000`` it instead records the scale curve: N apps
+through ``Runner.run_many`` + ``wait_all`` beside a raw ``anyio.open_process``
+loop with the same concurrency (see ``_local_scale.py``).
+
 Then a concurrency check runs ``--concurrency-check`` (default 1000) concurrent
 ``sleep 1`` apps through asyncsched (and the raw floor) for peak RSS.
 
@@ -21,6 +25,7 @@ with ratios and the targets.
 Usage:
     python benchmarks/local_fanout.py [-n 200] [--concurrency-check 1000]
         [--skip-torchx] [--json results.json] [--repeat 1]
+    python benchmarks/local_fanout.py --scale 100,1000,10000 [--workloads true]
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ from _harness import (
     source_state,
     targets_table,
 )
+from _local_scale import SCALE_VARIANTS, run_scale_child, scale_table
 
 WORKLOADS: dict[str, list[str]] = {
     "true": ["true"],
@@ -239,7 +245,9 @@ def child_main(args: argparse.Namespace) -> int:
     cmd = WORKLOADS[args.workload]
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-{args.child}-"))
     try:
-        if args.child == "raw":
+        if args.child in SCALE_VARIANTS:
+            result = run_scale_child(args.child, cmd, args.num_apps, tmp)
+        elif args.child == "raw":
             result = asyncio.run(_run_raw(cmd, args.num_apps, tmp))
         elif args.child == "asyncsched":
             result = asyncio.run(
@@ -356,8 +364,58 @@ def build_targets(
     return targets
 
 
+def orchestrate_scale(args: argparse.Namespace) -> int:
+    """The scale curve: each N and workload, raw floor and runner, one child each."""
+    sizes = [int(n) for n in args.scale.split(",") if n.strip()]
+    workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    load_before = machine_info()["loadavg_1m"]
+    results: list[Measurement] = []
+    failures: list[str] = []
+    for workload in workloads:
+        for n in sizes:
+            for variant in SCALE_VARIANTS:
+                what = f"{variant} {n} x {workload!r}"
+                print(f"running {what} ...", file=sys.stderr, flush=True)
+                try:
+                    m = run_child(_child_cmd(args, variant, workload, n), timeout=1800)
+                except (RuntimeError, OSError, ValueError, SubprocessError) as exc:
+                    failures.append(f"{what}: {exc}")
+                    print(f"  FAILED: {exc}", file=sys.stderr, flush=True)
+                    continue
+                m.workload = workload
+                print(
+                    f"  wall {m.wall_s:.2f} s, peak RSS {m.peak_rss_mb:.1f} MB, "
+                    f"lag max {m.lag_max_ms or 0:.1f} ms, "
+                    f"max fds {m.extra.get('max_open_fds')}, "
+                    f"{m.succeeded}/{m.apps} succeeded",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                results.append(m)
+    machine = machine_info()
+    print(
+        f"\nMachine: {machine['cpu_model']}, {machine['usable_cpus']} usable CPUs, "
+        f"{machine['mem_total_mb']} MB RAM, Python {machine['python']}; "
+        f"{machine['date']}; 1-minute load average {load_before} before, "
+        f"{machine['loadavg_1m']} after."
+    )
+    print("\n" + scale_table(results))
+    for failure in failures:
+        print(f"\nFAILED: {failure}")
+    if args.json:
+        payload = {
+            "machine": {**machine, "loadavg_1m_before": load_before},
+            "results": [m.to_json() for m in results],
+            "failures": failures,
+        }
+        Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
+    return 1 if failures else 0
+
+
 def orchestrate(args: argparse.Namespace) -> int:
     """Run every variant in its own child process and print the tables."""
+    if args.scale:
+        return orchestrate_scale(args)
     variants = list(VARIANTS)
     torchx_note = ""
     if args.skip_torchx:
@@ -483,7 +541,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="asyncsched scheduler to measure (local_cwd; 'inmemory' self-tests "
         "the harness)",
     )
-    parser.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--scale",
+        metavar="N,N,...",
+        help="record the scale curve instead: e.g. 100,1000,10000 apps through "
+        "Runner.run_many + wait_all beside a raw anyio.open_process loop with the "
+        "same concurrency",
+    )
+    parser.add_argument(
+        "--workloads",
+        default="true,sleep 1",
+        help="workloads of --scale, comma-separated ('true,sleep 1')",
+    )
+    parser.add_argument(
+        "--child", choices=VARIANTS + SCALE_VARIANTS, help=argparse.SUPPRESS
+    )
     parser.add_argument(
         "--workload", choices=list(WORKLOADS), default="true", help=argparse.SUPPRESS
     )

@@ -18,6 +18,7 @@ from asyncsched.runner._events import (
     get_session_id as get_session_id,
 )
 from asyncsched.runner._fanout import StatusEvent as StatusEvent
+from asyncsched.runner._progress import Progress as Progress
 from asyncsched.runner.api import (
     DEFAULT_SESSION_NAME as DEFAULT_SESSION_NAME,
     Runner as Runner,
@@ -27,6 +28,7 @@ from asyncsched.runner.api import (
 __all__ = [
     "DEFAULT_SESSION_NAME",
     "EventHook",
+    "Progress",
     "Runner",
     "RunnerEvent",
     "StatusEvent",

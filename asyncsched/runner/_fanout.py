@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from asyncsched.errors import SchedulerClosedError, WaitTimeoutError
 from asyncsched.schedulers.shared.taskhost import TaskHost
@@ -33,6 +34,9 @@ _Worker = Callable[[AppHandle, _Emit], Coroutine[Any, Any, None]]
 
 #: seconds between a watched app's first two status checks (then doubling)
 _FIRST_RECHECK = 0.05
+#: workers started between two yields to the event loop: starting 10,000 at
+#: once would hold the loop for seconds
+SPAWN_BATCH = 64
 
 
 @dataclass
@@ -138,8 +142,10 @@ class FanOut:
                 with scope:
                     try:
                         async with anyio.create_task_group() as tg:
-                            for handle in handles:
+                            for i, handle in enumerate(handles, 1):
                                 tg.start_soon(worker, handle, emit)
+                                if i % SPAWN_BATCH == 0:
+                                    await anyio.lowlevel.checkpoint()
                     except Exception as exc:  # noqa: BLE001 -- handed to the consumer
                         failure = exc
                 if failure is not None:

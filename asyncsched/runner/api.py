@@ -17,7 +17,7 @@ from collections.abc import (
     Iterable,
     Mapping,
 )
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
@@ -36,6 +36,7 @@ from asyncsched.errors import (
 )
 from asyncsched.runner._events import EventHook, get_session_id, record_event
 from asyncsched.runner._fanout import FanOut, StatusEvent
+from asyncsched.runner._progress import Progress, ProgressCounter
 from asyncsched.schedulers import SchedulerFactory, get_scheduler_factories
 from asyncsched.schedulers.api import (
     DescribeAppResponse,
@@ -122,6 +123,11 @@ class Runner:
             :meth:`watch`.
         event_hook: Called with a :class:`~asyncsched.runner.RunnerEvent` after
             every API call.
+        track_progress: Follow every app this runner submits in the
+            background (one waiting task per unfinished app), so that
+            :meth:`progress` counts apps as they end; without it, an app is
+            counted done when the runner sees it final (``wait``,
+            ``wait_all``, ``as_completed``, ``watch``, ``status``).
 
     Example:
         >>> from asyncsched.runner import Runner
@@ -144,6 +150,7 @@ class Runner:
         max_concurrent_submits: int = 64,
         max_concurrent_queries: int = 64,
         event_hook: EventHook | None = None,
+        track_progress: bool = False,
     ) -> None:
         if max_concurrent_submits < 1 or max_concurrent_queries < 1:
             raise InvalidArgumentError("max_concurrent_submits/queries must be >= 1")
@@ -169,6 +176,8 @@ class Runner:
         )
         self._lock: anyio.Lock | None = None
         self._closed = False
+        self._progress = ProgressCounter()
+        self._track_progress = track_progress
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -213,6 +222,24 @@ class Runner:
     def name(self) -> str:
         """The session name used in handles."""
         return self._name
+
+    def progress(self) -> Progress:
+        """Counts of the apps this runner submitted: submitting, submitted,
+        running, done (succeeded / failed / cancelled / unknown).
+
+        A cheap snapshot, for a progress display (see ``docs/async.md``).
+        ``running`` counts the apps not seen final yet: with
+        ``track_progress=True`` the runner follows each app itself, otherwise
+        it sees them end through ``wait``, ``wait_all``, ``as_completed``,
+        ``watch`` and ``status``.
+
+        Example:
+            >>> async def show(runner: Runner) -> None:
+            ...     while True:
+            ...         print(runner.progress(), end="\r")
+            ...         await anyio.sleep(0.5)
+        """
+        return self._progress.snapshot()
 
     def scheduler_backends(self) -> builtins.list[str]:
         """The scheduler names this runner can use."""
@@ -353,8 +380,24 @@ class Runner:
             raise InvalidArgumentError(
                 "dryrun_info has no scheduler; create it with Runner.dryrun()"
             )
-        async with self._limiter():
-            return await self._launch(scheduler, dryrun_info)
+        self._progress.submit_started()
+        handle: AppHandle | None = None
+        try:
+            async with self._limiter():
+                handle = await self._launch(scheduler, dryrun_info)
+            return handle
+        finally:
+            self._submit_ended(handle)
+
+    def _submit_ended(self, handle: AppHandle | None) -> None:
+        self._progress.submit_ended(handle)
+        if handle is not None and self._track_progress and not self._closed:
+            self._host.spawn(self._follow, handle, name="runner-progress")
+
+    async def _follow(self, handle: AppHandle) -> None:
+        """Wait for ``handle`` to end, for :meth:`progress` (``track_progress``)."""
+        with suppress(SchedulerClosedError, UnknownAppException):
+            await self._final_status(handle)
 
     async def _launch(self, scheduler: str, info: AppDryRunInfo[Any]) -> AppHandle:
         """Schedule ``info`` on ``scheduler``; the caller holds a submit slot."""
@@ -387,9 +430,15 @@ class Runner:
             UnknownSchedulerException: ``scheduler`` is not registered.
             InvalidRunConfigException: ``cfg`` does not fit the scheduler.
         """
-        async with self._limiter():
-            info = await self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
-            return await self._launch(scheduler, info)
+        self._progress.submit_started()
+        handle: AppHandle | None = None
+        try:
+            async with self._limiter():
+                info = await self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
+                handle = await self._launch(scheduler, info)
+            return handle
+        finally:
+            self._submit_ended(handle)
 
     async def run_many(
         self,
@@ -422,17 +471,21 @@ class Runner:
         apps = builtins.list(apps)
         handles: builtins.list[AppHandle | None] = [None] * len(apps)
         errors: dict[int, Exception] = {}
+        # as many workers as submissions may run at once, each taking the next
+        # app: 10,000 apps cost 64 tasks, not 10,000
+        todo = iter(enumerate(apps))
 
-        async def one(i: int, app: AppDef) -> None:
-            try:
-                handles[i] = await self.run(app, scheduler, cfg)
-            except Exception as exc:  # noqa: BLE001 - collected into RunManyError
-                errors[i] = exc
+        async def worker() -> None:
+            for i, app in todo:
+                try:
+                    handles[i] = await self.run(app, scheduler, cfg)
+                except Exception as exc:  # noqa: BLE001 - collected into RunManyError
+                    errors[i] = exc
 
         try:
             async with anyio.create_task_group() as tg:
-                for i, app in enumerate(apps):
-                    tg.start_soon(one, i, app)
+                for _ in range(min(len(apps), self._max_submits)):
+                    tg.start_soon(worker)
         except BaseException:  # cancelled: no caller will get the handles
             if cancel_on_error:
                 await self._cancel_quietly([h for h in handles if h is not None])
@@ -513,8 +566,11 @@ class Runner:
         desc = await sched.describe(app_id)
         if desc is None:
             self._apps.pop(app_handle, None)
+            self._progress.saw(app_handle, None)
             return None
-        return _to_status(desc)
+        status = _to_status(desc)
+        self._progress.saw(app_handle, status)
+        return status
 
     async def wait(
         self,
@@ -541,8 +597,11 @@ class Runner:
                 raise WaitTimeoutError(app_handle, exc.timeout) from None
             if desc is None:
                 self._apps.pop(app_handle, None)
+                self._progress.saw(app_handle, None)
                 return None
-            return _to_status(desc)
+            status = _to_status(desc)
+            self._progress.saw(app_handle, status)
+            return status
 
     async def describe(self, app_handle: AppHandle) -> AppDef | None:
         """Return the AppDef of the app (None if unknown).
@@ -665,8 +724,11 @@ class Runner:
         desc = await sched.wait(app_id)
         if desc is None:
             self._apps.pop(app_handle, None)
+            self._progress.saw(app_handle, None)
             return None
-        return _to_status(desc)
+        status = _to_status(desc)
+        self._progress.saw(app_handle, status)
+        return status
 
     def watch(
         self, app_handles: Iterable[AppHandle], *, poll_interval: float = 1.0

@@ -91,7 +91,7 @@ SCHEDULER = "local_cwd"
 SESSION = "web"
 STATUS_POLL_S = 0.2  # replica states can change between app state changes
 CANCEL_TIMEOUT_S = 30.0
-CACHE_SIZE = 500  # apps the local scheduler keeps; more unfinished ones answer 429
+CACHE_SIZE = 500  # finished apps the local scheduler keeps in memory
 SSE_BUFFER = 256  # frames queued per client before its producer waits
 PAGE = Path(__file__).with_name("asgi_app.html")
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -26,7 +27,6 @@ from typing import Any, cast, final
 import anyio
 
 from asyncsched.errors import (
-    AppCacheFullError,
     AsyncschedWarning,
     InvalidArgumentError,
     InvalidRunConfigException,
@@ -43,6 +43,11 @@ from asyncsched.schedulers.api import (
     Stream,
 )
 from asyncsched.schedulers.local import _records as records, _remote as remote
+from asyncsched.schedulers.local._capacity import (
+    FDS_PER_REPLICA,
+    ReplicaSlots,
+    default_max_running_replicas,
+)
 from asyncsched.schedulers.local._env import (
     child_env,
     join_PATH,
@@ -151,9 +156,21 @@ class LocalScheduler(Scheduler[LocalOpts]):
             :func:`~asyncsched.specs.validate_session_name`).
         image_provider_class: :class:`CWDImageProvider` (``local_cwd``) or
             :class:`LocalDirectoryImageProvider` (``local_dir``).
-        cache_size: How many apps are kept in memory; when full, the oldest
-            terminal app leaves memory (never a running one) and is read back
-            from its record: it still answers describe/wait/log_iter/list.
+        cache_size: How many finished apps are kept in memory; beyond it the
+            oldest terminal app leaves memory and is read back from its
+            record: it still answers describe/wait/log_iter/list. Running
+            apps are never evicted and never count against correctness: the
+            cache bounds memory only (apps running at once are bounded by
+            ``max_running_replicas``).
+        max_running_replicas: How many replicas (processes) of this
+            scheduler may run at once. A submit whose replicas do not fit
+            *waits* (cancellably, first come first served) until enough
+            replicas have ended, so ``Runner.run_many`` of 10,000 apps needs
+            no semaphore; an app with more replicas than this is refused at
+            once with a ``SpecError``. Default: what the open-file limit
+            allows, ``(RLIMIT_NOFILE - 256) // 9`` (each running replica holds
+            9 descriptors here), at most 2048 -- 85 for the common limit of
+            1024.
         extra_paths: Directories put in front of each role's PATH.
         cancel_grace: Seconds between SIGTERM and SIGKILL on cancel,
             fail-fast and restarts.
@@ -176,8 +193,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
             a longer line comes in pieces of at most this size.
 
     Raises:
-        InvalidArgumentError: ``cache_size`` is not positive, or
-            ``session_name`` cannot name a directory.
+        InvalidArgumentError: ``cache_size`` or ``max_running_replicas`` is
+            not positive, or ``session_name`` cannot name a directory.
 
     Example:
         >>> async def main() -> None:
@@ -204,6 +221,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         pdeathsig: PdeathsigMode = "off",
         retention: Retention | None = DEFAULT_RETENTION,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_running_replicas: int | None = None,
     ) -> None:
         super().__init__("local", session_name)
         self.max_line_bytes = check_max_line_bytes(max_line_bytes)
@@ -211,6 +229,16 @@ class LocalScheduler(Scheduler[LocalOpts]):
             raise InvalidArgumentError(
                 f"cache_size must be greater than zero, got {cache_size}"
             )
+        if max_running_replicas is None:
+            max_running_replicas = default_max_running_replicas()
+        elif not _is_positive_int(max_running_replicas):
+            raise InvalidArgumentError(
+                "max_running_replicas must be an int greater than zero, got"
+                f" {max_running_replicas!r}"
+            )
+        #: replicas that may run at once; submits beyond it wait
+        self.max_running_replicas = max_running_replicas
+        self._slots = ReplicaSlots(max_running_replicas)
         self._image_provider_class = image_provider_class
         self._cache_size = cache_size
         self._extra_paths = list(extra_paths or [])
@@ -279,6 +307,9 @@ class LocalScheduler(Scheduler[LocalOpts]):
         mounts cannot be honoured: each role with mounts gets an
         :class:`~asyncsched.errors.AsyncschedWarning` naming them.
         """
+        self._check_replica_count(
+            [role.num_replicas for role in app.roles], field_prefix="roles"
+        )
         for index, role in enumerate(app.roles):
             if role.mounts:
                 warnings.warn(
@@ -288,6 +319,28 @@ class LocalScheduler(Scheduler[LocalOpts]):
                     AsyncschedWarning,
                     stacklevel=2,
                 )
+
+    def _check_replica_count(
+        self, counts: builtins.list[int], field_prefix: str
+    ) -> None:
+        """Refuse an app that could never run: more replicas than may run at once."""
+        total = sum(counts)
+        if total <= self.max_running_replicas:
+            return
+        biggest = max(range(len(counts)), key=counts.__getitem__)
+        field = (
+            f"{field_prefix}[{biggest}].num_replicas"
+            if counts[biggest] > self.max_running_replicas
+            else field_prefix
+        )
+        raise SpecError(
+            field,
+            f"the app has {total} replicas, more than the {self.max_running_replicas}"
+            f" this {self.backend} scheduler may run at once (max_running_replicas;"
+            f" each running replica holds {FDS_PER_REPLICA} file descriptors, the"
+            " default follows RLIMIT_NOFILE): ask for fewer replicas, or raise"
+            " `ulimit -n` or max_running_replicas",
+        )
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -339,9 +392,11 @@ class LocalScheduler(Scheduler[LocalOpts]):
             logger.warning("skipped an unreadable app record: %s", path)
 
     async def _aclose(self) -> None:
-        # ``closed`` is set: no new submit passes its open check. Let those in
-        # flight finish (they see ``closed`` and undo what they started), so
-        # that every app id returned is in the snapshot below.
+        # ``closed`` is set: no new submit passes its open check; those waiting
+        # for replica slots give up. Let those in flight finish (they see
+        # ``closed`` and undo what they started), so that every app id
+        # returned is in the snapshot below.
+        self._slots.close()
         if self._submits_active:
             self._submits_idle = anyio.Event()
             await self._submits_idle.wait()
@@ -421,16 +476,15 @@ class LocalScheduler(Scheduler[LocalOpts]):
     # -- schedule ------------------------------------------------------------------------------
 
     def _evict_if_needed(self) -> None:
-        # submits in flight hold a slot too, so concurrent submits cannot overfill
+        # submits in flight hold a place too, so concurrent submits cannot overfill
         while len(self._apps) + self._submits_in_flight >= self._cache_size:
             # Only memory is given up: the app's pointer and record stay, so
             # describe/wait/log_iter/list read it back from the state dir.
             done = [a for a in self._apps.values() if a.done.is_set()]
             if not done:
-                raise AppCacheFullError(
-                    f"App cache size ({self._cache_size}) exceeded and no app has"
-                    " finished. Increase cache_size or wait for an app to finish."
-                )
+                # running apps stay: their number is bounded by the replica
+                # slots (max_running_replicas), never refused here
+                return
             finished = [a for a in done if a.finished.is_set()]
             on_disk = [a for a in finished if not a.record_stale]
             oldest = min(on_disk or finished or done, key=lambda a: a.last_updated)
@@ -505,7 +559,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
                 working directory does not exist (nothing was started).
             SubmitError: the log dir cannot be created or a replica failed to
                 start (whatever started was killed and the app dir removed).
-            IndexError: the cache is full of apps that have not finished.
+            SchedulerClosedError: the scheduler closed while the submit waited
+                for its replicas to fit under ``max_running_replicas``.
         """
         request: PopenRequest = dryrun_info.request
         if not records.is_app_id(request.app_id):  # a request edited after dry-run
@@ -527,6 +582,24 @@ class LocalScheduler(Scheduler[LocalOpts]):
         return app.app_id
 
     async def _schedule_reserved(
+        self, request: PopenRequest, dryrun_info: AppDryRunInfo[Any]
+    ) -> LocalApp:
+        count = sum(len(params) for params in request.role_params.values())
+        self._check_replica_count(  # a request edited after the dry run
+            [len(params) for params in request.role_params.values()], "roles"
+        )
+        # wait (cancellably) until the app's replicas may run; given back when
+        # the app has finished, or below when the submit fails
+        if not await self._slots.acquire(count):
+            self._check_open()
+        try:
+            app = await self._schedule_admitted(request, dryrun_info)
+        except BaseException:
+            self._slots.release(count)
+            raise
+        return app
+
+    async def _schedule_admitted(
         self, request: PopenRequest, dryrun_info: AppDryRunInfo[Any]
     ) -> LocalApp:
         if self._submit_limiter is None:
@@ -634,6 +707,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
             state_dir=self.state_dir,
             supervisor=supervisor_info(),
             changes=self._changes,
+            on_finished=functools.partial(self._slots.release, len(replicas)),
         )
         return app
 
@@ -804,6 +878,10 @@ class LocalScheduler(Scheduler[LocalOpts]):
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+def _is_positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _not_found(cmd: str, path: str, cwd: str | None) -> str:
@@ -998,6 +1076,7 @@ _SCHEDULER_PARAMS = (
     "state_dir",
     "pdeathsig",
     "max_line_bytes",
+    "max_running_replicas",
 )
 
 

@@ -15,6 +15,7 @@ import signal
 import socket
 import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -407,6 +408,7 @@ class LocalApp:
         state_dir: str | None = None,
         supervisor: dict[str, Any] | None = None,
         changes: ChangeNotifier | None = None,
+        on_finished: Callable[[], None] | None = None,
     ) -> None:
         self.app_id = app_id
         self.name = name
@@ -441,6 +443,8 @@ class LocalApp:
         self._written_seq = 0
         self._supervisor = supervisor if supervisor is not None else supervisor_info()
         self._changes = changes if changes is not None else ChangeNotifier()
+        #: called once, when every replica has exited and its logs are closed
+        self._on_finished = on_finished
 
     # -- start -------------------------------------------------------------------
 
@@ -714,6 +718,8 @@ class LocalApp:
                 for r in self.replicas:
                     r.log.close()
                 self.finished.set()
+                if self._on_finished is not None:
+                    self._on_finished()
         self._mark_dirty()
 
     # -- stopping -------------------------------------------------------------------

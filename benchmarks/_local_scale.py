@@ -1,0 +1,205 @@
+"""The scale curve of ``local_fanout.py --scale``: N apps from one process.
+
+For each N (e.g. 100, 1,000, 10,000) and each workload (``true``, ``sleep 1``)
+two variants run, each in a fresh child process:
+
+* ``raw_bounded``: the floor -- an ``anyio.open_process`` loop doing the same N
+  spawns with the same concurrency as the scheduler (a semaphore), stdout and
+  stderr to files, each process awaited;
+* ``runner``: ``Runner.run_many`` of N apps on ``local_cwd`` with the default
+  parameters (no semaphore of the caller's: the scheduler's
+  ``max_running_replicas`` paces the submits), then ``wait_all``.
+
+Each child reports wall time, peak RSS, the worst event-loop lag and the most
+file descriptors it had open at once (sampled every 20 ms).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from _harness import (
+    CpuMeter,
+    LoopLagSampler,
+    Measurement,
+    current_rss_bytes,
+)
+
+__all__ = ["SCALE_VARIANTS", "run_scale_child", "scale_table"]
+
+SCALE_VARIANTS = ("raw_bounded", "runner")
+
+#: the issue's targets at 10,000 apps
+MAX_FLOOR_RATIO = 2.0
+MAX_RSS_MB = 300.0
+MAX_LAG_MS = 50.0
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+class _FdPeak:
+    def __init__(self) -> None:
+        self.peak = _open_fds()
+
+    async def run(self) -> None:
+        while True:
+            self.peak = max(self.peak, _open_fds())
+            await asyncio.sleep(0.02)
+
+
+def _concurrency() -> int:
+    from asyncsched.schedulers.local._capacity import default_max_running_replicas
+
+    return default_max_running_replicas()
+
+
+_Timed = tuple[float, int, LoopLagSampler, CpuMeter]
+
+
+async def _raw(cmd: list[str], n: int, tmp: Path) -> _Timed:
+    limit = anyio.Semaphore(_concurrency())
+    ok = 0
+
+    async def one(i: int) -> None:
+        nonlocal ok
+        async with limit:
+            with (
+                open(tmp / f"{i}.stdout.log", "wb") as out,
+                open(tmp / f"{i}.stderr.log", "wb") as err,
+            ):
+                proc = await anyio.open_process(cmd, stdout=out, stderr=err)
+                async with proc:
+                    returncode = await proc.wait()
+            ok += returncode == 0
+
+    async with LoopLagSampler() as lag:
+        with CpuMeter() as cpu:
+            started = time.perf_counter()
+            async with anyio.create_task_group() as tg:
+                for i in range(n):
+                    tg.start_soon(one, i)
+            wall = time.perf_counter() - started
+    return wall, ok, lag, cpu
+
+
+async def _runner(cmd: list[str], n: int, tmp: Path) -> _Timed:
+    from asyncsched.runner import Runner
+    from asyncsched.specs import AppDef, AppState, Role
+
+    params = {"state_dir": str(tmp / "state"), "retention": None}
+    apps = [
+        AppDef(f"a{i}", roles=[Role("r", image="-", entrypoint=cmd[0], args=cmd[1:])])
+        for i in range(n)
+    ]
+    cfg = {"log_dir": str(tmp)}
+    async with Runner("bench", scheduler_params=params) as runner:
+        # warm up (imports, the scheduler's threads and guardian): not timed
+        await runner.wait(
+            await runner.run(AppDef("w", roles=apps[0].roles), "local_cwd", cfg)
+        )
+        async with LoopLagSampler() as lag:
+            with CpuMeter() as cpu:
+                started = time.perf_counter()
+                handles = await runner.run_many(apps, "local_cwd", cfg)
+                results = await runner.wait_all(handles)
+                wall = time.perf_counter() - started
+    ok = sum(s is not None and s.state == AppState.SUCCEEDED for s in results.values())
+    return wall, ok, lag, cpu
+
+
+async def _measure(variant: str, cmd: list[str], n: int, tmp: Path) -> Measurement:
+    rss_before = current_rss_bytes()
+    fds = _FdPeak()
+    sampler = asyncio.create_task(fds.run())
+    try:
+        run = _raw if variant == "raw_bounded" else _runner
+        wall, ok, lag, cpu = await run(cmd, n, tmp)
+    finally:
+        sampler.cancel()
+    result = Measurement(variant, "", n, wall, lag.max_ms, lag.p99_ms, succeeded=ok)
+    result.extra["max_open_fds"] = fds.peak
+    result.extra["concurrency"] = _concurrency()
+    return result.finish(rss_before, cpu)
+
+
+def run_scale_child(variant: str, cmd: list[str], n: int, tmp: Path) -> Measurement:
+    """Run one scale variant in this process (asyncio) and return its result."""
+    return asyncio.run(_measure(variant, cmd, n, tmp))
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def scale_table(results: list[Measurement]) -> str:
+    """One markdown row per (workload, N): the runner beside the bounded floor."""
+    header = [
+        "workload",
+        "apps",
+        "concurrency",
+        "raw floor (s)",
+        "asyncsched (s)",
+        "ratio",
+        "peak RSS (MB)",
+        "loop lag max (ms)",
+        "loop lag p99 (ms)",
+        "max open fds",
+        "raw max open fds",
+        "succeeded",
+    ]
+    rows = []
+    keys = sorted(
+        {(m.workload, m.apps) for m in results}, key=lambda k: (k[0] != "true", k[1])
+    )
+    for workload, n in keys:
+        raw = next(
+            (
+                m
+                for m in results
+                if (m.variant, m.workload, m.apps) == ("raw_bounded", workload, n)
+            ),
+            None,
+        )
+        ours = next(
+            (
+                m
+                for m in results
+                if (m.variant, m.workload, m.apps) == ("runner", workload, n)
+            ),
+            None,
+        )
+        ratio = ours.wall_s / raw.wall_s if ours and raw and raw.wall_s else None
+        either = ours or raw
+        rows.append(
+            [
+                workload,
+                str(n),
+                _fmt(either.extra.get("concurrency") if either else None),
+                _fmt(raw.wall_s if raw else None, 2),
+                _fmt(ours.wall_s if ours else None, 2),
+                _fmt(ratio, 2),
+                _fmt(ours.peak_rss_mb if ours else None),
+                _fmt(ours.lag_max_ms if ours else None),
+                _fmt(ours.lag_p99_ms if ours else None),
+                _fmt(ours.extra.get("max_open_fds") if ours else None),
+                _fmt(raw.extra.get("max_open_fds") if raw else None),
+                f"{ours.succeeded}/{n}" if ours else "n/a",
+            ]
+        )
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---" for _ in header) + "|",
+    ]
+    lines.extend("| " + " | ".join(row) + " |" for row in rows)
+    return "\n".join(lines)
