@@ -637,7 +637,20 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             return ns
 
     async def _lookup(self, app_id: str) -> tuple[str, _Namespace, list[JSON]] | None:
-        """``(job_api, caches, jobs)`` of the app, or None when it does not exist."""
+        """``(job_api, caches, jobs)`` of the app, or None when it does not exist.
+
+        An app whose Jobs are all being deleted (``deletionTimestamp`` set: a
+        foreground delete waits for the garbage collector to remove the pods)
+        is gone already.
+        """
+        found = await self._lookup_any(app_id)
+        if found is None or all(_deleting(job) for job in found[2]):
+            return None
+        return found
+
+    async def _lookup_any(
+        self, app_id: str
+    ) -> tuple[str, _Namespace, list[JSON]] | None:
         namespace, _, name = app_id.rpartition(":")
         if not name or "/" in name or "/" in namespace:
             return None
@@ -778,11 +791,12 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             snapshots.extend(
                 _describe(f"{namespace}:{name}", "volcano", ns, [job])
                 for name, job in ns.volcano.objects.items()
+                if not _deleting(job)
             )
             for key, jobs in ns.batch.by_key.items():
-                snapshots.append(
-                    _describe(key, "indexed", ns, builtins.list(jobs.values()))
-                )
+                live = [j for j in jobs.values() if not _deleting(j)]
+                if live:
+                    snapshots.append(_describe(key, "indexed", ns, live))
         return snapshots
 
     def _poll_interval(self, snapshot: AppSnapshot) -> float | None:
@@ -872,6 +886,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         api = await self._api()
         name = _app_key(jobs[0])
         informer = ns.volcano if kind == "volcano" else ns.batch
+        key = informer.key(jobs[0])  # what the cache files the app's Jobs under
         if kind == "volcano":
             await _delete(api, f"{ns.volcano.path}/{jobs[0]['metadata']['name']}")
         else:
@@ -882,8 +897,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         # describe() right after delete() answers None
         with anyio.move_on_after(_DELETE_SETTLE):
             while True:
-                changed = informer.changes.changed(name)
-                if not informer.with_key(name):
+                changed = informer.changes.changed(key)
+                if not [j for j in informer.with_key(key) if not _deleting(j)]:
                     break
                 await changed.wait()
 
@@ -975,6 +990,10 @@ def _docker_modules() -> tuple[Any, Any]:
             "pip install 'asyncsched[docker]'",
         ) from exc
     return aiodocker, images
+
+
+def _deleting(job: JSON) -> bool:
+    return bool((job.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def _is_volcano(manifest: JSON) -> bool:
