@@ -144,7 +144,9 @@ async def test_an_image_that_may_not_be_pulled_says_so(kube_env: KubeEnv) -> Non
 async def test_logs_of_real_pods_finished_followed_and_filtered(
     kube_env: KubeEnv,
 ) -> None:
-    script = "echo alpha; echo beta >&2; sleep 3; echo gamma; echo delta"
+    # the gap must outlast the follow latency of a loaded node: "since the
+    # moment alpha was seen" must fall before gamma is written
+    script = "echo alpha; echo beta >&2; sleep 15; echo gamma; echo delta"
     async with scheduler(kube_env) as sched:
         app_id = await sched.submit(make_app(script), cfg_for(kube_env, "volcano"))
         followed: list[str] = []
