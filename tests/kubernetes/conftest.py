@@ -63,9 +63,11 @@ def _real_required() -> bool:
     )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def real_kube_cluster() -> Iterator[RealCluster]:
-    """The real single-node test cluster (session-wide), stopped at the end."""
+    """The real single-node test cluster, shared by the Kubernetes tests and
+    stopped after the last of them (its node would load the machine for the
+    rest of the session)."""
     absent = missing()
     if absent:
         reason = "not available: " + "; ".join(absent)

@@ -15,7 +15,7 @@ tests skip -- or fail when ``CI`` is set or ``ASYNCSCHED_REQUIRE_SLURM=1``.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +35,10 @@ def _required() -> bool:
         bool(os.environ.get("CI")) or os.environ.get("ASYNCSCHED_REQUIRE_SLURM") == "1"
     )
 
+
+#: the longest a job may take to start, move or end on a loaded 2-core test
+#: machine (a deadline, not a wait: passing tests return as soon as it moves)
+SETTLE = 120
 
 #: the two kinds of cluster every Slurm test runs on
 CLUSTER_MODES = ("jobcomp", "accounting")
@@ -218,3 +222,22 @@ def anyio_backend(slurm_cluster: Cluster) -> str:
     is driven from trio, the one with only the completion log from asyncio, so
     every Slurm test file runs on both event loops without doubling its time."""
     return "trio" if slurm_cluster.accounting else "asyncio"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failed test on a cluster carries the cluster's state and daemon logs,
+    so a failure seen only in CI can be read from its report."""
+    report = yield
+    cluster = getattr(item, "funcargs", {}).get("slurm_cluster")
+    if report.failed and isinstance(cluster, Cluster):
+        queue = cluster.run("squeue", "-h", "-t", "all", "-o", "%i %T %R %M")
+        nodes = cluster.run("sinfo", "-N", "-h", "-o", "%N %T %E")
+        state = (
+            f"squeue:\n{queue.stdout}{queue.stderr}\nsinfo:\n{nodes.stdout}"
+            f"{nodes.stderr}\n{cluster.log_tail()}"
+        )
+        report.sections.append(("slurm cluster", state))
+    return report

@@ -9,6 +9,7 @@ from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, AppState, Resource, Role
 
 from .cluster import Cluster
+from .conftest import SETTLE
 
 pytestmark = [pytest.mark.slurm, pytest.mark.anyio]
 
@@ -29,11 +30,11 @@ async def test_cancel_stops_every_replica(
     slurm: SlurmScheduler, slurm_cluster: Cluster
 ) -> None:
     app_id = await slurm.submit(_app("long", "echo up; sleep 300", 2))
-    with anyio.fail_after(30):
+    with anyio.fail_after(SETTLE):
         while (desc := await slurm.describe(app_id)) and desc.state != AppState.RUNNING:
             await anyio.sleep(0.1)
     await slurm.cancel(app_id)
-    desc = await slurm.wait(app_id, timeout=30)
+    desc = await slurm.wait(app_id, timeout=SETTLE)
     assert desc is not None
     assert desc.state == AppState.CANCELLED
     assert [r.state for r in desc.roles_statuses[0].replicas] == [
@@ -53,8 +54,8 @@ async def test_list_shows_apps_of_every_scheduler_sharing_the_state_dir(
         state_dir=slurm.registry.path.rsplit("/slurm/", 1)[0],
     ) as other:
         second = await other.submit(_app("second", "exit 1"))
-        await other.wait(second, timeout=30)
-    await slurm.wait(first, timeout=30)
+        await other.wait(second, timeout=SETTLE)
+    await slurm.wait(first, timeout=SETTLE)
     listed = {a.app_id: a for a in await slurm.list()}
     assert (listed[first].name, listed[first].state) == ("first", AppState.SUCCEEDED)
     assert (listed[second].name, listed[second].state) == ("second", AppState.FAILED)

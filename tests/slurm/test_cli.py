@@ -16,7 +16,7 @@ from .cluster import Cluster
 
 
 def _cli(
-    cluster: Cluster, cwd: Path, *args: str, timeout: float = 60
+    cluster: Cluster, cwd: Path, *args: str, timeout: float = 180
 ) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
@@ -74,7 +74,7 @@ def test_run_status_log_list_cancel(slurm_cluster: Cluster, tmp_path: Path) -> N
     long_handle = long.stdout.strip().splitlines()[-1]
     cancel = _cli(slurm_cluster, tmp_path, "cancel", long_handle)
     assert cancel.returncode == 0, cancel.stderr
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         status = _cli(slurm_cluster, tmp_path, "status", "--json", long_handle)
         if json.loads(status.stdout)["state"] == "CANCELLED":

@@ -9,6 +9,8 @@ import pytest
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, AppState, Resource, Role
 
+from .conftest import SETTLE
+
 pytestmark = [pytest.mark.slurm, pytest.mark.anyio]
 
 
@@ -23,7 +25,7 @@ async def test_relative_job_dir_runs_the_job_there(
         resource=Resource(cpu=1, gpu=0, memMB=64),
     )
     app_id = await slurm.submit(AppDef("rel", roles=[role]), {"job_dir": "rel/dir"})
-    status = await slurm.wait(app_id, timeout=60)
+    status = await slurm.wait(app_id, timeout=SETTLE)
     assert status is not None
     assert status.state == AppState.SUCCEEDED, status
     job_dir = tmp_path / "rel" / "dir"

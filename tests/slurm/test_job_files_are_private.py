@@ -11,6 +11,8 @@ import pytest
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, AppState, Resource, Role
 
+from .conftest import SETTLE
+
 pytestmark = [pytest.mark.slurm, pytest.mark.anyio]
 
 SECRET = "s3cr3t-token-value"
@@ -35,7 +37,7 @@ async def test_no_env_value_lands_in_a_group_or_world_readable_file(
         )
     finally:
         os.umask(old)
-    desc = await slurm.wait(app_id, timeout=60)
+    desc = await slurm.wait(app_id, timeout=SETTLE)
     assert desc is not None
     assert desc.state == AppState.SUCCEEDED
     holders = []

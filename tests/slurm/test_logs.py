@@ -9,6 +9,8 @@ from asyncsched.errors import UnknownAppException, UnknownReplicaError
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, AppState, Resource, Role
 
+from .conftest import SETTLE
+
 pytestmark = [pytest.mark.slurm, pytest.mark.anyio]
 
 
@@ -31,7 +33,7 @@ async def test_follow_yields_lines_as_written_until_the_job_ends(
         _app("echo a; sleep 1; echo b >&2; echo c; sleep 1; echo d")
     )
     seen: list[str] = []
-    with anyio.fail_after(30):
+    with anyio.fail_after(SETTLE):
         async for line in slurm.log_iter(app_id, "worker", should_tail=True):
             seen.append(line)
             if line == "a\n":
@@ -46,7 +48,7 @@ async def test_follow_yields_lines_as_written_until_the_job_ends(
 
 async def test_finished_logs_per_replica_with_regex(slurm: SlurmScheduler) -> None:
     app_id = await slurm.submit(_app("echo rank=$ASYNCSCHED_REPLICA_ID; echo other", 2))
-    await slurm.wait(app_id, timeout=30)
+    await slurm.wait(app_id, timeout=SETTLE)
     for k in range(2):
         lines = [
             line async for line in slurm.log_iter(app_id, "worker", k, regex="^rank")
@@ -56,7 +58,7 @@ async def test_finished_logs_per_replica_with_regex(slurm: SlurmScheduler) -> No
 
 async def test_unknown_replica_and_app_are_named(slurm: SlurmScheduler) -> None:
     app_id = await slurm.submit(_app("true"))
-    await slurm.wait(app_id, timeout=30)
+    await slurm.wait(app_id, timeout=SETTLE)
     with pytest.raises(UnknownReplicaError) as info:
         [line async for line in slurm.log_iter(app_id, "worker", 1)]
     assert info.value.roles == ["worker"]

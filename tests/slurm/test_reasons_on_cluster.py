@@ -22,7 +22,7 @@ from asyncsched.specs import (
 )
 
 from .cluster import PARTITION, Cluster
-from .conftest import OvertimeApp
+from .conftest import SETTLE, OvertimeApp
 
 pytestmark = pytest.mark.slurm
 
@@ -39,7 +39,7 @@ def _app(name: str, script: str) -> AppDef:
 
 
 async def _until_running(slurm: SlurmScheduler, app_id: str) -> None:
-    with anyio.fail_after(30):
+    with anyio.fail_after(SETTLE):
         while (desc := await slurm.describe(app_id)) and desc.state != AppState.RUNNING:
             await anyio.sleep(0.1)
 
@@ -74,7 +74,7 @@ async def test_job_cancelled_with_scancel_from_outside_reads_cancelled(
     await _until_running(slurm, app_id)
     done = slurm_cluster.run("scancel", app_id)
     assert done.returncode == 0, done.stderr
-    desc = await slurm.wait(app_id, timeout=30)
+    desc = await slurm.wait(app_id, timeout=SETTLE)
     assert desc is not None
     assert desc.state == AppState.CANCELLED
     assert desc.reason == StatusReason.CANCELLED, desc
@@ -87,7 +87,7 @@ async def _until_reason(
     slurm: SlurmScheduler, slurm_cluster: Cluster, app_id: str, word: str
 ) -> tuple[ReplicaStatus, str]:
     """Poll until squeue's reason for ``app_id`` is ``word``; then describe it."""
-    with anyio.fail_after(30):
+    with anyio.fail_after(SETTLE):
         while True:
             squeue = slurm_cluster.run("squeue", "-h", "-j", app_id, "-o", "%T %r")
             if squeue.stdout.split() == ["PENDING", word]:
@@ -137,7 +137,7 @@ async def test_pending_jobs_show_squeues_reason(
 
         released = slurm_cluster.run("scontrol", "release", app_id)
         assert released.returncode == 0, released.stderr
-        desc = await slurm.wait(app_id, timeout=30)
+        desc = await slurm.wait(app_id, timeout=SETTLE)
         assert desc is not None
         assert (desc.state, desc.reason) == (AppState.SUCCEEDED, None)
     finally:

@@ -11,7 +11,7 @@ from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppState
 
 from .cluster import Cluster
-from .conftest import MIXED_RESULTS, AgedApps, assert_own_results
+from .conftest import MIXED_RESULTS, SETTLE, AgedApps, assert_own_results
 
 pytestmark = [pytest.mark.slurm, pytest.mark.anyio]
 
@@ -69,7 +69,7 @@ async def test_finished_replicas_keep_their_own_results(
         slurm_conf=str(slurm_cluster.conf),
         state_dir=str(aged_apps.state_dir),
     ) as sched:
-        desc = await sched.wait(aged_apps.mixed, timeout=30)
+        desc = await sched.wait(aged_apps.mixed, timeout=SETTLE)
         cancelled = await sched.describe(aged_apps.cancelled)
         squeue_calls = sched.cli.counts["squeue"]
     assert squeue_calls >= 1  # asked the controller first: the job had left it

@@ -20,7 +20,7 @@ from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, AppState, Resource, Role, is_terminal
 
 from .cluster import Cluster
-from .conftest import MIXED_RESULT_SCRIPT, MIXED_RESULTS, assert_own_results
+from .conftest import MIXED_RESULT_SCRIPT, MIXED_RESULTS, SETTLE, assert_own_results
 
 pytestmark = [pytest.mark.slurm, pytest.mark.anyio]
 
@@ -42,7 +42,7 @@ async def test_every_record_of_a_finished_app_gives_each_replica_its_result(
         resource=Resource(cpu=1, gpu=0, memMB=64),
     )
     app_id = await slurm.submit(AppDef("records", roles=[role]))
-    waited = await slurm.wait(app_id, timeout=30)
+    waited = await slurm.wait(app_id, timeout=SETTLE)
     assert waited is not None
     assert waited.state == AppState.FAILED
 
@@ -61,7 +61,7 @@ async def test_every_record_of_a_finished_app_gives_each_replica_its_result(
         leaders = {app_id: app_id, str(int(app_id) + 1): app_id}
     # accounting lags: a placeholder first, never to be read as a final result
     seen = []
-    with anyio.fail_after(30):
+    with anyio.fail_after(SETTLE):
         while True:
             out = slurm_cluster.run(*argv)
             views = group_components(parse_sacct(out.stdout, leaders), source="sacct")

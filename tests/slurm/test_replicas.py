@@ -11,7 +11,7 @@ from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, AppState, Resource, Role
 
 from .cluster import Cluster
-from .conftest import MIXED_RESULT_SCRIPT
+from .conftest import MIXED_RESULT_SCRIPT, SETTLE
 
 pytestmark = [pytest.mark.slurm, pytest.mark.anyio]
 
@@ -41,7 +41,7 @@ async def test_each_replica_sees_its_identity_variables(slurm: SlurmScheduler) -
     )
     app = _app(script, 3, env={"TORCHX_JOB_ID": "slurm://s/${app_id}"})
     app_id = await slurm.submit(app)
-    desc = await slurm.wait(app_id, timeout=30)
+    desc = await slurm.wait(app_id, timeout=SETTLE)
     assert desc is not None
     assert desc.state == AppState.SUCCEEDED
     [role] = desc.roles_statuses
@@ -61,7 +61,7 @@ async def test_failing_replica_fails_app_with_its_exit_code(
     app_id = await slurm.submit(
         _app('[ "$ASYNCSCHED_REPLICA_ID" = 1 ] && exit 3; sleep 30', 2)
     )
-    desc = await slurm.wait(app_id, timeout=30)
+    desc = await slurm.wait(app_id, timeout=SETTLE)
     assert desc is not None
     assert desc.state == AppState.FAILED
     assert "FAILED" in desc.msg
@@ -76,7 +76,7 @@ async def test_replica_that_exits_0_succeeds_while_its_peer_fails_the_app(
     slurm: SlurmScheduler, slurm_cluster: Cluster, tmp_path: Path
 ) -> None:
     app_id = await slurm.submit(_app(MIXED_RESULT_SCRIPT, 2))
-    waited = await slurm.wait(app_id, timeout=30)
+    waited = await slurm.wait(app_id, timeout=SETTLE)
     async with SlurmScheduler(
         "fresh", slurm_conf=str(slurm_cluster.conf), state_dir=str(tmp_path / "state")
     ) as fresh:
@@ -97,7 +97,7 @@ async def test_failed_run_is_requeued_while_retries_remain(
     # Slurm delays the restart of a requeued job (BeginTime), so the test
     # checks the requeue itself: the app is not failed, it has one restart
     app_id = await slurm.submit(_app("exit 4", 1, max_retries=1))
-    with anyio.fail_after(30):
+    with anyio.fail_after(SETTLE):
         while True:
             desc = await slurm.describe(app_id)
             assert desc is not None
@@ -107,6 +107,6 @@ async def test_failed_run_is_requeued_while_retries_remain(
             await anyio.sleep(0.1)
     assert desc.state in (AppState.PENDING, AppState.RUNNING)
     await slurm.cancel(app_id)
-    final = await slurm.wait(app_id, timeout=30)
+    final = await slurm.wait(app_id, timeout=SETTLE)
     assert final is not None
     assert final.state == AppState.CANCELLED

@@ -13,6 +13,7 @@ from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, AppState, Resource, Role
 
 from .cluster import Cluster
+from .conftest import SETTLE
 
 pytestmark = [pytest.mark.slurm, pytest.mark.anyio]
 
@@ -38,7 +39,7 @@ async def test_waits_on_many_apps_share_each_squeue(slurm: SlurmScheduler) -> No
         assert desc is not None
         results[app_id] = desc.state
 
-    with anyio.fail_after(60):
+    with anyio.fail_after(SETTLE):
         async with anyio.create_task_group() as tg:
             for app_id in ids:
                 tg.start_soon(wait, app_id)
@@ -64,7 +65,7 @@ async def test_closing_the_scheduler_ends_pending_waits(
         except SchedulerClosedError as exc:
             errors.append(exc)
 
-    with anyio.fail_after(30):
+    with anyio.fail_after(SETTLE):
         async with anyio.create_task_group() as tg:
             tg.start_soon(wait)
             while sched._tracker.ticks == 0:
