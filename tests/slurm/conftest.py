@@ -224,6 +224,28 @@ def anyio_backend(slurm_cluster: Cluster) -> str:
     return "trio" if slurm_cluster.accounting else "asyncio"
 
 
+def _cluster_of(item: pytest.Item) -> object:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("slurm_cluster") if callspec else None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run each cluster's ``slow`` Slurm tests last on that cluster: they wait
+    for jobs started with the cluster (``overtime_app``), and the other tests
+    fill that time instead of an idle wait."""
+    slow = [
+        item
+        for item in items
+        if item.get_closest_marker("slow") is not None and _cluster_of(item) is not None
+    ]
+    for item in slow:
+        items.remove(item)
+        cluster = _cluster_of(item)
+        last = max(i for i, other in enumerate(items) if _cluster_of(other) == cluster)
+        items.insert(last + 1, item)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
