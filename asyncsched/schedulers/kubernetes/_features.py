@@ -34,6 +34,7 @@ __all__ = [
     "dropped_completion_mode",
     "is_indexed_job",
     "no_indexed_jobs",
+    "job_api_version",
     "server_version",
 ]
 
@@ -41,6 +42,10 @@ JSON = dict[str, Any]
 
 #: connections whose server is recent enough for Indexed Jobs
 _RECENT_ENOUGH: weakref.WeakSet[KubeApi] = weakref.WeakSet()
+#: the version each connection's server answered (asked once)
+_VERSIONS: weakref.WeakKeyDictionary[KubeApi, tuple[int, int] | None] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def is_indexed_job(manifest: JSON) -> bool:
@@ -98,3 +103,14 @@ async def check_indexed_jobs(api: KubeApi) -> None:
     if version is not None and version < (1, 21):
         raise no_indexed_jobs(git)
     _RECENT_ENOUGH.add(api)
+
+
+async def job_api_version(api: KubeApi) -> tuple[int, int] | None:
+    """The server's (major, minor), asked once per connection; None when unknown.
+
+    Decides which optional batch/v1 Job fields an Indexed Job may carry
+    (see ``_render.fit_to_server``).
+    """
+    if api not in _VERSIONS:
+        _VERSIONS[api] = (await server_version(api))[1]
+    return _VERSIONS[api]

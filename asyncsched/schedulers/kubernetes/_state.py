@@ -138,6 +138,26 @@ def _container_status(pod: JSON) -> JSON:
     return main_container_status(pod, main_container(pod))
 
 
+def pod_hostname(pod: JSON) -> str:
+    """The replica's stable DNS name: ``{spec.hostname}.{spec.subdomain}``.
+
+    Volcano's svc plugin and the Job controller (Indexed Jobs) give every pod
+    a ``hostname`` and the headless Service's name as ``subdomain``; the name
+    resolves from any pod of the namespace, survives a pod's replacement, and
+    assumes neither IPv4 nor the cluster domain. A pod without a subdomain
+    (someone else's) is named by its ``hostname`` or its pod name.
+
+    Example:
+        >>> pod_hostname({"metadata": {"name": "j-t-0-0"},
+        ...               "spec": {"hostname": "j-t-0-0", "subdomain": "j"}})
+        'j-t-0-0.j'
+    """
+    spec = pod.get("spec") or {}
+    host = str(spec.get("hostname") or pod["metadata"].get("name") or "")
+    subdomain = spec.get("subdomain")
+    return f"{host}.{subdomain}" if host and subdomain else host
+
+
 def _replica(
     replica_id: int,
     role: str,
@@ -150,8 +170,7 @@ def _replica(
         return ReplicaSnapshot(role, replica_id, fallback)
     status = pod.get("status") or {}
     state = POD_STATE.get(str(status.get("phase")), AppState.UNKNOWN)
-    ip = status.get("podIP")
-    hostname = f"{ip.replace('.', '-')}.{namespace}.pod.cluster.local" if ip else ""
+    hostname = pod_hostname(pod)
     cstate = _container_status(pod).get("state") or {}
     terminated = cstate.get("terminated") or {}
     exit_code = terminated.get("exitCode")
