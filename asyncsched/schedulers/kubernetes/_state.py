@@ -162,7 +162,6 @@ def _replica(
     replica_id: int,
     role: str,
     pod: JSON | None,
-    namespace: str,
     fallback: AppState,
 ) -> ReplicaSnapshot:
     """The replica, with a message when it failed or is stuck."""
@@ -247,7 +246,6 @@ def describe_volcano(app_id: str, job: JSON, pods: list[JSON]) -> AppSnapshot:
     user wrote them, not normalised). The Job's phase is the app-level
     outcome the replicas are rolled up with.
     """
-    namespace = app_id.partition(":")[0]
     state = volcano_state(job)
     status = job.get("status") or {}
     counts = status.get("taskStatusCount") or {}
@@ -271,7 +269,7 @@ def describe_volcano(app_id: str, job: JSON, pods: list[JSON]) -> AppSnapshot:
             else (AppState.PENDING if state in _LIVE_JOB else state)
         )
         newest = _newest(by_replica.get((role, replica_id), []))
-        replica = _replica(int(replica_id), role, newest, namespace, fallback)
+        replica = _replica(int(replica_id), role, newest, fallback)
         if state == AppState.CANCELLED:
             replica = _cancel_unfinished(replica)
         index = int(labels.get(LABEL_ROLE_INDEX, "0"))
@@ -347,7 +345,6 @@ def _index_set(spec: object) -> set[int]:
 
 def describe_indexed(app_id: str, jobs: list[JSON], pods: list[JSON]) -> AppSnapshot:
     """Describe an ``indexed`` app from its role Jobs and their pods."""
-    namespace = app_id.partition(":")[0]
     state = indexed_state(jobs, pods)
     roles: dict[int, tuple[str, list[ReplicaSnapshot]]] = {}
     restarts = 0
@@ -368,9 +365,7 @@ def describe_indexed(app_id: str, jobs: list[JSON], pods: list[JSON]) -> AppSnap
                 fallback = AppState.SUCCEEDED
             else:
                 fallback = job_state if is_terminal(job_state) else AppState.PENDING
-            replica = _replica(
-                i, role, _newest(by_index.get(i, [])), namespace, fallback
-            )
+            replica = _replica(i, role, _newest(by_index.get(i, [])), fallback)
             if job_state == AppState.CANCELLED:
                 replica = _cancel_unfinished(replica)
             replicas.append(replica)
