@@ -14,7 +14,11 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from asyncsched.errors import InvalidRunConfigException, SpecError
+from asyncsched.errors import (
+    InvalidRunConfigException,
+    SpecError,
+    UnsupportedOperationError,
+)
 from asyncsched.schedulers.kubernetes._render import render_job
 from asyncsched.specs import AppDef, CfgVal, Resource, RetryPolicy, Role
 
@@ -152,4 +156,15 @@ async def test_refused_min_replicas_creates_nothing(kube_env: KubeEnv) -> None:
     async with scheduler(kube_env) as sched:
         with pytest.raises(SpecError):
             await sched.submit(_app(min_replicas=1), cfg_for(kube_env, "indexed"))
+    assert server.requests.count("create") == 0
+
+
+async def test_a_server_without_indexed_jobs_is_refused_before_any_create(
+    kube_env: KubeEnv,
+) -> None:
+    server = kube_env.fake_server()
+    server.version = (1, 20)  # the real CI cluster's version
+    async with scheduler(kube_env) as sched:
+        with pytest.raises(UnsupportedOperationError, match=r"v1\.20"):
+            await sched.submit(_app(), cfg_for(kube_env, "indexed"))
     assert server.requests.count("create") == 0
