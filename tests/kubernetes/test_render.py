@@ -141,18 +141,26 @@ def test_multi_role_golden_volcano_job() -> None:
     check_golden("multi_role_volcano.yaml", format_job(job))
 
 
+def indexed_multi_role_app() -> AppDef:
+    """The multi-role app without ``min_replicas`` (Indexed Jobs refuse it)."""
+    app = multi_role_app()
+    app.roles[0].min_replicas = None
+    return app
+
+
 def test_multi_role_golden_indexed_jobs() -> None:
     job = render(
-        multi_role_app(),
+        indexed_multi_role_app(),
         name="trainerapp-bq4fz7dkm2pwhs",
         job_api="indexed",
+        priority_class="high",
         service_account="trainer-sa",
     )
     check_golden("multi_role_indexed.yaml", format_job(job))
 
 
 def test_dryrun_yaml_is_loadable_as_kubernetes_documents() -> None:
-    job = render(multi_role_app(), job_api="indexed")
+    job = render(indexed_multi_role_app(), job_api="indexed")
     docs = list(yaml.safe_load_all(format_job(job)))
     assert [d["kind"] for d in docs] == ["Service", "Job", "Job"]
     assert docs == job.manifests
@@ -187,14 +195,18 @@ def test_zero_retries_has_no_policies_nor_max_retry() -> None:
     job = render(AppDef("test", roles=[torchx_test_role(max_retries=0)]))
     assert "policies" not in task(job)
     assert "maxRetry" not in task(job)
-    assert job.manifests[0]["spec"]["maxRetry"] == 0
+    # Volcano's admission would turn a job-level 0 into 3: left out instead
+    assert "maxRetry" not in job.manifests[0]["spec"]
 
 
-def test_replica_retry_policy_has_empty_policies_and_role_policy_is_rejected() -> None:
+def test_replica_retry_policy_restarts_the_task_and_role_policy_is_rejected() -> None:
     job = render(
         AppDef("t", roles=[torchx_test_role(retry_policy=RetryPolicy.REPLICA)])
     )
-    assert task(job)["policies"] == []
+    assert task(job)["policies"] == [
+        {"event": "PodEvicted", "action": "RestartTask"},
+        {"event": "PodFailed", "action": "RestartTask"},
+    ]
     with pytest.raises(SpecError) as info:
         render(AppDef("t", roles=[torchx_test_role(retry_policy=RetryPolicy.ROLE)]))
     assert info.value.field == "roles[0].retry_policy"
@@ -496,7 +508,7 @@ def test_role_metadata_overlay_is_deep_merged_into_the_pod() -> None:
 
 
 def test_indexed_replica_identity_comes_from_the_completion_index() -> None:
-    job = render(multi_role_app(), job_api="indexed")
+    job = render(indexed_multi_role_app(), job_api="indexed")
     ps_job = job.manifests[2]
     c = ps_job["spec"]["template"]["spec"]["containers"][0]
     assert c["command"] == [
@@ -521,5 +533,5 @@ def test_indexed_replica_identity_comes_from_the_completion_index() -> None:
 
 
 def test_backoff_limit_is_max_retries() -> None:
-    job = render(multi_role_app(), job_api="indexed")
+    job = render(indexed_multi_role_app(), job_api="indexed")
     assert [m["spec"]["backoffLimit"] for m in job.manifests[1:]] == [2, 0]

@@ -53,7 +53,9 @@ async def test_submitted_app_succeeds_with_per_replica_status(
         (0, AppState.SUCCEEDED, 0),
         (1, AppState.SUCCEEDED, 0),
     ]
-    assert all(r.hostname.endswith(".pod.cluster.local") for r in role.replicas)
+    # {pod hostname}.{the app's headless Service}: resolvable inside the namespace
+    name = app_id.partition(":")[2]
+    assert all(r.hostname.endswith(f".{name}") for r in role.replicas)
     assert [r.num_replicas for r in desc.roles] == [2]
 
 

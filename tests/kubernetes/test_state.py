@@ -66,6 +66,8 @@ def pod(replica: int, phase: str, **container: Any) -> JSON:
                 "asyncsched.io/replica-id": str(replica),
             },
         },
+        # Volcano's svc plugin: hostname = pod name, subdomain = job name
+        "spec": {"hostname": f"a-b-myrole-{replica}-0", "subdomain": "a-b"},
         "status": {
             "phase": phase,
             "podIP": "10.244.1.5",
@@ -88,7 +90,7 @@ def test_replicas_come_from_pods_with_exit_codes_and_hostnames() -> None:
         (0, AppState.SUCCEEDED, 0),
         (1, AppState.FAILED, 2),
     ]
-    assert role.replicas[0].hostname == "10-244-1-5.ns.pod.cluster.local"
+    assert role.replicas[0].hostname == "a-b-myrole-0-0.a-b"
     assert role.replicas[0].num_restarts == 1
     assert "a-b-myrole-1-0: Error (exit code 2)" in desc.msg
     assert [(r.name, r.num_replicas) for r in desc.roles] == [("my_role", 2)]

@@ -10,7 +10,9 @@ feature gate until 1.22), so:
 * :func:`check_indexed_jobs` refuses them before anything is created when
   the server's ``/version`` is older than 1.21 (asked once per connection);
 * :func:`dropped_completion_mode` catches a newer server with the gate off,
-  from the answer to the create (the caller then deletes what it made).
+  from the answer to the create (the caller then deletes what it made);
+* :func:`job_api_version` (the same cached answer) decides which optional
+  Job fields (``podFailurePolicy``, ``backoffLimitPerIndex``) are sent.
 
 Example:
     >>> dropped_completion_mode(
@@ -34,13 +36,16 @@ __all__ = [
     "dropped_completion_mode",
     "is_indexed_job",
     "no_indexed_jobs",
+    "job_api_version",
     "server_version",
 ]
 
 JSON = dict[str, Any]
 
-#: connections whose server is recent enough for Indexed Jobs
-_RECENT_ENOUGH: weakref.WeakSet[KubeApi] = weakref.WeakSet()
+#: what each connection's server answered on /version (asked once)
+_VERSIONS: weakref.WeakKeyDictionary[KubeApi, tuple[str, tuple[int, int] | None]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def is_indexed_job(manifest: JSON) -> bool:
@@ -92,9 +97,26 @@ async def check_indexed_jobs(api: KubeApi) -> None:
         UnsupportedOperationError: the server is older than 1.21; the message
             names its version.
     """
-    if api in _RECENT_ENOUGH:
-        return
-    git, version = await server_version(api)
+    git, version = await _cached_version(api)
     if version is not None and version < (1, 21):
         raise no_indexed_jobs(git)
-    _RECENT_ENOUGH.add(api)
+
+
+async def job_api_version(api: KubeApi) -> tuple[int, int] | None:
+    """The server's (major, minor), asked once per connection; None when unknown.
+
+    Decides which optional batch/v1 Job fields an Indexed Job may carry
+    (see ``_render.fit_to_server``).
+    """
+    return (await _cached_version(api))[1]
+
+
+async def _cached_version(api: KubeApi) -> tuple[str, tuple[int, int] | None]:
+    """``server_version``, kept once known (an unreadable answer is asked again)."""
+    known = _VERSIONS.get(api)
+    if known is not None:
+        return known
+    answer = await server_version(api)
+    if answer[1] is not None:
+        _VERSIONS[api] = answer
+    return answer

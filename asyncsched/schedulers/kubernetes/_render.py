@@ -7,7 +7,9 @@ Two shapes, chosen by the ``job_api`` run option:
   (field-path prefix, ``-`` in the rank-0 variable, names over 63
   characters, unsanitised label values).
 * ``indexed``: one ``batch/v1`` Job per role (``completionMode: Indexed``) plus
-  a headless Service for rank-0 discovery, for clusters without Volcano.
+  a headless Service for rank-0 discovery, for clusters without Volcano
+  (no gang scheduling; ``queue`` becomes Kueue's queue-name label; the
+  optional Job fields are fitted to the server by :func:`fit_to_server`).
 
 Example:
     >>> from asyncsched.specs import AppDef, Role
@@ -74,14 +76,19 @@ __all__ = [
     "LABEL_VERSION",
     "MANAGED_BY",
     "MAX_NAME",
+    "BACKOFF_PER_INDEX_SINCE",
+    "LABEL_KUEUE_QUEUE",
+    "POD_FAILURE_POLICY_SINCE",
     "KubernetesJob",
     "check_env_names",
+    "fit_to_server",
     "format_job",
     "job_name",
     "normalize_str",
     "render_job",
     "sanitize_label_value",
     "shorten",
+    "volcano_job_max_retry",
 ]
 
 logger = logging.getLogger(__name__)
@@ -109,6 +116,20 @@ _EDGE_JUNK = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
 _PORT_NAME = re.compile(r"^(?=.*[a-z])[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
 _TOLERATION = re.compile(r"^([^=:]+)(?:=([^:]*))?(?::(\w+))?$")
 _INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+#: the label Kueue admits a batch/v1 Job by: the name of its LocalQueue
+LABEL_KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+#: first Kubernetes versions whose Job API has these fields on by default
+POD_FAILURE_POLICY_SINCE = (1, 26)
+BACKOFF_PER_INDEX_SINCE = (1, 29)
+# a preemption, an eviction or a node drain is not the replica's failure
+_IGNORE_DISRUPTIONS = {
+    "rules": [
+        {
+            "action": "Ignore",
+            "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+        }
+    ]
+}
 
 
 @dataclass
@@ -209,7 +230,8 @@ def render_job(
 
     Raises:
         SpecError: something Kubernetes cannot express (bad mount, port name,
-            clashing role names, a ROLE retry policy on Volcano).
+            clashing role names, a ROLE retry policy on Volcano, a
+            ``min_replicas`` below ``num_replicas`` on Indexed Jobs).
         InvalidRunConfigException: a bad ``job_api``, ``queue`` or toleration.
     """
     namespace = str(cfg.get("namespace") or "default")
@@ -381,10 +403,12 @@ def _volcano_job(ctx: _Context, queue: str) -> dict[str, Any]:
     spec_: dict[str, Any] = {
         "schedulerName": "volcano",
         "queue": queue,
-        "maxRetry": min(role.max_retries for role in app.roles),
         "plugins": {"svc": ["--publish-not-ready-addresses"], "env": []},
         "tasks": tasks,
     }
+    job_retries = volcano_job_max_retry(app)
+    if job_retries:
+        spec_["maxRetry"] = job_retries
     priority = cfg.get("priority_class")
     if priority:
         spec_["priorityClassName"] = str(priority)
@@ -396,18 +420,47 @@ def _volcano_job(ctx: _Context, queue: str) -> dict[str, Any]:
     }
 
 
+def volcano_job_max_retry(app: AppDef) -> int | None:
+    """The Volcano Job's ``maxRetry``: the largest restart budget of a role.
+
+    Volcano counts every restart (a ``RestartJob`` or a ``RestartTask``)
+    against the job's ``maxRetry``, and its admission webhook turns a ``0``
+    (or a missing value) into 3, so the job level cannot say "no retries":
+    the budget is what the roles ask for -- ``max_retries`` for an
+    APPLICATION role, ``max_retries`` per replica for a REPLICA role -- and
+    None (the key left out) when no role retries, as no policy then
+    restarts anything.
+
+    Example:
+        >>> app = AppDef("a", roles=[Role("r", "i", max_retries=2), Role("s", "i")])
+        >>> volcano_job_max_retry(app)
+        2
+    """
+    budgets = [
+        role.max_retries
+        * (role.num_replicas if role.retry_policy == RetryPolicy.REPLICA else 1)
+        for role in app.roles
+        if role.max_retries > 0
+    ]
+    return max(budgets) if budgets else None
+
+
 def _volcano_policies(role: Role, role_index: int) -> list[dict[str, str]]:
     logger.warning(
         "role %r: Volcano (volcano-sh/volcano#1651) may drop failed pods on retry",
         role.name,
     )
-    if role.retry_policy == RetryPolicy.APPLICATION:
+    if role.retry_policy in (RetryPolicy.APPLICATION, RetryPolicy.REPLICA):
+        # one task per replica: RestartTask restarts that replica alone
+        action = (
+            "RestartJob"
+            if role.retry_policy == RetryPolicy.APPLICATION
+            else "RestartTask"
+        )
         return [
-            {"event": "PodEvicted", "action": "RestartJob"},
-            {"event": "PodFailed", "action": "RestartJob"},
+            {"event": "PodEvicted", "action": action},
+            {"event": "PodFailed", "action": action},
         ]
-    if role.retry_policy == RetryPolicy.REPLICA:
-        return []
     raise SpecError(
         f"roles[{role_index}].retry_policy",
         f"{role.retry_policy.value} is not supported on Volcano; use APPLICATION"
@@ -438,6 +491,9 @@ def _indexed_jobs(ctx: _Context) -> list[dict[str, Any]]:
         }
     ]
     index_ref = f"metadata.annotations['{COMPLETION_INDEX}']"
+    _check_indexed_roles(app)
+    job_labels = _kueue_labels(cfg)
+    priority = cfg.get("priority_class")
     for role_index, role in enumerate(app.roles):
         if role.retry_policy == RetryPolicy.APPLICATION and role.max_retries > 0:
             logger.warning(
@@ -486,21 +542,91 @@ def _indexed_jobs(ctx: _Context) -> list[dict[str, Any]]:
             role_index,
         )
         pod["spec"]["subdomain"] = ctx.name
+        if priority:
+            # the overlay may name another one
+            pod["spec"].setdefault("priorityClassName", str(priority))
+        spec: dict[str, Any] = {
+            "completionMode": "Indexed",
+            "completions": role.num_replicas,
+            "parallelism": role.num_replicas,
+            "backoffLimit": role.max_retries,
+            "template": pod,
+        }
+        if pod["spec"].get("restartPolicy") == "Never":  # (an overlay may change it)
+            spec["podFailurePolicy"] = copy.deepcopy(_IGNORE_DISRUPTIONS)
+        if role.retry_policy == RetryPolicy.REPLICA and role.max_retries > 0:
+            # each replica its own budget; the first replica out of retries
+            # fails the Job (and so the app)
+            spec["backoffLimitPerIndex"] = role.max_retries
+            spec["maxFailedIndexes"] = 0
+            spec["backoffLimit"] = role.max_retries * role.num_replicas
+        labels = {**ctx.pod_labels(role, role_index), **job_labels}
         manifests.append(
             {
                 "apiVersion": "batch/v1",
                 "kind": "Job",
-                "metadata": {"name": name, "labels": ctx.pod_labels(role, role_index)},
-                "spec": {
-                    "completionMode": "Indexed",
-                    "completions": role.num_replicas,
-                    "parallelism": role.num_replicas,
-                    "backoffLimit": role.max_retries,
-                    "template": pod,
-                },
+                "metadata": {"name": name, "labels": labels},
+                "spec": spec,
             }
         )
     return manifests
+
+
+def _check_indexed_roles(app: AppDef) -> None:
+    """Refuse what a batch/v1 Job cannot honour (before anything is created)."""
+    for role_index, role in enumerate(app.roles):
+        if role.min_replicas is not None and role.min_replicas != role.num_replicas:
+            raise SpecError(
+                f"roles[{role_index}].min_replicas",
+                f"job_api=indexed cannot honour min_replicas={role.min_replicas}"
+                f" with num_replicas={role.num_replicas}: Indexed Jobs have no gang"
+                " scheduling nor elastic minimum. Leave min_replicas unset (or equal"
+                " to num_replicas), or use job_api=volcano",
+            )
+
+
+def _kueue_labels(cfg: Mapping[str, CfgVal]) -> dict[str, str]:
+    """``queue`` with ``job_api=indexed``: the Kueue LocalQueue label of the Jobs."""
+    queue = cfg.get("queue")
+    if queue is None or queue == "":
+        return {}
+    text = str(queue)
+    if sanitize_label_value(text) != text:
+        raise InvalidRunConfigException(
+            f"queue {text!r} cannot be a Kueue queue name (a label value: at most"
+            " 63 letters, digits, '-', '_' or '.', starting and ending with a letter"
+            " or digit)",
+            "queue",
+            dict(cfg),
+        )
+    return {LABEL_KUEUE_QUEUE: text}
+
+
+def fit_to_server(manifest: dict[str, Any], version: tuple[int, int] | None) -> None:
+    """Drop from an Indexed Job ``manifest`` what a server of ``version`` lacks.
+
+    ``podFailurePolicy`` (ignoring disruptions) needs Kubernetes 1.26;
+    ``backoffLimitPerIndex``/``maxFailedIndexes`` need 1.29, and without them
+    the Job's ``backoffLimit`` falls back to the per-replica budget. An older
+    server would drop the fields silently (and count every failure against
+    ``backoffLimit``), so they are taken out here. ``version`` None (unknown)
+    keeps everything.
+
+    Example:
+        >>> job = {"spec": {"backoffLimit": 4, "backoffLimitPerIndex": 2,
+        ...                 "maxFailedIndexes": 0, "podFailurePolicy": {}}}
+        >>> fit_to_server(job, (1, 25))
+        >>> job
+        {'spec': {'backoffLimit': 2}}
+    """
+    if version is None:
+        return
+    spec = manifest.get("spec") or {}
+    if version < POD_FAILURE_POLICY_SINCE:
+        spec.pop("podFailurePolicy", None)
+    if version < BACKOFF_PER_INDEX_SINCE and "backoffLimitPerIndex" in spec:
+        spec["backoffLimit"] = spec.pop("backoffLimitPerIndex")
+        spec.pop("maxFailedIndexes", None)
 
 
 # -- shared pieces -------------------------------------------------------------

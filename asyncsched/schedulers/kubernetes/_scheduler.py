@@ -11,6 +11,7 @@ waiting on any number of apps costs a few open watches.
 from __future__ import annotations
 
 import builtins
+import copy
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
@@ -50,6 +51,7 @@ from asyncsched.schedulers.kubernetes._features import (
     check_indexed_jobs,
     dropped_completion_mode,
     is_indexed_job,
+    job_api_version,
     no_indexed_jobs,
     server_version,
 )
@@ -67,6 +69,7 @@ from asyncsched.schedulers.kubernetes._render import (
     MANAGED_BY,
     KubernetesJob,
     check_env_names,
+    fit_to_server,
     format_job,
     job_name,
     render_job,
@@ -330,7 +333,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         opts.add(
             "queue",
             type_=str,
-            help="Volcano queue to schedule the job in (required with job_api=volcano)",
+            help="Volcano queue to schedule the job in (required with job_api=volcano);"
+            " with job_api=indexed, the Kueue LocalQueue (kueue.x-k8s.io/queue-name)",
         )
         opts.add(
             "job_api",
@@ -340,7 +344,11 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             " Indexed Job per role plus a headless Service; no Volcano needed)",
         )
         opts.add("service_account", type_=str, help="service account of the pods")
-        opts.add("priority_class", type_=str, help="PriorityClass of the Volcano job")
+        opts.add(
+            "priority_class",
+            type_=str,
+            help="PriorityClass of the Volcano job (of the pods with job_api=indexed)",
+        )
         opts.add(
             "reserved_millicpu",
             type_=int,
@@ -499,14 +507,20 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         cfg = dryrun_info.cfg or {}
         context = cfg.get("context")
         api = await self._api(str(context) if context else None)
-        if any(is_indexed_job(m) for m in job.manifests):
+        manifests = job.manifests
+        if any(is_indexed_job(m) for m in manifests):
             await check_indexed_jobs(api)
+            version = await job_api_version(api)
+            manifests = copy.deepcopy(manifests)
+            for manifest in manifests:
+                if is_indexed_job(manifest):
+                    fit_to_server(manifest, version)
         await self._push_images(job)
         ns = await self._watch(job.namespace)
         created: list[str] = []
         in_flight = ""
         try:
-            for manifest in job.manifests:
+            for manifest in manifests:
                 path = _collection(manifest, job.namespace)
                 in_flight = f"{path}/{manifest['metadata']['name']}"
                 obj = await self._create(api, path, manifest)

@@ -138,11 +138,30 @@ def _container_status(pod: JSON) -> JSON:
     return main_container_status(pod, main_container(pod))
 
 
+def pod_hostname(pod: JSON) -> str:
+    """The replica's stable DNS name: ``{spec.hostname}.{spec.subdomain}``.
+
+    Volcano's svc plugin and the Job controller (Indexed Jobs) give every pod
+    a ``hostname`` and the headless Service's name as ``subdomain``; the name
+    resolves from any pod of the namespace, survives a pod's replacement, and
+    assumes neither IPv4 nor the cluster domain. A pod without a subdomain
+    (someone else's) is named by its ``hostname`` or its pod name.
+
+    Example:
+        >>> pod_hostname({"metadata": {"name": "j-t-0-0"},
+        ...               "spec": {"hostname": "j-t-0-0", "subdomain": "j"}})
+        'j-t-0-0.j'
+    """
+    spec = pod.get("spec") or {}
+    host = str(spec.get("hostname") or pod["metadata"].get("name") or "")
+    subdomain = spec.get("subdomain")
+    return f"{host}.{subdomain}" if host and subdomain else host
+
+
 def _replica(
     replica_id: int,
     role: str,
     pod: JSON | None,
-    namespace: str,
     fallback: AppState,
 ) -> ReplicaSnapshot:
     """The replica, with a message when it failed or is stuck."""
@@ -150,8 +169,7 @@ def _replica(
         return ReplicaSnapshot(role, replica_id, fallback)
     status = pod.get("status") or {}
     state = POD_STATE.get(str(status.get("phase")), AppState.UNKNOWN)
-    ip = status.get("podIP")
-    hostname = f"{ip.replace('.', '-')}.{namespace}.pod.cluster.local" if ip else ""
+    hostname = pod_hostname(pod)
     cstate = _container_status(pod).get("state") or {}
     terminated = cstate.get("terminated") or {}
     exit_code = terminated.get("exitCode")
@@ -228,7 +246,6 @@ def describe_volcano(app_id: str, job: JSON, pods: list[JSON]) -> AppSnapshot:
     user wrote them, not normalised). The Job's phase is the app-level
     outcome the replicas are rolled up with.
     """
-    namespace = app_id.partition(":")[0]
     state = volcano_state(job)
     status = job.get("status") or {}
     counts = status.get("taskStatusCount") or {}
@@ -252,7 +269,7 @@ def describe_volcano(app_id: str, job: JSON, pods: list[JSON]) -> AppSnapshot:
             else (AppState.PENDING if state in _LIVE_JOB else state)
         )
         newest = _newest(by_replica.get((role, replica_id), []))
-        replica = _replica(int(replica_id), role, newest, namespace, fallback)
+        replica = _replica(int(replica_id), role, newest, fallback)
         if state == AppState.CANCELLED:
             replica = _cancel_unfinished(replica)
         index = int(labels.get(LABEL_ROLE_INDEX, "0"))
@@ -328,7 +345,6 @@ def _index_set(spec: object) -> set[int]:
 
 def describe_indexed(app_id: str, jobs: list[JSON], pods: list[JSON]) -> AppSnapshot:
     """Describe an ``indexed`` app from its role Jobs and their pods."""
-    namespace = app_id.partition(":")[0]
     state = indexed_state(jobs, pods)
     roles: dict[int, tuple[str, list[ReplicaSnapshot]]] = {}
     restarts = 0
@@ -349,9 +365,7 @@ def describe_indexed(app_id: str, jobs: list[JSON], pods: list[JSON]) -> AppSnap
                 fallback = AppState.SUCCEEDED
             else:
                 fallback = job_state if is_terminal(job_state) else AppState.PENDING
-            replica = _replica(
-                i, role, _newest(by_index.get(i, [])), namespace, fallback
-            )
+            replica = _replica(i, role, _newest(by_index.get(i, [])), fallback)
             if job_state == AppState.CANCELLED:
                 replica = _cancel_unfinished(replica)
             replicas.append(replica)

@@ -27,7 +27,11 @@ Serves namespaces, pods, services, ``batch/v1`` Jobs and Volcano
 * pod logs (``follow``, ``timestamps``, ``sinceTime``/``sinceSeconds``,
   ``tailLines``, ``limitBytes``, ``container``; 400 while the container
   waits to start);
-* ``/version``, ``/api``, ``/apis`` and API resource discovery;
+* ``/version`` (``server.version``, 1.31 unless set), ``/api``, ``/apis`` and
+  API resource discovery;
+* Volcano's admission webhooks on Volcano Job creates, once
+  :meth:`FakeKubeServer.enable_volcano_admission` (``fakeapi/volcano_webhook.py``:
+  defaults such as ``maxRetry`` 0 -> 3, an existing open queue, valid tasks);
 * bearer tokens: a fixed one, or (:meth:`FakeKubeServer.accept_tokens_from`)
   only the latest one an exec plugin issued, until its expiry
   (``fakeapi/exec_plugin.py``); ``unauthorized`` counts the 401 answers;
@@ -81,6 +85,7 @@ from .patches import APPLY, MERGE, STRATEGIC, apply_patch
 from .schema import prune
 from .selectors import FieldSelector, parse_field_selector, parse_label_selector
 from .store import Event, Store, now_iso
+from .volcano_webhook import VolcanoWebhook
 
 CONTROLLER_AGENT_PREFIX = "asyncsched-fake-controller"
 _FIELD_LABELS = {
@@ -176,6 +181,10 @@ class FakeKubeServer:
             if volcano or kind.group != "batch.volcano.sh"
         }
         self.bookmark_interval = bookmark_interval
+        #: Volcano's admission webhooks, once :meth:`enable_volcano_admission`
+        self.volcano_webhook: VolcanoWebhook | None = None
+        #: (major, minor) answered on ``/version``
+        self.version: tuple[int, int] = (1, 31)
         self.store = Store(history_limit)
         self.logs = LogStore(self.store.changed)
         self.faults = Faults()
@@ -289,6 +298,18 @@ class FakeKubeServer:
         ]
         path.write_text(yaml.safe_dump(config))
         return path
+
+    def enable_volcano_admission(
+        self, queues: dict[str, str] | None = None
+    ) -> VolcanoWebhook:
+        """Pass Volcano Job creates through Volcano's webhooks (defaults, checks).
+
+        ``queues`` maps queue name -> state (default: ``{"default": "Open"}``).
+        """
+        self.volcano_webhook = VolcanoWebhook(
+            queues=dict(queues) if queues is not None else {"default": "Open"}
+        )
+        return self.volcano_webhook
 
     def compact(self) -> None:
         """Forget the watch history (etcd compaction): older versions get 410."""
@@ -547,6 +568,7 @@ class FakeKubeServer:
     def _create(self, kind: Kind, ns: str, body: Any, dry_run: bool) -> web.Response:
         self._require_namespace(kind, ns)
         obj = admit_create(kind, ns, body)
+        obj = self._volcano_admission(kind, obj)
         name = obj["metadata"]["name"]
         if self.store.get(kind, ns, name) is not None:
             raise already_exists(kind, name)
@@ -557,6 +579,16 @@ class FakeKubeServer:
                 obj["metadata"]["namespace"] = ns
             return _json_response(obj, 201)
         return _json_response(self.store.create(kind, ns, obj), 201)
+
+    def _volcano_admission(self, kind: Kind, obj: JSON) -> JSON:
+        """Volcano's webhooks on a Job create, when enabled (dry runs too)."""
+        if self.volcano_webhook is None or kind.key != (
+            "batch.volcano.sh",
+            "v1alpha1",
+            "jobs",
+        ):
+            return obj
+        return self.volcano_webhook.admit_job(obj)
 
     def _bind(self, ns: str, name: str, body: Any) -> web.Response:
         """``POST pods/{name}/binding``: what a scheduler does to place a pod."""
@@ -1006,10 +1038,11 @@ class FakeKubeServer:
     def _discovery(self, path: str) -> JSON | None:
         path = path.rstrip("/") or "/"
         if path == "/version":
+            major, minor = self.version
             return {
-                "major": "1",
-                "minor": "31",
-                "gitVersion": "v1.31.0-fake",
+                "major": str(major),
+                "minor": str(minor),
+                "gitVersion": f"v{major}.{minor}.0-fake",
                 "gitCommit": "0000000000000000000000000000000000000000",
                 "gitTreeState": "clean",
                 "buildDate": "2024-08-13T00:00:00Z",
