@@ -386,9 +386,7 @@ class DockerScheduler(
         async with self._lock(f"network:{name}"):
             if self._network_id is None or name != self._network:
                 async with self._api_slot():
-                    network_id = await ensure_network(
-                        self._docker(), name, self._host
-                    )
+                    network_id = await ensure_network(self._docker(), name, self._host)
                 if name != self._network:
                     return network_id
                 self._network_id = network_id
