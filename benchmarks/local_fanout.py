@@ -559,7 +559,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--gc-freeze",
         action="store_true",
-        help="with --scale: gc.freeze() once run_many returned (see docs/benchmarks.md)",
+        help="with --scale: gc.freeze() before and after run_many (docs/benchmarks.md)",
     )
     parser.add_argument(
         "--child", choices=VARIANTS + SCALE_VARIANTS, help=argparse.SUPPRESS
