@@ -27,6 +27,7 @@ BENCHMARKS = {
     "web": "web_sse_load.py",
     "log": "log_throughput.py",
     "slurm": "slurm_fanout.py",
+    "kubernetes": "kubernetes_api_load.py",
 }
 
 
@@ -73,8 +74,10 @@ def bench(session: nox.Session) -> None:
 
     ``nox -s bench`` runs every benchmark with its defaults;
     ``nox -s bench -- local -n 500`` runs ``benchmarks/local_fanout.py -n 500``;
-    ``nox -s bench -- web`` the SSE load test of the web example and
-    ``nox -s bench -- log --mib 128`` ``benchmarks/log_throughput.py --mib 128``.
+    ``nox -s bench -- web`` the SSE load test of the web example,
+    ``nox -s bench -- log --mib 128`` ``benchmarks/log_throughput.py --mib 128``;
+    the names are the keys of ``BENCHMARKS`` (local, docker, web, log, slurm,
+    kubernetes).
     """
     session.install("-e", ".[all]", "psutil", "httpx2", "torchx==0.7.0")
     scripts = {

@@ -11,14 +11,26 @@ two variants run, each in a fresh child process:
   ``max_running_replicas`` paces the submits), then ``wait_all``.
 
 Each child reports wall time, peak RSS, the worst event-loop lag and the most
-file descriptors it had open at once (sampled every 20 ms).
+file descriptors it had open at once (sampled every 20 ms). To tell a loop
+that our code blocks from a loop thread that merely waits for a CPU (on a
+shared machine), the runner child also records the most CPU time the loop
+thread spent in one callback (its own thread clock, not wall time) and the
+pauses of CPython's full (generation 2) garbage collections. With
+``gc_freeze`` the child calls ``gc.freeze()`` before ``run_many`` (the apps
+are built) and once it returned -- what a script driving thousands of apps can
+do: the apps' definitions and handles leave the collector's scans.
 """
 
 from __future__ import annotations
 
 import asyncio
+import asyncio.events
+import gc
 import os
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +75,72 @@ def _concurrency() -> int:
 _Timed = tuple[float, int, LoopLagSampler, CpuMeter]
 
 
+class LoopAttribution:
+    """Where the loop thread's time goes: its CPU per callback, full GC pauses.
+
+    While active, every event-loop callback is timed on the loop thread's own
+    CPU clock (``pthread_getcpuclockid``): a callback that took 300 ms of wall
+    time but 2 ms of CPU waited for a CPU (or for the GIL), it did not block
+    the loop itself. Generation-2 collections are timed by ``gc.callbacks``.
+    """
+
+    def __init__(self) -> None:
+        self.callback_cpu_max = 0.0
+        self.callback_cpu_max_no_gc = 0.0
+        self.callbacks_over_20ms_cpu = 0
+        self.callbacks_over_50ms_wall = 0
+        self.gen2_pauses: list[float] = []
+        self._gc_started = 0.0
+        self._full_gc_ran = False
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+            self._full_gc_ran = True
+        else:
+            self.gen2_pauses.append(time.perf_counter() - self._gc_started)
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        clock = time.pthread_getcpuclockid(threading.get_ident())
+        original: Callable[[asyncio.events.Handle], None] = asyncio.events.Handle._run
+
+        def timed(handle: asyncio.events.Handle) -> None:
+            wall = time.perf_counter()
+            cpu = time.clock_gettime(clock)
+            self._full_gc_ran = False
+            try:
+                original(handle)
+            finally:
+                cpu = time.clock_gettime(clock) - cpu
+                wall = time.perf_counter() - wall
+                self.callback_cpu_max = max(self.callback_cpu_max, cpu)
+                if not self._full_gc_ran:
+                    self.callback_cpu_max_no_gc = max(self.callback_cpu_max_no_gc, cpu)
+                self.callbacks_over_20ms_cpu += cpu > 0.02
+                self.callbacks_over_50ms_wall += wall > 0.05
+
+        asyncio.events.Handle._run = timed  # type: ignore[method-assign,assignment]
+        gc.callbacks.append(self._on_gc)
+        try:
+            yield
+        finally:
+            asyncio.events.Handle._run = original  # type: ignore[method-assign,assignment]
+            gc.callbacks.remove(self._on_gc)
+
+    def extra(self) -> dict[str, float | int]:
+        return {
+            "loop_callback_cpu_max_ms": self.callback_cpu_max * 1000.0,
+            "loop_callback_cpu_max_no_full_gc_ms": self.callback_cpu_max_no_gc * 1000,
+            "loop_callbacks_over_20ms_cpu": self.callbacks_over_20ms_cpu,
+            "loop_callbacks_over_50ms_wall": self.callbacks_over_50ms_wall,
+            "gc_gen2_collections": len(self.gen2_pauses),
+            "gc_gen2_pause_max_ms": max(self.gen2_pauses, default=0.0) * 1000.0,
+        }
+
+
 async def _raw(cmd: list[str], n: int, tmp: Path) -> _Timed:
     limit = anyio.Semaphore(_concurrency())
     ok = 0
@@ -89,7 +167,9 @@ async def _raw(cmd: list[str], n: int, tmp: Path) -> _Timed:
     return wall, ok, lag, cpu
 
 
-async def _runner(cmd: list[str], n: int, tmp: Path) -> _Timed:
+async def _runner(
+    cmd: list[str], n: int, tmp: Path, attribution: LoopAttribution, gc_freeze: bool
+) -> _Timed:
     from asyncsched.runner import Runner
     from asyncsched.specs import AppDef, AppState, Role
 
@@ -105,33 +185,47 @@ async def _runner(cmd: list[str], n: int, tmp: Path) -> _Timed:
             await runner.run(AppDef("w", roles=apps[0].roles), "local_cwd", cfg)
         )
         async with LoopLagSampler() as lag:
-            with CpuMeter() as cpu:
+            if gc_freeze:
+                gc.freeze()  # the app definitions built above, the imports
+            with CpuMeter() as cpu, attribution.active():
                 started = time.perf_counter()
                 handles = await runner.run_many(apps, "local_cwd", cfg)
+                if gc_freeze:
+                    gc.freeze()
                 results = await runner.wait_all(handles)
                 wall = time.perf_counter() - started
     ok = sum(s is not None and s.state == AppState.SUCCEEDED for s in results.values())
     return wall, ok, lag, cpu
 
 
-async def _measure(variant: str, cmd: list[str], n: int, tmp: Path) -> Measurement:
+async def _measure(
+    variant: str, cmd: list[str], n: int, tmp: Path, gc_freeze: bool
+) -> Measurement:
     rss_before = current_rss_bytes()
     fds = _FdPeak()
     sampler = asyncio.create_task(fds.run())
+    attribution = LoopAttribution()
     try:
-        run = _raw if variant == "raw_bounded" else _runner
-        wall, ok, lag, cpu = await run(cmd, n, tmp)
+        if variant == "raw_bounded":
+            wall, ok, lag, cpu = await _raw(cmd, n, tmp)
+        else:
+            wall, ok, lag, cpu = await _runner(cmd, n, tmp, attribution, gc_freeze)
     finally:
         sampler.cancel()
     result = Measurement(variant, "", n, wall, lag.max_ms, lag.p99_ms, succeeded=ok)
     result.extra["max_open_fds"] = fds.peak
+    if variant != "raw_bounded":
+        result.extra.update(attribution.extra())
+        result.extra["gc_freeze"] = gc_freeze
     result.extra["concurrency"] = _concurrency()
     return result.finish(rss_before, cpu)
 
 
-def run_scale_child(variant: str, cmd: list[str], n: int, tmp: Path) -> Measurement:
+def run_scale_child(
+    variant: str, cmd: list[str], n: int, tmp: Path, gc_freeze: bool = False
+) -> Measurement:
     """Run one scale variant in this process (asyncio) and return its result."""
-    return asyncio.run(_measure(variant, cmd, n, tmp))
+    return asyncio.run(_measure(variant, cmd, n, tmp, gc_freeze))
 
 
 def _fmt(value: Any, digits: int = 1) -> str:
@@ -154,6 +248,9 @@ def scale_table(results: list[Measurement]) -> str:
         "peak RSS (MB)",
         "loop lag max (ms)",
         "loop lag p99 (ms)",
+        "worst callback CPU (ms)",
+        "same, no full GC in it (ms)",
+        "full GCs / max pause (ms)",
         "max open fds",
         "raw max open fds",
         "succeeded",
@@ -192,6 +289,18 @@ def scale_table(results: list[Measurement]) -> str:
                 _fmt(ours.peak_rss_mb if ours else None),
                 _fmt(ours.lag_max_ms if ours else None),
                 _fmt(ours.lag_p99_ms if ours else None),
+                _fmt(ours.extra.get("loop_callback_cpu_max_ms") if ours else None),
+                _fmt(
+                    ours.extra.get("loop_callback_cpu_max_no_full_gc_ms")
+                    if ours
+                    else None
+                ),
+                (
+                    f"{ours.extra.get('gc_gen2_collections')} / "
+                    f"{_fmt(ours.extra.get('gc_gen2_pause_max_ms'))}"
+                    if ours
+                    else "n/a"
+                ),
                 _fmt(ours.extra.get("max_open_fds") if ours else None),
                 _fmt(raw.extra.get("max_open_fds") if raw else None),
                 f"{ours.succeeded}/{n}" if ours else "n/a",

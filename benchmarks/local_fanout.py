@@ -246,7 +246,9 @@ def child_main(args: argparse.Namespace) -> int:
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-{args.child}-"))
     try:
         if args.child in SCALE_VARIANTS:
-            result = run_scale_child(args.child, cmd, args.num_apps, tmp)
+            result = run_scale_child(
+                args.child, cmd, args.num_apps, tmp, gc_freeze=args.gc_freeze
+            )
         elif args.child == "raw":
             result = asyncio.run(_run_raw(cmd, args.num_apps, tmp))
         elif args.child == "asyncsched":
@@ -282,6 +284,7 @@ def _child_cmd(
         args.scheduler,
         "--torchx-poll-interval",
         str(args.torchx_poll_interval),
+        *(["--gc-freeze"] if args.gc_freeze else []),
     ]
 
 
@@ -552,6 +555,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--workloads",
         default="true,sleep 1",
         help="workloads of --scale, comma-separated ('true,sleep 1')",
+    )
+    parser.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="with --scale: gc.freeze() before and after run_many (docs/benchmarks.md)",
     )
     parser.add_argument(
         "--child", choices=VARIANTS + SCALE_VARIANTS, help=argparse.SUPPRESS

@@ -146,8 +146,13 @@ class DockerScheduler(
         client: An aiodocker client to use instead of creating one (it is
             then not closed by :meth:`aclose`).
         network: Name of the bridge network containers join.
-        max_concurrency: Container API calls in flight at once while
-            submitting or cancelling (the daemon serialises most of them).
+        max_concurrency: Engine API calls this scheduler has in flight at once
+            (image checks and pulls, creates, starts, inspects, listings,
+            stops, removals), shared by every concurrent submit, status query,
+            cancel and delete, so 10,000 apps submitted together queue here
+            instead of opening 10,000 connections (the daemon serialises most
+            of them anyway). Streams are not counted: the one events stream
+            and each ``log_iter``.
         stop_timeout: Seconds ``cancel`` lets a container handle SIGTERM
             before Docker kills it.
         max_line_bytes: Cap of one ``log_iter`` line in bytes (default 1 MiB);
@@ -341,8 +346,7 @@ class DockerScheduler(
             [
                 _bind(ensure_image, docker, image, job.image_pull_policy, self._host)
                 for image in job.images
-            ],
-            limit=False,
+            ]
         )
         existing = self._index.app(job.app_id)
         if existing is not None:
@@ -381,7 +385,8 @@ class DockerScheduler(
     async def _ensure_network(self, name: str) -> str:
         async with self._lock(f"network:{name}"):
             if self._network_id is None or name != self._network:
-                network_id = await ensure_network(self._docker(), name, self._host)
+                async with self._api_slot():
+                    network_id = await ensure_network(self._docker(), name, self._host)
                 if name != self._network:
                     return network_id
                 self._network_id = network_id
@@ -429,7 +434,8 @@ class DockerScheduler(
         docker = self._docker()
         ids = dict.fromkeys(known)
         try:
-            found = await list_records(docker, self._host, app_id)
+            async with self._api_slot():
+                found = await list_records(docker, self._host, app_id)
         except AsyncschedError as exc:  # the daemon is gone: nothing more to find
             logger.warning("cannot list the containers of %s: %s", app_id, exc)
         else:
@@ -449,11 +455,16 @@ class DockerScheduler(
                 raise
         self._index.remove(container_id)
 
+    def _api_slot(self) -> anyio.CapacityLimiter:
+        """The limiter of this scheduler's Engine API calls (``max_concurrency``)."""
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self._max_concurrency)
+        return self._limiter
+
     async def _run_all(
         self,
         funcs: builtins.list[Callable[[], Awaitable[object]]],
         *,
-        limit: bool = True,
         fail_fast: bool = True,
     ) -> None:
         """Run ``funcs`` concurrently (bounded); raise the first error, plainly.
@@ -461,18 +472,13 @@ class DockerScheduler(
         After a failure no new call starts (in-flight ones finish) when
         ``fail_fast``; the error is raised once all have settled.
         """
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(self._max_concurrency)
-        limiter = self._limiter
+        limiter = self._api_slot()
         errors: builtins.list[Exception] = []
 
         async def one(func: Callable[[], Awaitable[object]]) -> None:
-            if limit:
-                async with limiter:
-                    if errors and fail_fast:
-                        return
-                    await guarded(func)
-            else:
+            async with limiter:
+                if errors and fail_fast:
+                    return
                 await guarded(func)
 
         async def guarded(func: Callable[[], Awaitable[object]]) -> None:
@@ -616,7 +622,8 @@ class DockerScheduler(
         if view is None:
             # not seen (yet): another process may have just created it, or the
             # stream is reconnecting -- ask the daemon directly
-            records = await list_records(docker, self._host, app_id)
+            async with self._api_slot():
+                records = await list_records(docker, self._host, app_id)
             if not records:
                 return None
             if watcher.synced:
@@ -653,7 +660,9 @@ class DockerScheduler(
             views = self._index.apps()
         else:
             grouped: dict[str, builtins.list[ContainerRecord]] = {}
-            for r in await list_records(docker, self._host):
+            async with self._api_slot():
+                records = await list_records(docker, self._host)
+            for r in records:
                 grouped.setdefault(r.app_id, []).append(r)
             views = [AppView(a, rs) for a, rs in grouped.items()]
         await self._settle([r for v in views for r in v.records])
