@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import random
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -116,7 +115,7 @@ def import_client() -> Any:
 async def load_api_client(
     *, kubeconfig: str | None = None, context: str | None = None
 ) -> Any:
-    """A new ``ApiClient``: in-cluster config first, then the kubeconfig.
+    """A new ``ApiClient`` from the kubeconfig or the in-cluster config.
 
     Its credentials refresh themselves before they expire (see
     :func:`load_connection`, which also hands back the refresher).
@@ -133,50 +132,18 @@ async def load_connection(
 ) -> tuple[Any, Credentials]:
     """A new ``ApiClient`` and the :class:`Credentials` keeping its token fresh.
 
-    An explicit ``kubeconfig`` or ``context`` skips the in-cluster attempt.
-    The kubeconfig is ``kubeconfig``, else ``$KUBECONFIG``, else
-    ``~/.kube/config``. The loader is kept: exec-plugin, OIDC and GCP tokens
+    The config is chosen as client-go does (an explicit ``kubeconfig`` or
+    ``context``, ``$KUBECONFIG``, the in-cluster config, ``~/.kube/config``:
+    see :mod:`._config`). The loader is kept: exec-plugin, OIDC and GCP tokens
     are renewed before they expire and once more on a 401.
 
     Raises:
         SchedulerUnavailableError: the extra is missing or no config is usable.
     """
-    k8s = import_client()
-    from kubernetes_asyncio.config import ConfigException, incluster_config as incluster
+    from asyncsched.schedulers.kubernetes._config import connect
 
-    configuration = k8s.client.Configuration()
-    if kubeconfig is None and context is None:
-        in_cluster = incluster.InClusterConfigLoader(
-            token_filename=incluster.SERVICE_TOKEN_FILENAME,
-            cert_filename=incluster.SERVICE_CERT_FILENAME,
-        )
-        try:
-            # sync, reads two small files: keep it off the event loop
-            await anyio.to_thread.run_sync(in_cluster.load_and_set, configuration)
-        except ConfigException:
-            pass
-        else:
-            # the loader installed its own hook (re-reads the rotated token)
-            creds = Credentials(configuration, in_cluster)
-            return k8s.client.ApiClient(configuration=configuration), creds
-    path = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-    try:
-        loader = await k8s.config.load_kube_config(
-            config_file=path,
-            context=context,
-            client_configuration=configuration,
-            persist_config=False,
-        )
-    except (ConfigException, OSError) as exc:
-        raise SchedulerUnavailableError(
-            BACKEND,
-            f"no usable Kubernetes config (not in a cluster; kubeconfig {path!r}"
-            f"{f', context {context!r}' if context else ''}): {exc}",
-            "set KUBECONFIG or the 'context' option",
-        ) from exc
-    creds = Credentials(configuration, loader)
-    creds.install()
-    return k8s.client.ApiClient(configuration=configuration), creds
+    conn = await connect(kubeconfig=kubeconfig, context=context)
+    return conn.client, conn.credentials
 
 
 class RateLimiter:

@@ -43,8 +43,8 @@ from asyncsched.schedulers.kubernetes._client import (
     KubeApi,
     KubernetesApiError,
     import_client,
-    load_connection,
 )
+from asyncsched.schedulers.kubernetes._config import connect
 from asyncsched.schedulers.kubernetes._create_errors import create_error
 from asyncsched.schedulers.kubernetes._features import (
     check_indexed_jobs,
@@ -184,10 +184,13 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             :meth:`aclose`); by default one is made from the in-cluster
             config, else the kubeconfig.
         docker_client: An aiodocker client to push ``images_to_push`` with.
-        kubeconfig: Path of the kubeconfig (default ``$KUBECONFIG``).
+        kubeconfig: Path of the kubeconfig (default ``$KUBECONFIG``; when
+            neither is set, the in-cluster config of a pod, else
+            ``~/.kube/config``).
         context: Kubeconfig context (default: the current one).
         namespace: Namespace ``list()`` shows, besides every namespace this
-            scheduler submitted to (default: the context's, else ``default``).
+            scheduler submitted to (default: the kubeconfig context's; in a
+            pod, the service account's; else ``default``).
         qps: Client-side request rate limit (``<= 0`` disables it).
         burst: Requests allowed at once above ``qps``.
         max_retries: Retries of a 429, a 5xx or a connection error.
@@ -296,15 +299,15 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             if self._api_ is None:
                 self._context = context or self._context
                 client, owns, creds = self._client, False, None
+                namespace = "default"  # of an injected client: not known
                 if client is None:
-                    client, creds = await load_connection(
+                    conn = await connect(
                         kubeconfig=self._kubeconfig, context=self._context
                     )
-                    owns = True
+                    client, creds, owns = conn.client, conn.credentials, True
+                    namespace = conn.namespace
                 if self._namespace is None:
-                    self._namespace = await _context_namespace(
-                        self._kubeconfig, self._context, injected=not owns
-                    )
+                    self._namespace = namespace
                 self._api_ = KubeApi(
                     client,
                     qps=self._qps,
@@ -321,6 +324,15 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
     def api(self) -> KubeApi | None:
         """The connection, once made (for request accounting)."""
         return self._api_
+
+    @property
+    def namespace(self) -> str | None:
+        """The namespace ``list()`` shows and an app id without one means.
+
+        The constructor's, else (once connected) the kubeconfig context's, or
+        in a pod the service account's, else ``default``.
+        """
+        return self._namespace
 
     # -- run options -----------------------------------------------------------
 
@@ -1066,31 +1078,6 @@ async def _delete(api: KubeApi, path: str) -> None:
     except KubernetesApiError as exc:
         if exc.status != 404:
             raise
-
-
-async def _context_namespace(
-    kubeconfig: str | None, context: str | None, *, injected: bool
-) -> str:
-    """The namespace of the kubeconfig context in use, else ``default``."""
-    if injected:
-        return "default"
-    k8s = import_client()
-
-    def read() -> str:
-        import os
-
-        path = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-        try:
-            contexts, active = k8s.config.list_kube_config_contexts(config_file=path)
-        except Exception:  # noqa: BLE001 - in-cluster, or no kubeconfig at all
-            return "default"
-        chosen = active
-        for item in contexts or []:
-            if context and item.get("name") == context:
-                chosen = item
-        return str(((chosen or {}).get("context") or {}).get("namespace") or "default")
-
-    return await anyio.to_thread.run_sync(read)
 
 
 def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
