@@ -217,6 +217,9 @@ class KubeApi:
         self.max_retries = max_retries
         self.backoff = backoff
         self.owns_client = owns_client
+        #: streams (watches, followed logs) use a pool of their own (_streams.py)
+        self.stream_client: Any = None
+        self._stream_lock = anyio.Lock()
 
     @property
     def host(self) -> str:
@@ -224,7 +227,10 @@ class KubeApi:
         return str(self.client.configuration.host)
 
     async def aclose(self) -> None:
-        """Close the client if this object owns it."""
+        """Close the client if this object owns it (and the stream client)."""
+        streams, self.stream_client = self.stream_client, None
+        if streams is not None:
+            await streams.close()
         if self.owns_client:
             await self.client.close()
 
@@ -320,10 +326,11 @@ class KubeApi:
         timeout = aiohttp.ClientTimeout(
             total=None, connect=self.connect_timeout, sock_read=read_timeout
         )
-        resp = await self._send("GET", path, query, None, JSON_CT, timeout)
+        client = await self._streams()
+        resp = await self._send("GET", path, query, None, JSON_CT, timeout, client)
         if resp.status == 401 and await self._refresh():
             resp.release()
-            resp = await self._send("GET", path, query, None, JSON_CT, timeout)
+            resp = await self._send("GET", path, query, None, JSON_CT, timeout, client)
         try:
             if resp.status >= 400:
                 raise _map_denied(await _error(resp, "GET", path))
@@ -331,6 +338,16 @@ class KubeApi:
         finally:
             resp.release()
             resp.close()
+
+    async def _streams(self) -> Any:
+        """The client of long streams: same configuration, a pool of its own."""
+        if self.stream_client is None:
+            async with self._stream_lock:
+                if self.stream_client is None:
+                    from asyncsched.schedulers.kubernetes._streams import stream_client
+
+                    self.stream_client = await stream_client(self.client)
+        return self.stream_client
 
     async def _refresh(self) -> bool:
         """Refresh the credentials after a 401; False if there is nothing to do."""
@@ -354,12 +371,13 @@ class KubeApi:
         body: object,
         content_type: str,
         request_timeout: object,
+        client: Any = None,
     ) -> aiohttp.ClientResponse:
         await self.limiter.acquire()
         params = [
             (k, _query_value(v)) for k, v in (query or {}).items() if v is not None
         ]
-        resp: aiohttp.ClientResponse = await self.client.call_api(
+        resp: aiohttp.ClientResponse = await (client or self.client).call_api(
             path,
             method,
             query_params=params,

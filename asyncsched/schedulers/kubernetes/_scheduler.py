@@ -54,7 +54,7 @@ from asyncsched.schedulers.kubernetes._features import (
     server_version,
 )
 from asyncsched.schedulers.kubernetes._informer import Informer
-from asyncsched.schedulers.kubernetes._logs import iter_pod_log
+from asyncsched.schedulers.kubernetes._logs import has_log, iter_pod_log
 from asyncsched.schedulers.kubernetes._render import (
     ANNOTATION_CANCELLED,
     JOB_APIS,
@@ -123,6 +123,8 @@ _FOREIGN_POLL = 5.0
 _STALE_POLL = 1.0
 #: marks a role Job suspended because another role's Job failed
 ANNOTATION_STOPPED = "asyncsched.io/stopped-after-failure"
+#: seconds a log follow waiting for its container re-reads the cache anyway
+_LOG_START_RECHECK = 30.0
 #: seconds a namespace whose caches failed to start answers that error again
 _START_BACKOFF = 1.0
 
@@ -959,12 +961,30 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             phase = (current.get("status") or {}).get("phase")
             return phase in ("Succeeded", "Failed") or await app_over()
 
+        container = main_container(pod)
+
+        async def wait_started() -> bool:
+            """Sleep on the pods cache until the container started (True), or
+            the pod ended without it (False): no polling of pods/log."""
+            while True:
+                changed = self._changes.changed(key)
+                current = ns.pods.get(pod_name)
+                if current is None:
+                    return False
+                if has_log(current, container) or ns.pods.stale:
+                    return True  # (a stale cache may miss the start: ask)
+                if await pod_done():
+                    return False
+                with anyio.move_on_after(_LOG_START_RECHECK):
+                    await changed.wait()
+
         lines = iter_pod_log(
             await self._api(),
             namespace,
             pod_name,
             # a sidecar (an overlay's, a mesh's) makes the server ask which one
-            container=main_container(pod),
+            container=container,
+            wait_started=wait_started,
             since=query.since,
             until=query.until,
             follow=query.should_tail,
