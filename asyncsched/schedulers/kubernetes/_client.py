@@ -6,7 +6,7 @@ asking for raw JSON: no model objects are built, so thousands of pods stay
 cheap. Requests pass a client-side token bucket (``qps``/``burst``); a 429
 is retried after its ``Retry-After``, a 5xx or a connection error with
 jittered exponential backoff. Errors become asyncsched errors carrying the
-server's message.
+server's message; ``Warning`` headers become ``ServerWarning`` warnings.
 
 ``kubernetes_asyncio`` is imported here (and by the other I/O modules) only
 when a scheduler first talks to a server.
@@ -33,6 +33,7 @@ import anyio
 
 from asyncsched.errors import SchedulerError, SchedulerUnavailableError
 from asyncsched.schedulers.kubernetes._credentials import Credentials
+from asyncsched.schedulers.kubernetes._field_validation import report_warnings
 
 if TYPE_CHECKING:
     import aiohttp
@@ -272,6 +273,7 @@ class KubeApi:
                     if resp.status >= 400:
                         raise await _error(resp, method, path)
                     data = await resp.read()
+                    report_warnings(resp.headers.getall("Warning", []), method, path)
                 finally:
                     resp.release()
                 return json.loads(data) if data else None

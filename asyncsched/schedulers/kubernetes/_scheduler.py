@@ -53,6 +53,7 @@ from asyncsched.schedulers.kubernetes._features import (
     no_indexed_jobs,
     server_version,
 )
+from asyncsched.schedulers.kubernetes._field_validation import create_query
 from asyncsched.schedulers.kubernetes._informer import Informer
 from asyncsched.schedulers.kubernetes._logs import has_log, iter_pod_log
 from asyncsched.schedulers.kubernetes._render import (
@@ -489,7 +490,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                     await api.request(
                         "POST",
                         _collection(manifest, job.namespace),
-                        query={"dryRun": "All"},
+                        query={"dryRun": "All", **await create_query(api)},
                         body=manifest,
                     )
                 except KubernetesApiError as exc:
@@ -549,8 +550,13 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
 
     async def _create(self, api: KubeApi, path: str, manifest: JSON) -> JSON:
         try:
+            # unknown fields (a typo in an overlay) are refused, not dropped
             result: JSON = await api.request(
-                "POST", path, body=manifest, map_denied=False
+                "POST",
+                path,
+                body=manifest,
+                query=await create_query(api),
+                map_denied=False,
             )
             return result
         except KubernetesApiError as exc:

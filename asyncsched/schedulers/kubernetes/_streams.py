@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
+
 from asyncsched.schedulers.kubernetes._client import import_client
 
 __all__ = ["STREAM_POOL_SIZE", "stream_client"]
@@ -44,6 +46,7 @@ async def stream_client(api_client: Any) -> Any:
     client.rest_client = k8s.client.rest.RESTClientObject(
         configuration, maxsize=STREAM_POOL_SIZE
     )
-    await unused.close()
+    with anyio.CancelScope(shield=True):  # a cancelled caller leaks no session
+        await unused.close()
     client.default_headers.update(getattr(api_client, "default_headers", {}) or {})
     return client

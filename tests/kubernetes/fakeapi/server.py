@@ -8,8 +8,8 @@ Serves namespaces, pods, services, ``batch/v1`` Jobs and Volcano
   resourceVersion, uid/creationTimestamp/generation, ``generateName``,
   ``dryRun=All``, defaulting/validation (:mod:`.admission`); unknown
   fields pruned with a ``Warning`` header (400 under
-  ``fieldValidation=Strict``) and wrongly typed values refused
-  (:mod:`.schema`);
+  ``fieldValidation=Strict``; silently before 1.25, see ``version``) and
+  wrongly typed values refused (:mod:`.schema`);
 * list with label/field selectors and ``limit``/``continue`` (410 for a
   continue token older than a compaction); cluster-wide lists;
 * the status subresource (GET/PUT/PATCH), the three PATCH content types
@@ -154,7 +154,10 @@ class FakeKubeServer:
     ``token``: the bearer token required (None: no auth); ``bookmark_interval``:
     seconds between BOOKMARK events on watches that allow them;
     ``history_limit``: watch events kept for resuming; ``volcano=False``
-    serves no Volcano CRD (its URLs answer 404, as on a cluster without it).
+    serves no Volcano CRD (its URLs answer 404, as on a cluster without it);
+    ``version`` is the (major, minor) ``/version`` reports: before 1.25 the
+    server has no field validation (``fieldValidation`` is ignored, unknown
+    fields are dropped without a ``Warning``), as a 1.20 server.
     """
 
     def __init__(
@@ -164,8 +167,11 @@ class FakeKubeServer:
         bookmark_interval: float = 60.0,
         history_limit: int = 10_000,
         volcano: bool = True,
+        version: tuple[int, int] = (1, 31),
     ) -> None:
         self.token = token
+        #: the Kubernetes version /version reports (and field validation follows)
+        self.version = version
         self.token_state: Path | None = None
         #: requests answered 401 Unauthorized
         self.unauthorized = 0
@@ -422,12 +428,7 @@ class FakeKubeServer:
         if verb == "log":
             return await self._log(request, ns_, name)
         body = await self._body(request)
-        validation = query.get("fieldValidation", "Warn")
-        if validation not in ("Ignore", "Warn", "Strict"):
-            raise bad_request(
-                f'fieldValidation: Invalid value: "{validation}": must be one of '
-                "Ignore, Warn, Strict"
-            )
+        validation = self._field_validation(query)
         warnings: list[str] = []
         if verb == "create" and sub != "binding":
             body = _validated(kind, body, validation, warnings)
@@ -1002,21 +1003,39 @@ class FakeKubeServer:
             await resp.write_eof()
         return resp
 
+    def _field_validation(self, query: Any) -> str:
+        """The field validation mode of a write: ``fieldValidation`` (default
+        Warn) from 1.25 on; before, unknown fields are dropped silently and the
+        parameter is ignored, as any unknown query parameter."""
+        if self.version < (1, 25):
+            return "Ignore"
+        validation = str(query.get("fieldValidation", "Warn"))
+        if validation not in ("Ignore", "Warn", "Strict"):
+            raise bad_request(
+                f'fieldValidation: Invalid value: "{validation}": must be one of '
+                "Ignore, Warn, Strict"
+            )
+        return validation
+
+    def _version(self) -> JSON:
+        major, minor = self.version
+        return {
+            "major": str(major),
+            "minor": str(minor),
+            "gitVersion": f"v{major}.{minor}.0-fake",
+            "gitCommit": "0000000000000000000000000000000000000000",
+            "gitTreeState": "clean",
+            "buildDate": "2024-08-13T00:00:00Z",
+            "goVersion": "go1.22.5",
+            "compiler": "gc",
+            "platform": "linux/amd64",
+        }
+
     # -- discovery and test-only endpoints ------------------------------------
     def _discovery(self, path: str) -> JSON | None:
         path = path.rstrip("/") or "/"
         if path == "/version":
-            return {
-                "major": "1",
-                "minor": "31",
-                "gitVersion": "v1.31.0-fake",
-                "gitCommit": "0000000000000000000000000000000000000000",
-                "gitTreeState": "clean",
-                "buildDate": "2024-08-13T00:00:00Z",
-                "goVersion": "go1.22.5",
-                "compiler": "gc",
-                "platform": "linux/amd64",
-            }
+            return self._version()
         if path == "/api":
             return {
                 "kind": "APIVersions",
