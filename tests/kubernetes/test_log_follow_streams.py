@@ -146,3 +146,35 @@ async def test_a_pending_pod_is_not_polled_for_its_log(
         assert server.requests.count("log", "pods/log") == 1
         await lines.aclose()
         await sched.cancel(app_id)
+
+
+async def test_a_follow_of_a_pod_that_never_starts_ends_when_the_app_does(
+    kube_env: KubeEnv, kube_controller: FakeController
+) -> None:
+    server = kube_env.fake_server()
+    async with scheduler(kube_env) as sched:
+        app = make_app("echo never")
+        app.roles[0].image = "registry.example/does-not-exist:1"
+        app_id = await sched.submit(app, cfg_for(kube_env, "volcano"))
+        got: list[str] = []
+        done = anyio.Event()
+
+        async def follow() -> None:
+            lines = sched.log_iter(app_id, "worker", should_tail=True)
+            got.extend([line async for line in lines])
+            done.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(follow)
+            with anyio.fail_after(15):
+                while True:  # the pod waits on its image for ever
+                    desc = await sched.describe(app_id)
+                    if desc is not None and "ImagePull" in desc.msg:
+                        break
+                    await anyio.sleep(0.05)
+            await sched.cancel(app_id)
+            with anyio.fail_after(15):
+                await done.wait()
+    assert got == []
+    # at most the last plain read once the pod ended: no polling meanwhile
+    assert server.requests.count("log", "pods/log") <= 1

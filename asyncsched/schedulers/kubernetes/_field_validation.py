@@ -57,12 +57,27 @@ async def strict_validation(api: KubeApi) -> bool:
     """
     known = _STRICT.get(api)
     if known is None:
-        from asyncsched.schedulers.kubernetes._features import server_version
-
-        _, version = await server_version(api)
+        version = await _server_version(api)
         known = version is not None and version >= STRICT_SINCE
         _STRICT[api] = known
     return known
+
+
+async def _server_version(api: KubeApi) -> tuple[int, int] | None:
+    """(major, minor) from ``/version``; None when it cannot be read (even a
+    401/403: the create that follows reports those itself)."""
+    from asyncsched.schedulers.kubernetes._client import KubernetesApiError
+
+    try:
+        info = await api.request("GET", "/version", map_denied=False)
+    except KubernetesApiError:
+        return None
+    info = info if isinstance(info, dict) else {}
+    major = re.match(r"\d+", str(info.get("major") or ""))
+    minor = re.match(r"\d+", str(info.get("minor") or ""))
+    if major is None or minor is None:
+        return None
+    return int(major.group()), int(minor.group())
 
 
 async def create_query(api: KubeApi) -> dict[str, object]:
