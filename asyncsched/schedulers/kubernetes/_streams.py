@@ -30,6 +30,8 @@ __all__ = ["STREAM_POOL_SIZE", "stream_client"]
 
 #: connections the stream pool may open at once (0: no limit)
 STREAM_POOL_SIZE = 0
+#: seconds closing the unused first pool may take
+_CLOSE_TIMEOUT = 5.0
 
 
 async def stream_client(api_client: Any) -> Any:
@@ -46,7 +48,8 @@ async def stream_client(api_client: Any) -> Any:
     client.rest_client = k8s.client.rest.RESTClientObject(
         configuration, maxsize=STREAM_POOL_SIZE
     )
-    with anyio.CancelScope(shield=True):  # a cancelled caller leaks no session
+    # a cancelled caller leaks no session (closing an unused one is instant)
+    with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT):
         await unused.close()
     client.default_headers.update(getattr(api_client, "default_headers", {}) or {})
     return client
