@@ -34,14 +34,16 @@ def _app_with_typo() -> AppDef:
 
 @pytest.fixture(params=[(1, 31), (1, 25)], ids=["1.31", "1.25"])
 async def new_server(request: pytest.FixtureRequest) -> AsyncIterator[FakeKubeServer]:
-    async with FakeKubeServer(version=request.param) as server:
+    async with FakeKubeServer() as server:
+        server.version = request.param
         server.create_namespace(NS)
         yield server
 
 
 @pytest.fixture
 async def old_server() -> AsyncIterator[FakeKubeServer]:
-    async with FakeKubeServer(version=(1, 20)) as server:
+    async with FakeKubeServer() as server:
+        server.version = (1, 20)
         server.create_namespace(NS)
         yield server
 

@@ -27,7 +27,8 @@ Serves namespaces, pods, services, ``batch/v1`` Jobs and Volcano
 * pod logs (``follow``, ``timestamps``, ``sinceTime``/``sinceSeconds``,
   ``tailLines``, ``limitBytes``, ``container``; 400 while the container
   waits to start);
-* ``/version``, ``/api``, ``/apis`` and API resource discovery;
+* ``/version`` (``server.version``, 1.31 unless set), ``/api``, ``/apis`` and
+  API resource discovery;
 * bearer tokens: a fixed one, or (:meth:`FakeKubeServer.accept_tokens_from`)
   only the latest one an exec plugin issued, until its expiry
   (``fakeapi/exec_plugin.py``); ``unauthorized`` counts the 401 answers;
@@ -154,10 +155,7 @@ class FakeKubeServer:
     ``token``: the bearer token required (None: no auth); ``bookmark_interval``:
     seconds between BOOKMARK events on watches that allow them;
     ``history_limit``: watch events kept for resuming; ``volcano=False``
-    serves no Volcano CRD (its URLs answer 404, as on a cluster without it);
-    ``version`` is the (major, minor) ``/version`` reports: before 1.25 the
-    server has no field validation (``fieldValidation`` is ignored, unknown
-    fields are dropped without a ``Warning``), as a 1.20 server.
+    serves no Volcano CRD (its URLs answer 404, as on a cluster without it).
     """
 
     def __init__(
@@ -167,11 +165,8 @@ class FakeKubeServer:
         bookmark_interval: float = 60.0,
         history_limit: int = 10_000,
         volcano: bool = True,
-        version: tuple[int, int] = (1, 31),
     ) -> None:
         self.token = token
-        #: the Kubernetes version /version reports (and field validation follows)
-        self.version = version
         self.token_state: Path | None = None
         #: requests answered 401 Unauthorized
         self.unauthorized = 0
@@ -182,6 +177,8 @@ class FakeKubeServer:
             if volcano or kind.group != "batch.volcano.sh"
         }
         self.bookmark_interval = bookmark_interval
+        #: (major, minor) answered on ``/version``
+        self.version: tuple[int, int] = (1, 31)
         self.store = Store(history_limit)
         self.logs = LogStore(self.store.changed)
         self.faults = Faults()
@@ -1005,8 +1002,9 @@ class FakeKubeServer:
 
     def _field_validation(self, query: Any) -> str:
         """The field validation mode of a write: ``fieldValidation`` (default
-        Warn) from 1.25 on; before, unknown fields are dropped silently and the
-        parameter is ignored, as any unknown query parameter."""
+        Warn) from Kubernetes 1.25 on (``self.version``). An older server (1.20)
+        has none: unknown fields are dropped without a ``Warning`` and the
+        parameter is ignored, as any query parameter it does not know."""
         if self.version < (1, 25):
             return "Ignore"
         validation = str(query.get("fieldValidation", "Warn"))
@@ -1017,25 +1015,22 @@ class FakeKubeServer:
             )
         return validation
 
-    def _version(self) -> JSON:
-        major, minor = self.version
-        return {
-            "major": str(major),
-            "minor": str(minor),
-            "gitVersion": f"v{major}.{minor}.0-fake",
-            "gitCommit": "0000000000000000000000000000000000000000",
-            "gitTreeState": "clean",
-            "buildDate": "2024-08-13T00:00:00Z",
-            "goVersion": "go1.22.5",
-            "compiler": "gc",
-            "platform": "linux/amd64",
-        }
-
     # -- discovery and test-only endpoints ------------------------------------
     def _discovery(self, path: str) -> JSON | None:
         path = path.rstrip("/") or "/"
         if path == "/version":
-            return self._version()
+            major, minor = self.version
+            return {
+                "major": str(major),
+                "minor": str(minor),
+                "gitVersion": f"v{major}.{minor}.0-fake",
+                "gitCommit": "0000000000000000000000000000000000000000",
+                "gitTreeState": "clean",
+                "buildDate": "2024-08-13T00:00:00Z",
+                "goVersion": "go1.22.5",
+                "compiler": "gc",
+                "platform": "linux/amd64",
+            }
         if path == "/api":
             return {
                 "kind": "APIVersions",
