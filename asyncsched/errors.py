@@ -26,7 +26,8 @@ that describes it best, so ``except ValueError`` and friends keep working::
     └── WaitTimeoutError(TimeoutError)                wait(timeout=...) ran out; .app_id, .timeout
 
     AsyncschedWarning(UserWarning)
-    └── BlockingCallWarning                           sync facade called inside a running loop
+    ├── BlockingCallWarning                           sync facade called inside a running loop
+└── ServerWarning                                 the cluster warned about a request (Kubernetes)
 
 The names ending in ``Exception`` are TorchX's, kept so that code written for
 TorchX can catch the same names.
@@ -65,6 +66,7 @@ __all__ = [
     "SchedulerClosedError",
     "SchedulerError",
     "SchedulerUnavailableError",
+    "ServerWarning",
     "SpecError",
     "SubmitError",
     "UnknownAppException",
@@ -349,3 +351,13 @@ class AsyncschedWarning(UserWarning):
 
 class BlockingCallWarning(AsyncschedWarning):
     """A blocking (sync facade) call was made from a thread running an event loop."""
+
+
+class ServerWarning(AsyncschedWarning):
+    """The scheduler's server warned about a request it carried out.
+
+    Kubernetes sends ``Warning`` response headers: an unknown field it
+    dropped from a manifest, a deprecated API, a Pod Security level the pod
+    would violate. Turn them into errors with
+    ``warnings.simplefilter("error", ServerWarning)``.
+    """

@@ -294,7 +294,8 @@ async def test_closing_a_followed_log_releases_the_response(kube_env: KubeEnv) -
         with anyio.fail_after(15):
             assert await anext(lines) == "tick\n"
         assert sched.api is not None
-        connector = sched.api.client.rest_client.pool_manager.connector
+        # streams have a client (a connection pool) of their own
+        connector = sched.api.stream_client.rest_client.pool_manager.connector
         busy_before = len(connector._acquired)
         await lines.aclose()
         assert len(connector._acquired) == busy_before - 1

@@ -6,7 +6,7 @@ asking for raw JSON: no model objects are built, so thousands of pods stay
 cheap. Requests pass a client-side token bucket (``qps``/``burst``); a 429
 is retried after its ``Retry-After``, a 5xx or a connection error with
 jittered exponential backoff. Errors become asyncsched errors carrying the
-server's message.
+server's message; ``Warning`` headers become ``ServerWarning`` warnings.
 
 ``kubernetes_asyncio`` is imported here (and by the other I/O modules) only
 when a scheduler first talks to a server.
@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import random
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -34,6 +33,7 @@ import anyio
 
 from asyncsched.errors import SchedulerError, SchedulerUnavailableError
 from asyncsched.schedulers.kubernetes._credentials import Credentials
+from asyncsched.schedulers.kubernetes._field_validation import report_warnings
 
 if TYPE_CHECKING:
     import aiohttp
@@ -116,7 +116,7 @@ def import_client() -> Any:
 async def load_api_client(
     *, kubeconfig: str | None = None, context: str | None = None
 ) -> Any:
-    """A new ``ApiClient``: in-cluster config first, then the kubeconfig.
+    """A new ``ApiClient`` from the kubeconfig or the in-cluster config.
 
     Its credentials refresh themselves before they expire (see
     :func:`load_connection`, which also hands back the refresher).
@@ -133,50 +133,18 @@ async def load_connection(
 ) -> tuple[Any, Credentials]:
     """A new ``ApiClient`` and the :class:`Credentials` keeping its token fresh.
 
-    An explicit ``kubeconfig`` or ``context`` skips the in-cluster attempt.
-    The kubeconfig is ``kubeconfig``, else ``$KUBECONFIG``, else
-    ``~/.kube/config``. The loader is kept: exec-plugin, OIDC and GCP tokens
+    The config is chosen as client-go does (an explicit ``kubeconfig`` or
+    ``context``, ``$KUBECONFIG``, the in-cluster config, ``~/.kube/config``:
+    see :mod:`._config`). The loader is kept: exec-plugin, OIDC and GCP tokens
     are renewed before they expire and once more on a 401.
 
     Raises:
         SchedulerUnavailableError: the extra is missing or no config is usable.
     """
-    k8s = import_client()
-    from kubernetes_asyncio.config import ConfigException, incluster_config as incluster
+    from asyncsched.schedulers.kubernetes._config import connect
 
-    configuration = k8s.client.Configuration()
-    if kubeconfig is None and context is None:
-        in_cluster = incluster.InClusterConfigLoader(
-            token_filename=incluster.SERVICE_TOKEN_FILENAME,
-            cert_filename=incluster.SERVICE_CERT_FILENAME,
-        )
-        try:
-            # sync, reads two small files: keep it off the event loop
-            await anyio.to_thread.run_sync(in_cluster.load_and_set, configuration)
-        except ConfigException:
-            pass
-        else:
-            # the loader installed its own hook (re-reads the rotated token)
-            creds = Credentials(configuration, in_cluster)
-            return k8s.client.ApiClient(configuration=configuration), creds
-    path = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-    try:
-        loader = await k8s.config.load_kube_config(
-            config_file=path,
-            context=context,
-            client_configuration=configuration,
-            persist_config=False,
-        )
-    except (ConfigException, OSError) as exc:
-        raise SchedulerUnavailableError(
-            BACKEND,
-            f"no usable Kubernetes config (not in a cluster; kubeconfig {path!r}"
-            f"{f', context {context!r}' if context else ''}): {exc}",
-            "set KUBECONFIG or the 'context' option",
-        ) from exc
-    creds = Credentials(configuration, loader)
-    creds.install()
-    return k8s.client.ApiClient(configuration=configuration), creds
+    conn = await connect(kubeconfig=kubeconfig, context=context)
+    return conn.client, conn.credentials
 
 
 class RateLimiter:
@@ -250,6 +218,9 @@ class KubeApi:
         self.max_retries = max_retries
         self.backoff = backoff
         self.owns_client = owns_client
+        #: streams (watches, followed logs) use a pool of their own (_streams.py)
+        self.stream_client: Any = None
+        self._stream_lock = anyio.Lock()
 
     @property
     def host(self) -> str:
@@ -257,7 +228,10 @@ class KubeApi:
         return str(self.client.configuration.host)
 
     async def aclose(self) -> None:
-        """Close the client if this object owns it."""
+        """Close the client if this object owns it (and the stream client)."""
+        streams, self.stream_client = self.stream_client, None
+        if streams is not None:
+            await streams.close()
         if self.owns_client:
             await self.client.close()
 
@@ -299,6 +273,7 @@ class KubeApi:
                     if resp.status >= 400:
                         raise await _error(resp, method, path)
                     data = await resp.read()
+                    report_warnings(resp.headers.getall("Warning", []), method, path)
                 finally:
                     resp.release()
                 return json.loads(data) if data else None
@@ -353,10 +328,11 @@ class KubeApi:
         timeout = aiohttp.ClientTimeout(
             total=None, connect=self.connect_timeout, sock_read=read_timeout
         )
-        resp = await self._send("GET", path, query, None, JSON_CT, timeout)
+        client = await self._streams()
+        resp = await self._send("GET", path, query, None, JSON_CT, timeout, client)
         if resp.status == 401 and await self._refresh():
             resp.release()
-            resp = await self._send("GET", path, query, None, JSON_CT, timeout)
+            resp = await self._send("GET", path, query, None, JSON_CT, timeout, client)
         try:
             if resp.status >= 400:
                 raise _map_denied(await _error(resp, "GET", path))
@@ -364,6 +340,16 @@ class KubeApi:
         finally:
             resp.release()
             resp.close()
+
+    async def _streams(self) -> Any:
+        """The client of long streams: same configuration, a pool of its own."""
+        if self.stream_client is None:
+            async with self._stream_lock:
+                if self.stream_client is None:
+                    from asyncsched.schedulers.kubernetes._streams import stream_client
+
+                    self.stream_client = await stream_client(self.client)
+        return self.stream_client
 
     async def _refresh(self) -> bool:
         """Refresh the credentials after a 401; False if there is nothing to do."""
@@ -387,12 +373,13 @@ class KubeApi:
         body: object,
         content_type: str,
         request_timeout: object,
+        client: Any = None,
     ) -> aiohttp.ClientResponse:
         await self.limiter.acquire()
         params = [
             (k, _query_value(v)) for k, v in (query or {}).items() if v is not None
         ]
-        resp: aiohttp.ClientResponse = await self.client.call_api(
+        resp: aiohttp.ClientResponse = await (client or self.client).call_api(
             path,
             method,
             query_params=params,

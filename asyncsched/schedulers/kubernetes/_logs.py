@@ -6,8 +6,12 @@ seconds only) and lets a dropped follow stream resume at the last line seen,
 skipping the lines already yielded. Timestamps are stripped from the output;
 every yielded line ends in ``\\n``.
 
-A follow ends once the pod is terminal and its log is drained. Closing the
-iterator (``aclose()``) releases the HTTP response.
+A follow ends once the pod is terminal and its log is drained. While the
+container has not started, a follow waits on ``wait_started`` (the pods
+cache) instead of asking the server again and again. A 429 or a 5xx answer
+is retried a bounded number of times (after its ``Retry-After``, else with
+jittered exponential backoff). Closing the iterator (``aclose()``) releases
+the HTTP response.
 
 Example:
     >>> async def main(api: KubeApi, pod_done: Callable[[], Awaitable[bool]]) -> None:
@@ -23,17 +27,21 @@ import logging
 import random
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import anyio
 
 from asyncsched.schedulers.kubernetes._client import KubeApi, KubernetesApiError
 from asyncsched.schedulers.shared.lines import DEFAULT_MAX_LINE_BYTES, LineSplitter
 
-__all__ = ["iter_pod_log", "parse_timestamp"]
+__all__ = ["RETRY_STATUSES", "has_log", "iter_pod_log", "parse_timestamp"]
 
 logger = logging.getLogger(__name__)
 
+JSON = dict[str, Any]
 _NS = 1_000_000_000
+#: answers to a log request that are retried (overload, a restarting server)
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 
 def parse_timestamp(stamp: str) -> int:
@@ -47,6 +55,28 @@ def parse_timestamp(stamp: str) -> int:
     frac, _, _ = frac.partition("+")
     seconds = int(datetime.fromisoformat(base).replace(tzinfo=UTC).timestamp())
     return seconds * _NS + int((frac + "000000000")[:9] or 0)
+
+
+def has_log(pod: JSON, container: str | None) -> bool:
+    """The API can serve ``container``'s log: it runs, ran, or ran before.
+
+    A container waiting to start (pulling, being created, a pod not yet
+    scheduled) has none: the server answers 400 until it starts.
+
+    Example:
+        >>> has_log({"status": {"phase": "Pending"}}, "main")
+        False
+    """
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    for status in statuses:
+        if container is not None and status.get("name") != container:
+            continue
+        state = status.get("state") or {}
+        last = status.get("lastState") or {}
+        return bool(state.get("running") or state.get("terminated")) or bool(
+            last.get("terminated")
+        )
+    return False
 
 
 def _to_ns(when: datetime | None) -> int | None:
@@ -107,6 +137,7 @@ async def iter_pod_log(
     until: datetime | None = None,
     follow: bool = False,
     pod_done: Callable[[], Awaitable[bool]] | None = None,
+    wait_started: Callable[[], Awaitable[bool]] | None = None,
     container: str | None = None,
     idle_timeout: float | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
@@ -118,12 +149,24 @@ async def iter_pod_log(
     stream silent for ``idle_timeout`` seconds counts as dropped (a dead
     connection is noticed), and is re-opened the same way. A line longer
     than ``max_line_bytes`` comes in pieces of at most that size.
+
+    ``wait_started()`` returns once the container has a log to read (True)
+    or never will (False: the pod ended or is gone); a follow awaits it
+    before each request instead of polling the server. A 429/5xx answer is
+    retried up to ``api.max_retries`` times in a row.
+
+    Raises:
+        KubernetesApiError: the server kept answering 429/5xx, or refused
+            the request otherwise (400 and 404 end the log instead).
     """
     pos = _Position(_to_ns(since))
     end = _to_ns(until)
     path = f"/api/v1/namespaces/{namespace}/pods/{pod}/log"
     failures = 0
+    refusals = 0  # 429/5xx answers in a row
     while True:
+        if follow and wait_started is not None and not await wait_started():
+            follow = False  # it never ran: one plain read says what there is
         query: dict[str, object] = {"timestamps": True, "follow": follow}
         if container:
             query["container"] = container
@@ -162,6 +205,16 @@ async def iter_pod_log(
                 if keep or not continuing:
                     yield text + "\n"
         except KubernetesApiError as exc:
+            if exc.status in RETRY_STATUSES and refusals < api.max_retries:
+                delay = exc.retry_after
+                if delay is None:
+                    delay = min(api.backoff * 2**refusals, 10.0) * random.uniform(
+                        0.5, 1.0
+                    )
+                refusals += 1
+                logger.info("log of %s: %s; retrying in %.2fs", pod, exc, delay)
+                await anyio.sleep(delay)
+                continue
             # 400: the container has not started (or the pod is gone)
             if exc.status not in (400, 404) or not follow:
                 if exc.status in (400, 404):
@@ -174,6 +227,7 @@ async def iter_pod_log(
         else:
             if not follow:
                 return
+        refusals = 0
         if pod_done is None or await pod_done():
             follow = False  # one last plain read drains what the stream missed
             continue

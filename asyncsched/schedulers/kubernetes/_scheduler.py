@@ -44,8 +44,8 @@ from asyncsched.schedulers.kubernetes._client import (
     KubeApi,
     KubernetesApiError,
     import_client,
-    load_connection,
 )
+from asyncsched.schedulers.kubernetes._config import connect
 from asyncsched.schedulers.kubernetes._create_errors import create_error
 from asyncsched.schedulers.kubernetes._features import (
     check_indexed_jobs,
@@ -55,8 +55,9 @@ from asyncsched.schedulers.kubernetes._features import (
     no_indexed_jobs,
     server_version,
 )
+from asyncsched.schedulers.kubernetes._field_validation import create_query
 from asyncsched.schedulers.kubernetes._informer import Informer
-from asyncsched.schedulers.kubernetes._logs import iter_pod_log
+from asyncsched.schedulers.kubernetes._logs import has_log, iter_pod_log
 from asyncsched.schedulers.kubernetes._render import (
     ANNOTATION_CANCELLED,
     JOB_APIS,
@@ -126,6 +127,8 @@ _FOREIGN_POLL = 5.0
 _STALE_POLL = 1.0
 #: marks a role Job suspended because another role's Job failed
 ANNOTATION_STOPPED = "asyncsched.io/stopped-after-failure"
+#: seconds a log follow waiting for its container re-reads the cache anyway
+_LOG_START_RECHECK = 30.0
 #: seconds a namespace whose caches failed to start answers that error again
 _START_BACKOFF = 1.0
 
@@ -187,10 +190,13 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             :meth:`aclose`); by default one is made from the in-cluster
             config, else the kubeconfig.
         docker_client: An aiodocker client to push ``images_to_push`` with.
-        kubeconfig: Path of the kubeconfig (default ``$KUBECONFIG``).
+        kubeconfig: Path of the kubeconfig (default ``$KUBECONFIG``; when
+            neither is set, the in-cluster config of a pod, else
+            ``~/.kube/config``).
         context: Kubeconfig context (default: the current one).
         namespace: Namespace ``list()`` shows, besides every namespace this
-            scheduler submitted to (default: the context's, else ``default``).
+            scheduler submitted to (default: the kubeconfig context's; in a
+            pod, the service account's; else ``default``).
         qps: Client-side request rate limit (``<= 0`` disables it).
         burst: Requests allowed at once above ``qps``.
         max_retries: Retries of a 429, a 5xx or a connection error.
@@ -299,15 +305,15 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             if self._api_ is None:
                 self._context = context or self._context
                 client, owns, creds = self._client, False, None
+                namespace = "default"  # of an injected client: not known
                 if client is None:
-                    client, creds = await load_connection(
+                    conn = await connect(
                         kubeconfig=self._kubeconfig, context=self._context
                     )
-                    owns = True
+                    client, creds, owns = conn.client, conn.credentials, True
+                    namespace = conn.namespace
                 if self._namespace is None:
-                    self._namespace = await _context_namespace(
-                        self._kubeconfig, self._context, injected=not owns
-                    )
+                    self._namespace = namespace
                 self._api_ = KubeApi(
                     client,
                     qps=self._qps,
@@ -324,6 +330,15 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
     def api(self) -> KubeApi | None:
         """The connection, once made (for request accounting)."""
         return self._api_
+
+    @property
+    def namespace(self) -> str | None:
+        """The namespace ``list()`` shows and an app id without one means.
+
+        The constructor's, else (once connected) the kubeconfig context's, or
+        in a pod the service account's, else ``default``.
+        """
+        return self._namespace
 
     # -- run options -----------------------------------------------------------
 
@@ -483,7 +498,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                     await api.request(
                         "POST",
                         _collection(manifest, job.namespace),
-                        query={"dryRun": "All"},
+                        query={"dryRun": "All", **await create_query(api)},
                         body=manifest,
                     )
                 except KubernetesApiError as exc:
@@ -549,8 +564,13 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
 
     async def _create(self, api: KubeApi, path: str, manifest: JSON) -> JSON:
         try:
+            # unknown fields (a typo in an overlay) are refused, not dropped
             result: JSON = await api.request(
-                "POST", path, body=manifest, map_denied=False
+                "POST",
+                path,
+                body=manifest,
+                query=await create_query(api),
+                map_denied=False,
             )
             return result
         except KubernetesApiError as exc:
@@ -961,12 +981,30 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             phase = (current.get("status") or {}).get("phase")
             return phase in ("Succeeded", "Failed") or await app_over()
 
+        container = main_container(pod)
+
+        async def wait_started() -> bool:
+            """Sleep on the pods cache until the container started (True), or
+            the pod ended without it (False): no polling of pods/log."""
+            while True:
+                changed = self._changes.changed(key)
+                current = ns.pods.get(pod_name)
+                if current is None:
+                    return False
+                if has_log(current, container) or ns.pods.stale:
+                    return True  # (a stale cache may miss the start: ask)
+                if await pod_done():
+                    return False
+                with anyio.move_on_after(_LOG_START_RECHECK):
+                    await changed.wait()
+
         lines = iter_pod_log(
             await self._api(),
             namespace,
             pod_name,
             # a sidecar (an overlay's, a mesh's) makes the server ask which one
-            container=main_container(pod),
+            container=container,
+            wait_started=wait_started,
             since=query.since,
             until=query.until,
             follow=query.should_tail,
@@ -1080,31 +1118,6 @@ async def _delete(api: KubeApi, path: str) -> None:
     except KubernetesApiError as exc:
         if exc.status != 404:
             raise
-
-
-async def _context_namespace(
-    kubeconfig: str | None, context: str | None, *, injected: bool
-) -> str:
-    """The namespace of the kubeconfig context in use, else ``default``."""
-    if injected:
-        return "default"
-    k8s = import_client()
-
-    def read() -> str:
-        import os
-
-        path = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-        try:
-            contexts, active = k8s.config.list_kube_config_contexts(config_file=path)
-        except Exception:  # noqa: BLE001 - in-cluster, or no kubeconfig at all
-            return "default"
-        chosen = active
-        for item in contexts or []:
-            if context and item.get("name") == context:
-                chosen = item
-        return str(((chosen or {}).get("context") or {}).get("namespace") or "default")
-
-    return await anyio.to_thread.run_sync(read)
 
 
 def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:

@@ -8,8 +8,8 @@ Serves namespaces, pods, services, ``batch/v1`` Jobs and Volcano
   resourceVersion, uid/creationTimestamp/generation, ``generateName``,
   ``dryRun=All``, defaulting/validation (:mod:`.admission`); unknown
   fields pruned with a ``Warning`` header (400 under
-  ``fieldValidation=Strict``) and wrongly typed values refused
-  (:mod:`.schema`);
+  ``fieldValidation=Strict``; silently before 1.25, see ``version``) and
+  wrongly typed values refused (:mod:`.schema`);
 * list with label/field selectors and ``limit``/``continue`` (410 for a
   continue token older than a compaction); cluster-wide lists;
 * the status subresource (GET/PUT/PATCH), the three PATCH content types
@@ -443,12 +443,7 @@ class FakeKubeServer:
         if verb == "log":
             return await self._log(request, ns_, name)
         body = await self._body(request)
-        validation = query.get("fieldValidation", "Warn")
-        if validation not in ("Ignore", "Warn", "Strict"):
-            raise bad_request(
-                f'fieldValidation: Invalid value: "{validation}": must be one of '
-                "Ignore, Warn, Strict"
-            )
+        validation = self._field_validation(query)
         warnings: list[str] = []
         if verb == "create" and sub != "binding":
             body = _validated(kind, body, validation, warnings)
@@ -1033,6 +1028,21 @@ class FakeKubeServer:
                 seen = len(self.logs.lines(ns, name, container))
             await resp.write_eof()
         return resp
+
+    def _field_validation(self, query: Any) -> str:
+        """The field validation mode of a write: ``fieldValidation`` (default
+        Warn) from Kubernetes 1.25 on (``self.version``). An older server (1.20)
+        has none: unknown fields are dropped without a ``Warning`` and the
+        parameter is ignored, as any query parameter it does not know."""
+        if self.version < (1, 25):
+            return "Ignore"
+        validation = str(query.get("fieldValidation", "Warn"))
+        if validation not in ("Ignore", "Warn", "Strict"):
+            raise bad_request(
+                f'fieldValidation: Invalid value: "{validation}": must be one of '
+                "Ignore, Warn, Strict"
+            )
+        return validation
 
     # -- discovery and test-only endpoints ------------------------------------
     def _discovery(self, path: str) -> JSON | None:
