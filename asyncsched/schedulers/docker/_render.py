@@ -31,7 +31,6 @@ from asyncsched.schedulers.shared.identity import RANK0_ENV
 from asyncsched.schedulers.shared.labels import (
     LABEL_APP_ID,
     LABEL_APP_NAME,
-    LABEL_PREFIX,
     LABEL_REPLICA_ID,
     LABEL_ROLE_INDEX,
     LABEL_ROLE_NAME,
@@ -51,14 +50,6 @@ from asyncsched.specs import (
 __all__ = [
     "DEFAULT_NETWORK",
     "ENV_IMAGE",
-    "LABEL_APP_ID",
-    "LABEL_APP_NAME",
-    "LABEL_PREFIX",
-    "LABEL_REPLICA_ID",
-    "LABEL_ROLE_INDEX",
-    "LABEL_ROLE_NAME",
-    "LABEL_SESSION",
-    "LABEL_VERSION",
     "PULL_POLICIES",
     "RANK0_ENV",
     "DockerContainer",

@@ -53,8 +53,6 @@ from asyncsched.schedulers.docker._events import EventWatcher, list_records, set
 from asyncsched.schedulers.docker._logs import iter_container_log
 from asyncsched.schedulers.docker._render import (
     DEFAULT_NETWORK,
-    LABEL_SESSION,
-    LABEL_VERSION,
     PULL_POLICIES,
     DockerContainer,
     DockerJob,
@@ -80,6 +78,7 @@ from asyncsched.schedulers.shared.images import (
     open_context,
     push_image,
 )
+from asyncsched.schedulers.shared.labels import LABEL_SESSION, LABEL_VERSION
 from asyncsched.schedulers.shared.lines import (
     DEFAULT_MAX_LINE_BYTES,
     check_max_line_bytes,

@@ -20,11 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asyncsched.schedulers.shared.changes import ChangeNotifier
-from asyncsched.schedulers.snapshot import AppSnapshot, ReplicaSnapshot
-from asyncsched.specs import AppState, Role, StatusReason
-
-from ._reasons import container_reason
-from ._render import (
+from asyncsched.schedulers.shared.labels import (
     LABEL_APP_ID,
     LABEL_APP_NAME,
     LABEL_REPLICA_ID,
@@ -32,6 +28,10 @@ from ._render import (
     LABEL_ROLE_NAME,
     LABEL_SESSION,
 )
+from asyncsched.schedulers.snapshot import AppSnapshot, ReplicaSnapshot
+from asyncsched.specs import AppState, Role, StatusReason
+
+from ._reasons import container_reason
 
 __all__ = [
     "CANCEL_MARK_POLICY",

@@ -21,7 +21,7 @@ import os
 import shutil
 import signal
 import warnings
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, cast, final
 
 import anyio
@@ -1098,27 +1098,34 @@ def create_scheduler(
     )
 
 
-def create_cwd_scheduler(
-    session_name: str,
-    cache_size: int = 100,
-    extra_paths: list[str] | None = None,
-    **kwargs: Any,
-) -> LocalScheduler:
-    """``local_cwd``: replicas run in the current directory."""
-    kwargs.pop("image_provider_class", None)
-    return create_scheduler(
-        session_name, cache_size, extra_paths, CWDImageProvider, **kwargs
-    )
+def _factory_with(
+    provider: type[ImageProvider], name: str, doc: str
+) -> Callable[..., LocalScheduler]:
+    """A :func:`create_scheduler` whose image provider is always ``provider``."""
+
+    def create(
+        session_name: str,
+        cache_size: int = 100,
+        extra_paths: list[str] | None = None,
+        **kwargs: Any,
+    ) -> LocalScheduler:
+        kwargs.pop("image_provider_class", None)
+        return create_scheduler(
+            session_name, cache_size, extra_paths, provider, **kwargs
+        )
+
+    create.__name__ = create.__qualname__ = name
+    create.__doc__ = doc
+    return create
 
 
-def create_dir_scheduler(
-    session_name: str,
-    cache_size: int = 100,
-    extra_paths: list[str] | None = None,
-    **kwargs: Any,
-) -> LocalScheduler:
-    """``local_dir``: replicas run in the directory named by the role's image."""
-    kwargs.pop("image_provider_class", None)
-    return create_scheduler(
-        session_name, cache_size, extra_paths, LocalDirectoryImageProvider, **kwargs
-    )
+create_cwd_scheduler = _factory_with(
+    CWDImageProvider,
+    "create_cwd_scheduler",
+    "``local_cwd``: replicas run in the current directory.",
+)
+create_dir_scheduler = _factory_with(
+    LocalDirectoryImageProvider,
+    "create_dir_scheduler",
+    "``local_dir``: replicas run in the directory named by the role's image.",
+)

@@ -52,7 +52,6 @@ from asyncsched.schedulers.slurm._render import (
     MIN_PARTITION_MEM_MB,
     SCRIPT_NAME,
     SlurmBatchRequest,
-    SlurmReplicaRequest,
     render_request,
 )
 from asyncsched.schedulers.slurm._state import (
@@ -65,14 +64,6 @@ from asyncsched.schedulers.slurm._state import (
 )
 from asyncsched.schedulers.slurm._status import StatusBatcher, StatusTracker
 from asyncsched.specs import AppDef, AppDryRunInfo, CfgVal, is_terminal, runopts
-
-__all__ = [
-    "SlurmBatchRequest",
-    "SlurmOpts",
-    "SlurmReplicaRequest",
-    "SlurmScheduler",
-    "create_scheduler",
-]
 
 logger = logging.getLogger(__name__)
 
