@@ -77,7 +77,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-P = ParamSpec("P")
+_P = ParamSpec("_P")
 EventLoopName = Literal["asyncio", "trio"]
 
 _open_facades: weakref.WeakSet[_Facade] = weakref.WeakSet()
@@ -301,22 +301,22 @@ def _delegate(
 
 
 def _blocking(
-    method: Callable[Concatenate[Any, P], Awaitable[T]],
-) -> Callable[Concatenate[_Facade, P], T]:
+    method: Callable[Concatenate[Any, _P], Awaitable[T]],
+) -> Callable[Concatenate[_Facade, _P], T]:
     """Mirror the coroutine method ``method``: the call blocks for its result."""
     return _delegate(method, _Facade._call, "blocks until it is done.")
 
 
 def _in_loop(
-    method: Callable[Concatenate[Any, P], T],
-) -> Callable[Concatenate[_Facade, P], T]:
+    method: Callable[Concatenate[Any, _P], T],
+) -> Callable[Concatenate[_Facade, _P], T]:
     """Mirror the plain method ``method``: it runs in the loop thread."""
     return _delegate(method, _Facade._call_sync, "runs in the loop thread.")
 
 
 def _blocking_iter(
-    method: Callable[Concatenate[Any, P], AsyncIterator[str]],
-) -> Callable[Concatenate[_Facade, P], Iterator[str]]:
+    method: Callable[Concatenate[Any, _P], AsyncIterator[str]],
+) -> Callable[Concatenate[_Facade, _P], Iterator[str]]:
     """Mirror ``method`` returning an async iterator of lines: a plain iterator."""
     return _delegate(
         method, _Facade._iterate, "returns a plain iterator.", "Iterator[str]"
