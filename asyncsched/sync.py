@@ -166,26 +166,6 @@ class _Facade:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._shutdown(exc_type, exc, tb)
-
-    def close(self) -> None:
-        """Close the wrapped object, then stop the loop thread; idempotent.
-
-        Calls still running in other threads are cancelled.
-        """
-        self._shutdown(None, None, None)
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` ran."""
-        return self._closed
-
-    def _shutdown(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
         with self._close_lock:
             if self._closed:
                 return
@@ -196,6 +176,18 @@ class _Facade:
             self._cm.__exit__(exc_type, exc, tb)
         finally:
             self._loop.stop()
+
+    def close(self) -> None:
+        """Close the wrapped object, then stop the loop thread; idempotent.
+
+        Calls still running in other threads are cancelled.
+        """
+        self.__exit__(None, None, None)
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran."""
+        return self._closed
 
     def __del__(self) -> None:
         if getattr(self, "_closed", True):

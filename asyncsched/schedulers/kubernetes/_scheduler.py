@@ -57,7 +57,6 @@ from asyncsched.schedulers.kubernetes._informer import Informer
 from asyncsched.schedulers.kubernetes._logs import iter_pod_log
 from asyncsched.schedulers.kubernetes._render import (
     ANNOTATION_CANCELLED,
-    JOB_APIS,
     LABEL_APP_ID,
     LABEL_MANAGED_BY,
     LABEL_REPLICA_ID,
@@ -457,13 +456,6 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
     ) -> AppDryRunInfo[KubernetesJob]:
         import_client()
         values = cast(Mapping[str, CfgVal], cfg)
-        job_api = str(cfg.get("job_api") or "volcano")
-        if job_api not in JOB_APIS:
-            raise InvalidRunConfigException(
-                f"job_api must be one of {list(JOB_APIS)}, got {job_api!r}",
-                "job_api",
-                dict(values),
-            )
         name = job_name(app.name, random_id())
         job = render_job(
             app, values, name=name, session=self.session_name, version=__version__
