@@ -53,7 +53,9 @@ from asyncsched.errors import (
 from asyncsched.schedulers.shared.changes import ChangeNotifier
 from asyncsched.schedulers.shared.lifecycle import AsyncClosable
 from asyncsched.schedulers.shared.lines import (
+    DEFAULT_MAX_LINE_BYTES,
     afilter_regex,
+    check_max_line_bytes,
     filter_regex,
     split_lines,
     split_lines_iterator,
@@ -242,11 +244,18 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
 
     capabilities: ClassVar[Capabilities] = Capabilities()
 
-    def __init__(self, backend: str, session_name: str) -> None:
+    def __init__(
+        self,
+        backend: str,
+        session_name: str,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    ) -> None:
         # it names directories (local logs and records) and goes into handles
         validate_session_name(session_name)
         self.backend = backend
         self.session_name = session_name
+        #: the longest log line ``log_iter`` yields in one piece
+        self.max_line_bytes = check_max_line_bytes(max_line_bytes)
         self._closed = False
         #: per-app change events; backends notify, ``wait`` listens
         self._changes = ChangeNotifier()

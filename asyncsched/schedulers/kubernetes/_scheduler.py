@@ -77,7 +77,11 @@ from asyncsched.schedulers.kubernetes._state import (
     describe_volcano,
     main_container,
 )
-from asyncsched.schedulers.shared.docker_daemon import registry_auth, resolve_host
+from asyncsched.schedulers.shared.docker_daemon import (
+    image_workspace_opts,
+    registry_auth,
+    resolve_host,
+)
 from asyncsched.schedulers.shared.ids import random_id
 from asyncsched.schedulers.shared.lines import (
     DEFAULT_MAX_LINE_BYTES,
@@ -384,20 +388,10 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
 
     def workspace_opts(self) -> runopts:
         """``image_repo`` (where local images are pushed) and ``quiet``."""
-        opts = runopts()
-        opts.add(
-            "image_repo",
-            type_=str,
-            help="repository local sha256: images (and workspace builds) are pushed"
-            " to before submitting, e.g. registry.example.com/team/app",
+        return image_workspace_opts(
+            "repository local sha256: images (and workspace builds) are pushed"
+            " to before submitting, e.g. registry.example.com/team/app"
         )
-        opts.add(
-            "quiet",
-            type_=bool,
-            default=False,
-            help="suppress the workspace image build output",
-        )
-        return opts
 
     async def build_workspace_and_update_role(
         self, role: Role, workspace: str | Workspace, cfg: KubernetesOpts

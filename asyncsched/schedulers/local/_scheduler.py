@@ -103,7 +103,6 @@ from asyncsched.schedulers.local._supervisor import (
 from asyncsched.schedulers.shared.ids import make_unique, unique_app_id
 from asyncsched.schedulers.shared.lines import (
     DEFAULT_MAX_LINE_BYTES,
-    check_max_line_bytes,
 )
 from asyncsched.schedulers.shared.state_dir import (
     PRIVATE_DIR_MODE,
@@ -223,8 +222,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         max_running_replicas: int | None = None,
     ) -> None:
-        super().__init__("local", session_name)
-        self.max_line_bytes = check_max_line_bytes(max_line_bytes)
+        super().__init__("local", session_name, max_line_bytes)
         if cache_size <= 0:
             raise InvalidArgumentError(
                 f"cache_size must be greater than zero, got {cache_size}"
