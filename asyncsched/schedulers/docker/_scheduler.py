@@ -98,14 +98,6 @@ from asyncsched.specs import (
 )
 from asyncsched.workspace.api import WorkspaceMixin
 
-__all__ = [
-    "DockerContainer",
-    "DockerJob",
-    "DockerOpts",
-    "DockerScheduler",
-    "create_scheduler",
-]
-
 T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
