@@ -20,24 +20,9 @@ backends load lazily by name.
 
 from __future__ import annotations
 
+from asyncsched import errors
 from asyncsched._version import __version__
-from asyncsched.errors import (
-    AppStatusError,
-    AsyncschedError,
-    AsyncschedWarning,
-    BlockingCallWarning,
-    InvalidRunConfigException,
-    MalformedAppHandleException,
-    RunManyError,
-    SchedulerClosedError,
-    SchedulerError,
-    SchedulerUnavailableError,
-    SpecError,
-    SubmitError,
-    UnknownAppException,
-    UnknownSchedulerException,
-    WaitTimeoutError,
-)
+from asyncsched.errors import *  # the whole error tree, at the top level too
 from asyncsched.schedulers import (
     get_default_scheduler_name,
     get_scheduler,
@@ -45,23 +30,10 @@ from asyncsched.schedulers import (
 )
 
 __all__ = [
-    "AppStatusError",
-    "AsyncschedError",
-    "AsyncschedWarning",
-    "BlockingCallWarning",
-    "InvalidRunConfigException",
-    "MalformedAppHandleException",
-    "RunManyError",
-    "SchedulerClosedError",
-    "SchedulerError",
-    "SchedulerUnavailableError",
-    "SpecError",
-    "SubmitError",
-    "UnknownAppException",
-    "UnknownSchedulerException",
-    "WaitTimeoutError",
     "__version__",
     "get_default_scheduler_name",
     "get_scheduler",
     "get_scheduler_factories",
 ]
+__all__ += errors.__all__
+__all__.sort()

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import atexit
 import builtins
+import inspect
 import threading
 import warnings
 import weakref
@@ -40,10 +41,9 @@ from collections.abc import (
 )
 from concurrent.futures import Future
 from contextlib import AbstractAsyncContextManager, contextmanager, suppress
-from datetime import datetime
 from functools import partial
 from types import TracebackType
-from typing import Any, Literal, Self, TypeVar, final
+from typing import Any, Concatenate, Literal, ParamSpec, Self, TypeVar, final
 
 import anyio
 import sniffio
@@ -58,20 +58,14 @@ from asyncsched.runner import DEFAULT_SESSION_NAME, EventHook, Runner, StatusEve
 from asyncsched.schedulers import SchedulerFactory, get_scheduler_factories
 from asyncsched.schedulers.api import (
     Capabilities,
-    DescribeAppResponse,
-    ListAppResponse,
     Scheduler,
-    Stream,
 )
 from asyncsched.specs import (
     AppDef,
-    AppDryRunInfo,
     AppHandle,
     AppStatus,
     CfgVal,
-    Role,
     Workspace,
-    runopts,
 )
 
 __all__ = [
@@ -83,6 +77,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+_P = ParamSpec("_P")
 EventLoopName = Literal["asyncio", "trio"]
 
 _open_facades: weakref.WeakSet[_Facade] = weakref.WeakSet()
@@ -171,26 +166,6 @@ class _Facade:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._shutdown(exc_type, exc, tb)
-
-    def close(self) -> None:
-        """Close the wrapped object, then stop the loop thread; idempotent.
-
-        Calls still running in other threads are cancelled.
-        """
-        self._shutdown(None, None, None)
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` ran."""
-        return self._closed
-
-    def _shutdown(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
         with self._close_lock:
             if self._closed:
                 return
@@ -201,6 +176,18 @@ class _Facade:
             self._cm.__exit__(exc_type, exc, tb)
         finally:
             self._loop.stop()
+
+    def close(self) -> None:
+        """Close the wrapped object, then stop the loop thread; idempotent.
+
+        Calls still running in other threads are cancelled.
+        """
+        self.__exit__(None, None, None)
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` ran."""
+        return self._closed
 
     def __del__(self) -> None:
         if getattr(self, "_closed", True):
@@ -213,6 +200,12 @@ class _Facade:
         if threading.current_thread() is not self._loop.thread:
             with suppress(Exception):
                 self.close()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, attr in vars(cls).items():  # the mirrored methods: see _delegate
+            if inspect.isfunction(attr) and attr.__qualname__.startswith("_delegate"):
+                attr.__qualname__ = f"{cls.__qualname__}.{name}"
 
     def _check_open(self) -> None:
         if self._closed:
@@ -268,6 +261,58 @@ class _Facade:
             if aclose is not None and not self._closed:
                 with suppress(Exception):
                     self._call(aclose)
+
+
+def _delegate(
+    method: Callable[..., Any],
+    via: Callable[[_Facade, Callable[[], Any]], Any],
+    note: str,
+    returns: str | None = None,
+) -> Callable[..., Any]:
+    """A facade method that hands ``method`` of the wrapped object to ``via``.
+
+    It keeps ``method``'s name, parameters and docstring (with ``note`` added),
+    so the facade cannot drift from the async API it mirrors.
+    """
+    name = method.__name__
+
+    def call(self: _Facade, /, *args: Any, **kwargs: Any) -> Any:
+        return via(self, partial(getattr(self._target, name), *args, **kwargs))
+
+    signature = inspect.signature(method)
+    owner = method.__qualname__.rsplit(".", 1)[0]
+    call.__name__ = name
+    call.__doc__ = (
+        f"{inspect.cleandoc(method.__doc__ or '')}\n\n"
+        f"Blocking form of ``{owner}.{name}``: {note}"
+    )
+    call.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        return_annotation=returns or signature.return_annotation
+    )
+    return call
+
+
+def _blocking(
+    method: Callable[Concatenate[Any, _P], Awaitable[T]],
+) -> Callable[Concatenate[_Facade, _P], T]:
+    """Mirror the coroutine method ``method``: the call blocks for its result."""
+    return _delegate(method, _Facade._call, "blocks until it is done.")
+
+
+def _in_loop(
+    method: Callable[Concatenate[Any, _P], T],
+) -> Callable[Concatenate[_Facade, _P], T]:
+    """Mirror the plain method ``method``: it runs in the loop thread."""
+    return _delegate(method, _Facade._call_sync, "runs in the loop thread.")
+
+
+def _blocking_iter(
+    method: Callable[Concatenate[Any, _P], AsyncIterator[str]],
+) -> Callable[Concatenate[_Facade, _P], Iterator[str]]:
+    """Mirror ``method`` returning an async iterator of lines: a plain iterator."""
+    return _delegate(
+        method, _Facade._iterate, "returns a plain iterator.", "Iterator[str]"
+    )
 
 
 @final
@@ -341,95 +386,20 @@ class SyncScheduler(_Facade):
         """What the scheduler supports."""
         return self._sched.capabilities
 
-    def run_opts(self) -> runopts:
-        """The run options the scheduler accepts."""
-        return self._call_sync(self._sched.run_opts)
-
-    def resolve_cfg(self, cfg: Mapping[str, CfgVal] | None) -> Any:
-        """Fill defaults into ``cfg`` and type-check it (see ``Scheduler.resolve_cfg``)."""
-        return self._call_sync(partial(self._sched.resolve_cfg, cfg))
-
-    def submit(
-        self,
-        app: AppDef,
-        cfg: Mapping[str, CfgVal] | None = None,
-        workspace: str | Workspace | None = None,
-    ) -> str:
-        """Validate, dry-run and schedule ``app``; return its app id."""
-        return self._call(partial(self._sched.submit, app, cfg, workspace))
-
-    def submit_dryrun(
-        self,
-        app: AppDef,
-        cfg: Mapping[str, CfgVal] | None = None,
-        workspace: str | Workspace | None = None,
-    ) -> AppDryRunInfo[Any]:
-        """Return the request ``schedule`` would launch."""
-        return self._call(partial(self._sched.submit_dryrun, app, cfg, workspace))
-
-    def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
-        """Launch what ``dryrun_info`` describes; return the app id."""
-        return self._call(partial(self._sched.schedule, dryrun_info))
-
-    def build_workspace_and_update_role(
-        self, role: Role, workspace: str | Workspace, cfg: Any
-    ) -> None:
-        """Build ``workspace`` into ``role``'s image (workspace-capable schedulers)."""
-        self._call(
-            partial(self._sched.build_workspace_and_update_role, role, workspace, cfg)
-        )
-
-    def describe(self, app_id: str) -> DescribeAppResponse | None:
-        """Return the app's description, or None if unknown."""
-        return self._call(partial(self._sched.describe, app_id))
-
-    def list(self) -> builtins.list[ListAppResponse]:
-        """Return the apps the scheduler can see."""
-        return self._call(self._sched.list)
-
-    def exists(self, app_id: str) -> bool:
-        """True when the scheduler knows the app."""
-        return self._call(partial(self._sched.exists, app_id))
-
-    def wait(
-        self, app_id: str, timeout: float | None = None
-    ) -> DescribeAppResponse | None:
-        """Block until the app is terminal; None if unknown.
-
-        Raises:
-            WaitTimeoutError: ``timeout`` seconds passed first.
-        """
-        return self._call(partial(self._sched.wait, app_id, timeout))
-
-    def cancel(self, app_id: str) -> None:
-        """Ask the scheduler to stop the app; idempotent."""
-        self._call(partial(self._sched.cancel, app_id))
-
-    def log_iter(
-        self,
-        app_id: str,
-        role_name: str,
-        k: int = 0,
-        regex: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        should_tail: bool = False,
-        streams: Stream | str | None = None,
-    ) -> Iterator[str]:
-        """Iterate (blocking) over the log lines of replica ``k`` of ``role_name``."""
-        return self._iterate(
-            partial(
-                self._sched.log_iter,
-                app_id,
-                role_name,
-                k,
-                regex,
-                since,
-                until,
-                should_tail,
-                streams,
-            )
-        )
+    run_opts = _in_loop(Scheduler.run_opts)
+    resolve_cfg = _in_loop(Scheduler.resolve_cfg)
+    submit = _blocking(Scheduler.submit)
+    submit_dryrun = _blocking(Scheduler.submit_dryrun)
+    schedule = _blocking(Scheduler.schedule)
+    build_workspace_and_update_role = _blocking(
+        Scheduler.build_workspace_and_update_role
+    )
+    describe = _blocking(Scheduler.describe)
+    list = _blocking(Scheduler.list)
+    exists = _blocking(Scheduler.exists)
+    wait = _blocking(Scheduler.wait)
+    cancel = _blocking(Scheduler.cancel)
+    log_iter = _blocking_iter(Scheduler.log_iter)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -505,43 +475,11 @@ class SyncRunner(_Facade):
         """The scheduler names this runner can use."""
         return self._runner.scheduler_backends()
 
-    def scheduler_run_opts(self, scheduler: str) -> runopts:
-        """The run options ``scheduler`` accepts."""
-        return self._call(partial(self._runner.scheduler_run_opts, scheduler))
-
-    def cfg_from_str(self, scheduler: str, *cfg_literals: str) -> dict[str, CfgVal]:
-        """Parse ``k=v,...`` literals against ``scheduler``'s run options."""
-        return self._call(partial(self._runner.cfg_from_str, scheduler, *cfg_literals))
-
-    def dryrun(
-        self,
-        app: AppDef,
-        scheduler: str,
-        cfg: Mapping[str, CfgVal] | None = None,
-        workspace: str | Workspace | None = None,
-        parent_run_id: str | None = None,
-    ) -> AppDryRunInfo[Any]:
-        """Return what ``run`` would submit (see ``Runner.dryrun``)."""
-        return self._call(
-            partial(self._runner.dryrun, app, scheduler, cfg, workspace, parent_run_id)
-        )
-
-    def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> AppHandle:
-        """Launch a dry-run result; return its handle."""
-        return self._call(partial(self._runner.schedule, dryrun_info))
-
-    def run(
-        self,
-        app: AppDef,
-        scheduler: str,
-        cfg: Mapping[str, CfgVal] | None = None,
-        workspace: str | Workspace | None = None,
-        parent_run_id: str | None = None,
-    ) -> AppHandle:
-        """Submit ``app``; return its handle ``scheduler://session/app_id``."""
-        return self._call(
-            partial(self._runner.run, app, scheduler, cfg, workspace, parent_run_id)
-        )
+    scheduler_run_opts = _blocking(Runner.scheduler_run_opts)
+    cfg_from_str = _blocking(Runner.cfg_from_str)
+    dryrun = _blocking(Runner.dryrun)
+    schedule = _blocking(Runner.schedule)
+    run = _blocking(Runner.run)
 
     def run_many(
         self,
@@ -587,67 +525,12 @@ class SyncRunner(_Facade):
                     self.cancel(handle)
             raise
 
-    def status(self, app_handle: AppHandle) -> AppStatus | None:
-        """Return the app's status, or None if unknown."""
-        return self._call(partial(self._runner.status, app_handle))
-
-    def wait(
-        self,
-        app_handle: AppHandle,
-        wait_interval: float | None = None,
-        *,
-        timeout: float | None = None,
-    ) -> AppStatus | None:
-        """Block until the app is terminal (event-driven); None if unknown.
-
-        Raises:
-            WaitTimeoutError: ``timeout`` seconds passed first.
-        """
-        return self._call(
-            partial(self._runner.wait, app_handle, wait_interval, timeout=timeout)
-        )
-
-    def describe(self, app_handle: AppHandle) -> AppDef | None:
-        """Return the app's AppDef, or None if unknown."""
-        return self._call(partial(self._runner.describe, app_handle))
-
-    def list(self, scheduler: str) -> builtins.list[ListAppResponse]:
-        """List the apps ``scheduler`` can see, with handles."""
-        return self._call(partial(self._runner.list, scheduler))
-
-    def log_lines(
-        self,
-        app_handle: AppHandle,
-        role_name: str,
-        k: int = 0,
-        regex: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        should_tail: bool = False,
-        streams: Stream | str | None = None,
-    ) -> Iterator[str]:
-        """Iterate (blocking) over the log lines of replica ``k`` of ``role_name``.
-
-        Raises:
-            UnknownAppException: (when iterated) the app is unknown.
-        """
-        return self._iterate(
-            partial(
-                self._runner.log_lines,
-                app_handle,
-                role_name,
-                k,
-                regex,
-                since,
-                until,
-                should_tail,
-                streams,
-            )
-        )
-
-    def cancel(self, app_handle: AppHandle) -> None:
-        """Ask the scheduler to stop the app; unknown apps are a no-op."""
-        self._call(partial(self._runner.cancel, app_handle))
+    status = _blocking(Runner.status)
+    wait = _blocking(Runner.wait)
+    describe = _blocking(Runner.describe)
+    list = _blocking(Runner.list)
+    log_lines = _blocking_iter(Runner.log_lines)
+    cancel = _blocking(Runner.cancel)
 
     def stop(self, app_handle: AppHandle) -> None:
         """Deprecated alias of :meth:`cancel`."""

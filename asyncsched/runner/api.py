@@ -14,13 +14,15 @@ import logging
 import warnings
 from collections.abc import (
     AsyncIterator,
+    Awaitable,
+    Callable,
     Iterable,
     Mapping,
 )
 from contextlib import asynccontextmanager, suppress
 from datetime import datetime
-from types import TracebackType
-from typing import Any, Self
+from functools import partial
+from typing import Any
 
 import anyio
 from anyio.abc import TaskStatus
@@ -44,6 +46,7 @@ from asyncsched.schedulers.api import (
     Scheduler,
     Stream,
 )
+from asyncsched.schedulers.shared.lifecycle import AsyncClosable
 from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.specs import (
     AppDef,
@@ -101,7 +104,7 @@ def _to_status(desc: DescribeAppResponse) -> AppStatus:
     )
 
 
-class Runner:
+class Runner(AsyncClosable):
     """Run, observe and control apps on any registered scheduler, by handle.
 
     Schedulers are created lazily, once per name, and closed with the runner;
@@ -181,43 +184,24 @@ class Runner:
 
     # -- lifecycle -------------------------------------------------------------
 
-    async def __aenter__(self) -> Self:
-        self._check_open()
-        await self._host.enter()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+    def __repr__(self) -> str:
+        return f"Runner({self._name!r})"
 
     async def aclose(self) -> None:
         """Close every scheduler this runner created; idempotent, never raises."""
-        if self._closed:
-            return
-        self._closed = True
-        with anyio.CancelScope(shield=True):
-            with anyio.move_on_after(CLOSE_TIMEOUT) as scope:
-                # cancelling the host exits each scheduler's ``async with``
-                await self._host.aclose()
-                for sched in self._schedulers.values():
-                    await sched.aclose()
-        if scope.cancelled_caught:
-            logger.error(
-                "Runner(%r) did not close within %ss", self._name, CLOSE_TIMEOUT
-            )
+        await super().aclose()
 
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`aclose` ran."""
-        return self._closed
+    def _close_timeout(self) -> float:
+        return CLOSE_TIMEOUT
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise SchedulerClosedError(f"Runner({self._name!r}) is closed")
+    async def _aenter(self) -> None:
+        await self._host.enter()
+
+    async def _aclose(self) -> None:
+        # cancelling the host exits each scheduler's ``async with``
+        await self._host.aclose()
+        for sched in self._schedulers.values():
+            await sched.aclose()
 
     def name(self) -> str:
         """The session name used in handles."""
@@ -380,11 +364,21 @@ class Runner:
             raise InvalidArgumentError(
                 "dryrun_info has no scheduler; create it with Runner.dryrun()"
             )
+
+        async def prepared() -> AppDryRunInfo[Any]:
+            return dryrun_info
+
+        return await self._submit(scheduler, prepared)
+
+    async def _submit(
+        self, scheduler: str, prepare: Callable[[], Awaitable[AppDryRunInfo[Any]]]
+    ) -> AppHandle:
+        """Prepare and launch an app within a submit slot, counted for :meth:`progress`."""
         self._progress.submit_started()
         handle: AppHandle | None = None
         try:
             async with self._limiter():
-                handle = await self._launch(scheduler, dryrun_info)
+                handle = await self._launch(scheduler, await prepare())
             return handle
         finally:
             self._submit_ended(handle)
@@ -430,15 +424,8 @@ class Runner:
             UnknownSchedulerException: ``scheduler`` is not registered.
             InvalidRunConfigException: ``cfg`` does not fit the scheduler.
         """
-        self._progress.submit_started()
-        handle: AppHandle | None = None
-        try:
-            async with self._limiter():
-                info = await self.dryrun(app, scheduler, cfg, workspace, parent_run_id)
-                handle = await self._launch(scheduler, info)
-            return handle
-        finally:
-            self._submit_ended(handle)
+        prepare = partial(self.dryrun, app, scheduler, cfg, workspace, parent_run_id)
+        return await self._submit(scheduler, prepare)
 
     async def run_many(
         self,
@@ -563,7 +550,12 @@ class Runner:
     async def _status(
         self, sched: Scheduler[Any], app_handle: AppHandle, app_id: str
     ) -> AppStatus | None:
-        desc = await sched.describe(app_id)
+        return self._saw(app_handle, await sched.describe(app_id))
+
+    def _saw(
+        self, app_handle: AppHandle, desc: DescribeAppResponse | None
+    ) -> AppStatus | None:
+        """The status of ``desc``, counted for :meth:`progress`; None forgets the app."""
         if desc is None:
             self._apps.pop(app_handle, None)
             self._progress.saw(app_handle, None)
@@ -595,13 +587,7 @@ class Runner:
                 desc = await sched.wait(app_id, timeout)
             except WaitTimeoutError as exc:
                 raise WaitTimeoutError(app_handle, exc.timeout) from None
-            if desc is None:
-                self._apps.pop(app_handle, None)
-                self._progress.saw(app_handle, None)
-                return None
-            status = _to_status(desc)
-            self._progress.saw(app_handle, status)
-            return status
+            return self._saw(app_handle, desc)
 
     async def describe(self, app_handle: AppHandle) -> AppDef | None:
         """Return the AppDef of the app (None if unknown).
@@ -721,14 +707,7 @@ class Runner:
 
     async def _final_status(self, app_handle: AppHandle) -> AppStatus | None:
         sched, _, app_id = await self._resolve(app_handle)
-        desc = await sched.wait(app_id)
-        if desc is None:
-            self._apps.pop(app_handle, None)
-            self._progress.saw(app_handle, None)
-            return None
-        status = _to_status(desc)
-        self._progress.saw(app_handle, status)
-        return status
+        return self._saw(app_handle, await sched.wait(app_id))
 
     def watch(
         self, app_handles: Iterable[AppHandle], *, poll_interval: float = 1.0

@@ -34,7 +34,6 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
-from types import TracebackType
 from typing import Any, ClassVar, Generic, Self, TypeVar, cast
 
 import anyio
@@ -52,8 +51,11 @@ from asyncsched.errors import (
     WaitTimeoutError,
 )
 from asyncsched.schedulers.shared.changes import ChangeNotifier
+from asyncsched.schedulers.shared.lifecycle import AsyncClosable
 from asyncsched.schedulers.shared.lines import (
+    DEFAULT_MAX_LINE_BYTES,
     afilter_regex,
+    check_max_line_bytes,
     filter_regex,
     split_lines,
     split_lines_iterator,
@@ -231,7 +233,7 @@ class ListAppResponse:
         return hash((self.app_id, self.app_handle, self.state))
 
 
-class Scheduler(abc.ABC, Generic[T]):
+class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
     """Submit, observe, cancel and read the logs of apps on one backend.
 
     ``T`` is the backend's resolved run-config type (usually a TypedDict).
@@ -242,11 +244,18 @@ class Scheduler(abc.ABC, Generic[T]):
 
     capabilities: ClassVar[Capabilities] = Capabilities()
 
-    def __init__(self, backend: str, session_name: str) -> None:
+    def __init__(
+        self,
+        backend: str,
+        session_name: str,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    ) -> None:
         # it names directories (local logs and records) and goes into handles
         validate_session_name(session_name)
         self.backend = backend
         self.session_name = session_name
+        #: the longest log line ``log_iter`` yields in one piece
+        self.max_line_bytes = check_max_line_bytes(max_line_bytes)
         self._closed = False
         #: per-app change events; backends notify, ``wait`` listens
         self._changes = ChangeNotifier()
@@ -254,18 +263,9 @@ class Scheduler(abc.ABC, Generic[T]):
     # -- lifecycle -------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
-        self._check_open()
-        self._check_event_loop()
-        await self._aenter()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+        if not self._closed:  # a closed scheduler says so first
+            self._check_event_loop()
+        return await super().__aenter__()
 
     async def aclose(self) -> None:
         """Release everything the scheduler holds; idempotent, never raises.
@@ -273,31 +273,12 @@ class Scheduler(abc.ABC, Generic[T]):
         Shielded from cancellation, and bounded: after ``_close_timeout()``
         seconds (60 by default) whatever is left is abandoned and logged.
         """
-        if self._closed:
-            return
-        self._closed = True
-        timeout = self._close_timeout()
-        with anyio.CancelScope(shield=True):
-            with anyio.move_on_after(timeout) as scope:
-                await self._aclose()
-            self._changes.notify_all()  # pending waits see the scheduler closed
-        if scope.cancelled_caught:
-            logger.error("%r did not close within %ss", self, timeout)
+        await super().aclose()
+        self._changes.notify_all()  # pending waits see the scheduler closed
 
     def _close_timeout(self) -> float:
         """Hook: how many seconds :meth:`aclose` may take."""
         return CLOSE_TIMEOUT
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`aclose` ran."""
-        return self._closed
-
-    async def _aenter(self) -> None:
-        """Hook: open resources in the entering task (e.g. a task group)."""
-
-    async def _aclose(self) -> None:
-        """Hook: release resources. Runs shielded from cancellation."""
 
     def _check_open(self) -> None:
         if self._closed:

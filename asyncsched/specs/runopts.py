@@ -6,7 +6,7 @@ import difflib
 import json
 import re
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias, get_args, get_origin
 
@@ -17,12 +17,32 @@ from asyncsched.errors import (
     InvalidRunConfigException,
 )
 
-__all__ = ["CfgVal", "get_type_name", "runopt", "runopts", "to_dict"]
+__all__ = ["CfgVal", "choice", "get_type_name", "runopt", "runopts", "to_dict"]
 
 CfgVal: TypeAlias = str | int | float | bool | list[str] | dict[str, str] | None
 """The value types a run option may take."""
 
 _DELIMITERS = (",", ";")
+
+
+def choice(
+    cfg: Mapping[str, CfgVal], key: str, choices: Collection[str], default: str
+) -> str:
+    """The value of the string option ``key`` (``default`` if unset), one of ``choices``.
+
+    Raises:
+        InvalidRunConfigException: the value is not one of ``choices``.
+
+    Example:
+        >>> choice({"job_api": "indexed"}, "job_api", ("volcano", "indexed"), "volcano")
+        'indexed'
+    """
+    value = str(cfg.get(key) or default)
+    if value not in choices:
+        raise InvalidRunConfigException(
+            f"{key} must be one of {list(choices)}, got {value!r}", key, dict(cfg)
+        )
+    return value
 
 
 def get_type_name(tp: object) -> str:

@@ -11,6 +11,12 @@ import yaml
 from asyncsched._version import __version__
 from asyncsched.errors import AsyncschedWarning, InvalidRunConfigException, SpecError
 from asyncsched.schedulers.docker._render import (
+    DockerJob,
+    container_name,
+    render_job,
+)
+from asyncsched.schedulers.docker_scheduler import DockerScheduler, create_scheduler
+from asyncsched.schedulers.shared.labels import (
     LABEL_APP_ID,
     LABEL_APP_NAME,
     LABEL_REPLICA_ID,
@@ -18,11 +24,7 @@ from asyncsched.schedulers.docker._render import (
     LABEL_ROLE_NAME,
     LABEL_SESSION,
     LABEL_VERSION,
-    DockerJob,
-    container_name,
-    render_job,
 )
-from asyncsched.schedulers.docker_scheduler import DockerScheduler, create_scheduler
 from asyncsched.specs import (
     AppDef,
     BindMount,

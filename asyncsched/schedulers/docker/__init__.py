@@ -25,9 +25,8 @@ from typing import TYPE_CHECKING, Any
 from asyncsched.schedulers.docker._probe import has_docker
 
 if TYPE_CHECKING:
+    from asyncsched.schedulers.docker._render import DockerContainer, DockerJob
     from asyncsched.schedulers.docker._scheduler import (
-        DockerContainer,
-        DockerJob,
         DockerOpts,
         DockerScheduler,
         create_scheduler,

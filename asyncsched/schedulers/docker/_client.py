@@ -25,8 +25,7 @@ from asyncsched.schedulers.shared.docker_errors import (
     is_conflict,
     is_not_found,
 )
-
-from ._render import LABEL_PREFIX
+from asyncsched.schedulers.shared.labels import LABEL_PREFIX
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",

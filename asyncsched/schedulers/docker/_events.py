@@ -24,9 +24,9 @@ from anyio.abc import TaskStatus
 
 from asyncsched.errors import AsyncschedError
 from asyncsched.schedulers.shared.docker_errors import docker_errors, is_not_found
+from asyncsched.schedulers.shared.labels import LABEL_APP_ID
 
 from ._client import open_events
-from ._render import LABEL_APP_ID
 from ._state import ContainerIndex, ContainerRecord
 
 __all__ = ["EventWatcher", "list_records", "settle"]

@@ -25,18 +25,13 @@ from typing import Any
 
 import yaml
 
-from asyncsched.errors import InvalidRunConfigException, SpecError
+from asyncsched.errors import SpecError
 from asyncsched.schedulers.devices import get_device_mounts
 from asyncsched.schedulers.shared.identity import RANK0_ENV
 from asyncsched.schedulers.shared.labels import (
-    LABEL_APP_ID,
-    LABEL_APP_NAME,
-    LABEL_PREFIX,
     LABEL_REPLICA_ID,
-    LABEL_ROLE_INDEX,
     LABEL_ROLE_NAME,
-    LABEL_SESSION,
-    LABEL_VERSION,
+    ReplicaLabels,
 )
 from asyncsched.schedulers.shared.replicas import expand_role
 from asyncsched.specs import (
@@ -47,18 +42,11 @@ from asyncsched.specs import (
     Role,
     VolumeMount,
 )
+from asyncsched.specs.runopts import choice
 
 __all__ = [
     "DEFAULT_NETWORK",
     "ENV_IMAGE",
-    "LABEL_APP_ID",
-    "LABEL_APP_NAME",
-    "LABEL_PREFIX",
-    "LABEL_REPLICA_ID",
-    "LABEL_ROLE_INDEX",
-    "LABEL_ROLE_NAME",
-    "LABEL_SESSION",
-    "LABEL_VERSION",
     "PULL_POLICIES",
     "RANK0_ENV",
     "DockerContainer",
@@ -290,13 +278,7 @@ def render_job(
             name with other characters than letters, digits, ``_.-``).
         InvalidRunConfigException: an unknown ``image_pull_policy``.
     """
-    policy = str(cfg.get("image_pull_policy") or "if_not_present")
-    if policy not in PULL_POLICIES:
-        raise InvalidRunConfigException(
-            f"image_pull_policy must be one of {list(PULL_POLICIES)}, got {policy!r}",
-            "image_pull_policy",
-            dict(cfg),
-        )
+    policy = choice(cfg, "image_pull_policy", PULL_POLICIES, "if_not_present")
     base_env = default_env(cfg, os.environ if environ is None else environ)
     privileged = bool(cfg.get("privileged") or False)
     rank0_name = container_name(app_id, app.roles[0].name, 0)
@@ -326,15 +308,10 @@ def render_job(
                 ENV_IMAGE: role.image,
                 **spec.identity,
             }
-            labels = {
-                LABEL_APP_ID: app_id,
-                LABEL_APP_NAME: app.name,
-                LABEL_ROLE_NAME: role.name,
-                LABEL_ROLE_INDEX: str(role_index),
-                LABEL_REPLICA_ID: str(replica_id),
-                LABEL_SESSION: session,
-                LABEL_VERSION: version,
-            }
+            ids = ReplicaLabels(
+                app_id, app.name, role.name, role_index, replica_id, session
+            )
+            labels = ids.labels(version)
             command = [replica.entrypoint, *replica.args]
             body = {
                 "Image": role.image,

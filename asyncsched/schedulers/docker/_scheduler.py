@@ -53,8 +53,6 @@ from asyncsched.schedulers.docker._events import EventWatcher, list_records, set
 from asyncsched.schedulers.docker._logs import iter_container_log
 from asyncsched.schedulers.docker._render import (
     DEFAULT_NETWORK,
-    LABEL_SESSION,
-    LABEL_VERSION,
     PULL_POLICIES,
     DockerContainer,
     DockerJob,
@@ -67,22 +65,27 @@ from asyncsched.schedulers.docker._state import (
     ContainerIndex,
     ContainerRecord,
 )
-from asyncsched.schedulers.shared.docker_daemon import registry_auth, resolve_host
+from asyncsched.schedulers.shared.docker_daemon import (
+    image_workspace_opts,
+    registry_auth,
+    resolve_host,
+)
 from asyncsched.schedulers.shared.docker_errors import (
     BACKEND,
     docker_errors,
     is_conflict,
     is_not_found,
 )
+from asyncsched.schedulers.shared.factory import keyword_params
 from asyncsched.schedulers.shared.ids import make_unique, unique_app_id
 from asyncsched.schedulers.shared.images import (
     build_image,
     open_context,
     push_image,
 )
+from asyncsched.schedulers.shared.labels import LABEL_SESSION, LABEL_VERSION
 from asyncsched.schedulers.shared.lines import (
     DEFAULT_MAX_LINE_BYTES,
-    check_max_line_bytes,
 )
 from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.specs import (
@@ -94,14 +97,6 @@ from asyncsched.specs import (
     runopts,
 )
 from asyncsched.workspace.api import WorkspaceMixin
-
-__all__ = [
-    "DockerContainer",
-    "DockerJob",
-    "DockerOpts",
-    "DockerScheduler",
-    "create_scheduler",
-]
 
 T = TypeVar("T")
 
@@ -192,8 +187,7 @@ class DockerScheduler(
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         read_timeout: float = DEFAULT_READ_TIMEOUT,
     ) -> None:
-        super().__init__("docker", session_name)
-        self.max_line_bytes = check_max_line_bytes(max_line_bytes)
+        super().__init__("docker", session_name, max_line_bytes)
         if max_concurrency < 1:
             raise InvalidArgumentError(
                 f"max_concurrency must be >= 1, got {max_concurrency}"
@@ -293,20 +287,10 @@ class DockerScheduler(
 
     def workspace_opts(self) -> runopts:
         """``image_repo`` (push built images there) and ``quiet`` (no build output)."""
-        opts = runopts()
-        opts.add(
-            "image_repo",
-            type_=str,
-            help="repository to push workspace images to, e.g."
-            " registry.example.com/team/app (push access required)",
+        return image_workspace_opts(
+            "repository to push workspace images to, e.g."
+            " registry.example.com/team/app (push access required)"
         )
-        opts.add(
-            "quiet",
-            type_=bool,
-            default=False,
-            help="suppress the workspace image build output",
-        )
-        return opts
 
     # -- submission ------------------------------------------------------------
 
@@ -774,16 +758,4 @@ def create_scheduler(session_name: str, **kwargs: Any) -> DockerScheduler:
     Known ones: ``docker_host``, ``client``, ``network``, ``max_concurrency``,
     ``stop_timeout``, ``max_line_bytes``, ``connect_timeout``, ``read_timeout``.
     """
-    known = {
-        "docker_host",
-        "client",
-        "network",
-        "max_concurrency",
-        "stop_timeout",
-        "max_line_bytes",
-        "connect_timeout",
-        "read_timeout",
-    }
-    return DockerScheduler(
-        session_name, **{k: v for k, v in kwargs.items() if k in known}
-    )
+    return DockerScheduler(session_name, **keyword_params(DockerScheduler, kwargs))

@@ -16,22 +16,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from asyncsched.schedulers.shared.changes import ChangeNotifier
+from asyncsched.schedulers.shared.labels import ReplicaLabels
 from asyncsched.schedulers.snapshot import AppSnapshot, ReplicaSnapshot
 from asyncsched.specs import AppState, Role, StatusReason
 
 from ._reasons import container_reason
-from ._render import (
-    LABEL_APP_ID,
-    LABEL_APP_NAME,
-    LABEL_REPLICA_ID,
-    LABEL_ROLE_INDEX,
-    LABEL_ROLE_NAME,
-    LABEL_SESSION,
-)
 
 __all__ = [
     "CANCEL_MARK_POLICY",
@@ -76,17 +69,11 @@ def replica_state(status: str, exit_code: int | None, *, cancelled: bool) -> App
 
 
 @dataclass
-class ContainerRecord:
-    """What the index knows of one container."""
+class ContainerRecord(ReplicaLabels):
+    """What the index knows of one container (whose replica: the base fields)."""
 
     id: str
     name: str
-    app_id: str
-    app_name: str
-    role: str
-    role_index: int
-    replica_id: int
-    session: str
     image: str
     status: str
     exit_code: int | None = None
@@ -118,21 +105,12 @@ class ContainerRecord:
         cls, cid: str, name: str, image: str, labels: Mapping[str, str], status: str
     ) -> ContainerRecord | None:
         """Build a record from a container's labels; None if they are not ours."""
-        try:
-            return cls(
-                id=cid,
-                name=name.lstrip("/"),
-                app_id=labels[LABEL_APP_ID],
-                app_name=labels.get(LABEL_APP_NAME, ""),
-                role=labels[LABEL_ROLE_NAME],
-                role_index=int(labels.get(LABEL_ROLE_INDEX, "0")),
-                replica_id=int(labels[LABEL_REPLICA_ID]),
-                session=labels.get(LABEL_SESSION, ""),
-                image=image,
-                status=status,
-            )
-        except (KeyError, ValueError):
+        ids = ReplicaLabels.read(labels)
+        if ids is None:
             return None
+        return cls(
+            id=cid, name=name.lstrip("/"), image=image, status=status, **asdict(ids)
+        )
 
     @classmethod
     def from_list_item(cls, item: Mapping[str, Any]) -> ContainerRecord | None:

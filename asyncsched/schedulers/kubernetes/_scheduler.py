@@ -60,7 +60,6 @@ from asyncsched.schedulers.kubernetes._informer import Informer
 from asyncsched.schedulers.kubernetes._logs import has_log, iter_pod_log
 from asyncsched.schedulers.kubernetes._render import (
     ANNOTATION_CANCELLED,
-    JOB_APIS,
     LABEL_APP_ID,
     LABEL_MANAGED_BY,
     LABEL_REPLICA_ID,
@@ -82,7 +81,11 @@ from asyncsched.schedulers.kubernetes._state import (
     describe_volcano,
     main_container,
 )
-from asyncsched.schedulers.shared.docker_daemon import registry_auth, resolve_host
+from asyncsched.schedulers.shared.docker_daemon import (
+    image_workspace_opts,
+    registry_auth,
+    resolve_host,
+)
 from asyncsched.schedulers.shared.ids import random_id
 from asyncsched.schedulers.shared.lines import (
     DEFAULT_MAX_LINE_BYTES,
@@ -408,20 +411,10 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
 
     def workspace_opts(self) -> runopts:
         """``image_repo`` (where local images are pushed) and ``quiet``."""
-        opts = runopts()
-        opts.add(
-            "image_repo",
-            type_=str,
-            help="repository local sha256: images (and workspace builds) are pushed"
-            " to before submitting, e.g. registry.example.com/team/app",
+        return image_workspace_opts(
+            "repository local sha256: images (and workspace builds) are pushed"
+            " to before submitting, e.g. registry.example.com/team/app"
         )
-        opts.add(
-            "quiet",
-            type_=bool,
-            default=False,
-            help="suppress the workspace image build output",
-        )
-        return opts
 
     async def build_workspace_and_update_role(
         self, role: Role, workspace: str | Workspace, cfg: KubernetesOpts
@@ -480,13 +473,6 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
     ) -> AppDryRunInfo[KubernetesJob]:
         import_client()
         values = cast(Mapping[str, CfgVal], cfg)
-        job_api = str(cfg.get("job_api") or "volcano")
-        if job_api not in JOB_APIS:
-            raise InvalidRunConfigException(
-                f"job_api must be one of {list(JOB_APIS)}, got {job_api!r}",
-                "job_api",
-                dict(values),
-            )
         name = job_name(app.name, random_id())
         job = render_job(
             app, values, name=name, session=self.session_name, version=__version__

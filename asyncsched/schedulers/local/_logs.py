@@ -45,6 +45,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from asyncsched.errors import SchedulerError
+from asyncsched.schedulers.shared.changes import ChangeSignal
 from asyncsched.schedulers.shared.lines import DEFAULT_MAX_LINE_BYTES, LineAssembler
 from asyncsched.schedulers.shared.state_dir import PRIVATE_FILE_MODE, makedirs_private
 
@@ -135,21 +136,14 @@ class ReplicaLog:
         self._fds = fds
         self.sizes = {s: os.fstat(fds[s][0]).st_size for s in STREAMS}
         self._partial = {"stdout": b"", "stderr": b""}
-        self._changed: anyio.Event | None = None
+        self._changes = ChangeSignal()
         #: set once no more data will ever be written (the replica is final)
         self.final = anyio.Event()
         self._closed = False
 
     def changed(self) -> anyio.Event:
         """An event set on the next write (or when the log becomes final)."""
-        if self._changed is None:
-            self._changed = anyio.Event()
-        return self._changed
-
-    def _notify(self) -> None:
-        if self._changed is not None:
-            self._changed.set()
-            self._changed = None
+        return self._changes.changed()
 
     def _append(self, stream: str, data: bytes, now: float) -> None:
         log_fd, idx_fd = self._fds[stream]
@@ -191,14 +185,14 @@ class ReplicaLog:
             self._partial[stream] = b""
         else:
             self._partial[stream] = pending
-        self._notify()
+        self._changes.notify()
 
     def end_stream(self, stream: str) -> None:
         """The pipe of ``stream`` closed: move its unterminated tail to combined."""
         tail, self._partial[stream] = self._partial[stream], b""
         if tail and not self._closed:
             self._append("combined", tail, time.time())
-            self._notify()
+            self._changes.notify()
 
     def offsets(self) -> dict[str, int]:
         """Current size of each stream's log (where the next attempt starts)."""
@@ -207,7 +201,7 @@ class ReplicaLog:
     def set_final(self) -> None:
         """No more data will come: wake and release every tailer."""
         self.final.set()
-        self._notify()
+        self._changes.notify()
 
     def close(self) -> None:
         """Close the files (idempotent)."""

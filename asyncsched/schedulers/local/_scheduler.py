@@ -21,7 +21,7 @@ import os
 import shutil
 import signal
 import warnings
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, cast, final
 
 import anyio
@@ -103,7 +103,6 @@ from asyncsched.schedulers.local._supervisor import (
 from asyncsched.schedulers.shared.ids import make_unique, unique_app_id
 from asyncsched.schedulers.shared.lines import (
     DEFAULT_MAX_LINE_BYTES,
-    check_max_line_bytes,
 )
 from asyncsched.schedulers.shared.state_dir import (
     PRIVATE_DIR_MODE,
@@ -223,8 +222,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         max_running_replicas: int | None = None,
     ) -> None:
-        super().__init__("local", session_name)
-        self.max_line_bytes = check_max_line_bytes(max_line_bytes)
+        super().__init__("local", session_name, max_line_bytes)
         if cache_size <= 0:
             raise InvalidArgumentError(
                 f"cache_size must be greater than zero, got {cache_size}"
@@ -1098,27 +1096,34 @@ def create_scheduler(
     )
 
 
-def create_cwd_scheduler(
-    session_name: str,
-    cache_size: int = 100,
-    extra_paths: list[str] | None = None,
-    **kwargs: Any,
-) -> LocalScheduler:
-    """``local_cwd``: replicas run in the current directory."""
-    kwargs.pop("image_provider_class", None)
-    return create_scheduler(
-        session_name, cache_size, extra_paths, CWDImageProvider, **kwargs
-    )
+def _factory_with(
+    provider: type[ImageProvider], name: str, doc: str
+) -> Callable[..., LocalScheduler]:
+    """A :func:`create_scheduler` whose image provider is always ``provider``."""
+
+    def create(
+        session_name: str,
+        cache_size: int = 100,
+        extra_paths: list[str] | None = None,
+        **kwargs: Any,
+    ) -> LocalScheduler:
+        kwargs.pop("image_provider_class", None)
+        return create_scheduler(
+            session_name, cache_size, extra_paths, provider, **kwargs
+        )
+
+    create.__name__ = create.__qualname__ = name
+    create.__doc__ = doc
+    return create
 
 
-def create_dir_scheduler(
-    session_name: str,
-    cache_size: int = 100,
-    extra_paths: list[str] | None = None,
-    **kwargs: Any,
-) -> LocalScheduler:
-    """``local_dir``: replicas run in the directory named by the role's image."""
-    kwargs.pop("image_provider_class", None)
-    return create_scheduler(
-        session_name, cache_size, extra_paths, LocalDirectoryImageProvider, **kwargs
-    )
+create_cwd_scheduler = _factory_with(
+    CWDImageProvider,
+    "create_cwd_scheduler",
+    "``local_cwd``: replicas run in the current directory.",
+)
+create_dir_scheduler = _factory_with(
+    LocalDirectoryImageProvider,
+    "create_dir_scheduler",
+    "``local_dir``: replicas run in the directory named by the role's image.",
+)

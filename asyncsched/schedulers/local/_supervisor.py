@@ -40,7 +40,7 @@ from asyncsched.schedulers.local._state import (
     RetryCounters,
     decide_retry,
 )
-from asyncsched.schedulers.shared.changes import ChangeNotifier
+from asyncsched.schedulers.shared.changes import ChangeNotifier, ChangeSignal
 from asyncsched.schedulers.shared.state_dir import PRIVATE_FILE_MODE
 from asyncsched.schedulers.shared.taskhost import TaskHost, describe_error
 from asyncsched.specs import NONE, AppState, RetryPolicy, is_terminal, rollup_state
@@ -154,7 +154,7 @@ class RecordWriter:
     def __init__(self) -> None:
         self._dirty: dict[LocalApp, None] = {}
         self._wake: anyio.Event | None = None
-        self._written: anyio.Event | None = None
+        self._written = ChangeSignal()
         self._scope: anyio.CancelScope | None = None
         self._stopped: anyio.Event | None = None
         self.closed = False
@@ -173,14 +173,7 @@ class RecordWriter:
 
     def written(self) -> anyio.Event:
         """An event set when the next batch has been written."""
-        if self._written is None:
-            self._written = anyio.Event()
-        return self._written
-
-    def _notify(self) -> None:
-        if self._written is not None:
-            self._written.set()
-            self._written = None
+        return self._written.changed()
 
     async def run(self) -> None:
         """The writer task; runs until :meth:`aclose`."""
@@ -225,7 +218,7 @@ class RecordWriter:
             if written:
                 for app, seq in zip(apps, seqs, strict=True):
                     app._written_seq = max(app._written_seq, seq)
-            self._notify()
+            self._written.notify()
         for i, exc in failures:  # one app's record failing fails that app only
             apps[i].record_failed(exc, closing=self.closed)
 
@@ -238,7 +231,7 @@ class RecordWriter:
             with anyio.CancelScope(shield=True):
                 with anyio.move_on_after(WRITER_CLOSE_TIMEOUT):
                     await self._stopped.wait()
-        self._notify()
+        self._written.notify()
 
 
 @dataclass

@@ -3,8 +3,11 @@
 Modules: ``lines`` (linear, capped line assembly; regex filter),
 ``replicas`` (one role into N replica specs: macros and identity),
 ``identity`` (the replica identity environment variables), ``labels`` (the
-``asyncsched.io/*`` label keys), ``ids`` (unique app ids), ``taskhost`` (a
-task group owned by a scheduler that contains its tasks' failures),
+``asyncsched.io/*`` label keys and a replica's identity in them), ``ids``
+(unique app ids), ``taskhost`` (a task group owned by a scheduler that
+contains its tasks' failures), ``lifecycle`` (``async with`` and a bounded,
+shielded ``aclose``), ``changes`` (change events), ``factory`` (the keyword
+arguments a registry factory passes on),
 ``state_dir`` (where local state lives). For the local Docker engine:
 ``docker_daemon`` (daemon address, registry credentials), ``docker_errors``
 (aiodocker errors into asyncsched errors) and ``images`` (workspace image

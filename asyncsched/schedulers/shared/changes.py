@@ -21,7 +21,7 @@ import weakref
 
 import anyio
 
-__all__ = ["ChangeNotifier"]
+__all__ = ["ChangeNotifier", "ChangeSignal"]
 
 
 class ChangeNotifier:
@@ -56,4 +56,31 @@ class ChangeNotifier:
         events = list(self._events.values())
         self._events = weakref.WeakValueDictionary()
         for event in events:
+            event.set()
+
+
+class ChangeSignal:
+    """One unkeyed one-shot event: :class:`ChangeNotifier` for a single thing.
+
+    Example:
+        >>> signal = ChangeSignal()
+        >>> event = signal.changed()
+        >>> signal.notify()
+        >>> event.is_set()
+        True
+    """
+
+    def __init__(self) -> None:
+        self._event: anyio.Event | None = None
+
+    def changed(self) -> anyio.Event:
+        """An event set at the next :meth:`notify` (take it before reading)."""
+        if self._event is None:
+            self._event = anyio.Event()
+        return self._event
+
+    def notify(self) -> None:
+        """Wake everyone waiting for the next change."""
+        event, self._event = self._event, None
+        if event is not None:
             event.set()

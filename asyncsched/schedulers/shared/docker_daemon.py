@@ -1,8 +1,9 @@
 """Where the Docker daemon listens and which registry credentials it is given.
 
 Used by the Docker backend (containers, image pulls) and by every backend that
-builds or pushes workspace images with the local engine (Kubernetes). Imports
-no Docker client.
+builds or pushes workspace images with the local engine (Kubernetes), with the
+run options such a workspace build reads (:func:`image_workspace_opts`).
+Imports no Docker client.
 
 Example:
     >>> resolve_host("tcp://10.0.0.2:2375", environ={})
@@ -23,8 +24,11 @@ from pathlib import Path
 
 import anyio
 
+from asyncsched.specs import runopts
+
 __all__ = [
     "DEFAULT_HOST",
+    "image_workspace_opts",
     "registry_auth",
     "registry_of",
     "resolve_host",
@@ -33,6 +37,22 @@ __all__ = [
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
 _HUB_KEYS = ("https://index.docker.io/v1/", "index.docker.io", "docker.io")
+
+
+def image_workspace_opts(image_repo_help: str) -> runopts:
+    """``image_repo`` (where built images are pushed) and ``quiet`` (no build output).
+
+    ``image_repo_help`` says what the backend pushes there.
+    """
+    opts = runopts()
+    opts.add("image_repo", type_=str, help=image_repo_help)
+    opts.add(
+        "quiet",
+        type_=bool,
+        default=False,
+        help="suppress the workspace image build output",
+    )
+    return opts
 
 
 def resolve_host(explicit: str | None, environ: Mapping[str, str] | None = None) -> str:

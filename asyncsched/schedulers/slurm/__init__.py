@@ -13,10 +13,9 @@ Example:
 
 from __future__ import annotations
 
+from asyncsched.schedulers.slurm._render import SlurmBatchRequest, SlurmReplicaRequest
 from asyncsched.schedulers.slurm._scheduler import (
-    SlurmBatchRequest,
     SlurmOpts,
-    SlurmReplicaRequest,
     SlurmScheduler,
     create_scheduler,
 )

@@ -37,9 +37,9 @@ from asyncsched.schedulers.api import (
     Scheduler,
     Stream,
 )
+from asyncsched.schedulers.shared.factory import keyword_params
 from asyncsched.schedulers.shared.lines import (
     DEFAULT_MAX_LINE_BYTES,
-    check_max_line_bytes,
 )
 from asyncsched.schedulers.shared.ratewindow import RateWindow
 from asyncsched.schedulers.shared.state_dir import default_state_dir
@@ -52,7 +52,6 @@ from asyncsched.schedulers.slurm._render import (
     MIN_PARTITION_MEM_MB,
     SCRIPT_NAME,
     SlurmBatchRequest,
-    SlurmReplicaRequest,
     render_request,
 )
 from asyncsched.schedulers.slurm._state import (
@@ -65,14 +64,6 @@ from asyncsched.schedulers.slurm._state import (
 )
 from asyncsched.schedulers.slurm._status import StatusBatcher, StatusTracker
 from asyncsched.specs import AppDef, AppDryRunInfo, CfgVal, is_terminal, runopts
-
-__all__ = [
-    "SlurmBatchRequest",
-    "SlurmOpts",
-    "SlurmReplicaRequest",
-    "SlurmScheduler",
-    "create_scheduler",
-]
 
 logger = logging.getLogger(__name__)
 
@@ -164,8 +155,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         max_interval: float = 10.0,
         max_status_commands_per_minute: int = 60,
     ) -> None:
-        super().__init__(BACKEND, session_name)
-        self.max_line_bytes = check_max_line_bytes(max_line_bytes)
+        super().__init__(BACKEND, session_name, max_line_bytes)
         env = {"SLURM_CONF": slurm_conf} if slurm_conf else {}
         self.cli = SlurmCli(env, timeout=command_timeout)
         self.registry = Registry(state_dir or default_state_dir())
@@ -514,17 +504,6 @@ def _write_script(path: str, text: str) -> None:
         fh.write(text.encode("utf-8", "surrogateescape"))
 
 
-_PARAMS = (
-    "slurm_conf",
-    "state_dir",
-    "command_timeout",
-    "max_line_bytes",
-    "min_interval",
-    "max_interval",
-    "max_status_commands_per_minute",
-)
-
-
 def create_scheduler(session_name: str, **kwargs: Any) -> SlurmScheduler:
     """Registry factory; unknown keyword arguments are ignored.
 
@@ -532,6 +511,4 @@ def create_scheduler(session_name: str, **kwargs: Any) -> SlurmScheduler:
     ``max_line_bytes``, ``min_interval``, ``max_interval``,
     ``max_status_commands_per_minute``.
     """
-    return SlurmScheduler(
-        session_name, **{k: v for k, v in kwargs.items() if k in _PARAMS}
-    )
+    return SlurmScheduler(session_name, **keyword_params(SlurmScheduler, kwargs))
