@@ -388,6 +388,7 @@ def _volcano_job(ctx: _Context, queue: str) -> dict[str, Any]:
     priority = cfg.get("priority_class")
     if priority:
         spec_["priorityClassName"] = str(priority)
+    _set_ttl(spec_, cfg)
     return {
         "apiVersion": VOLCANO_API,
         "kind": "Job",
@@ -486,21 +487,38 @@ def _indexed_jobs(ctx: _Context) -> list[dict[str, Any]]:
             role_index,
         )
         pod["spec"]["subdomain"] = ctx.name
+        job_spec: dict[str, Any] = {
+            "completionMode": "Indexed",
+            "completions": role.num_replicas,
+            "parallelism": role.num_replicas,
+            "backoffLimit": role.max_retries,
+            "template": pod,
+        }
+        _set_ttl(job_spec, ctx.cfg)
         manifests.append(
             {
                 "apiVersion": "batch/v1",
                 "kind": "Job",
                 "metadata": {"name": name, "labels": ctx.pod_labels(role, role_index)},
-                "spec": {
-                    "completionMode": "Indexed",
-                    "completions": role.num_replicas,
-                    "parallelism": role.num_replicas,
-                    "backoffLimit": role.max_retries,
-                    "template": pod,
-                },
+                "spec": job_spec,
             }
         )
     return manifests
+
+
+def _set_ttl(spec: dict[str, Any], cfg: Mapping[str, CfgVal]) -> None:
+    """``ttlSecondsAfterFinished`` from the ``ttl_seconds_after_finished`` option."""
+    ttl = cfg.get("ttl_seconds_after_finished")
+    if ttl is None:
+        return
+    if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 0:
+        raise InvalidRunConfigException(
+            f"ttl_seconds_after_finished must be a whole number of seconds >= 0,"
+            f" got {ttl!r}",
+            "ttl_seconds_after_finished",
+            dict(cfg),
+        )
+    spec["ttlSecondsAfterFinished"] = ttl
 
 
 # -- shared pieces -------------------------------------------------------------

@@ -154,6 +154,7 @@ class KubernetesOpts(TypedDict, total=False):
     image_pull_secrets: list[str] | None
     context: str | None
     validate_spec: bool
+    ttl_seconds_after_finished: int | None
 
 
 _Namespace = Caches
@@ -372,6 +373,13 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             help="names of Secrets used to pull the images",
         )
         opts.add("context", type_=str, help="kubeconfig context to use")
+        opts.add(
+            "ttl_seconds_after_finished",
+            type_=int,
+            help="seconds after it finished that the cluster deletes the job"
+            " (ttlSecondsAfterFinished; on Kubernetes < 1.21 only with the"
+            " TTLAfterFinished feature gate on, else it is kept)",
+        )
         opts.add(
             "validate_spec",
             type_=bool,

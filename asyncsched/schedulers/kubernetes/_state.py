@@ -254,6 +254,9 @@ def describe_volcano(app_id: str, job: JSON, pods: list[JSON]) -> AppSnapshot:
         newest = _newest(by_replica.get((role, replica_id), []))
         replica = _replica(int(replica_id), role, newest, namespace, fallback)
         if state == AppState.CANCELLED:
+            if newest is None and replica.state == AppState.FAILED:
+                # only the task count says Failed: its pod was killed by the abort
+                replica = dataclasses.replace(replica, state=AppState.CANCELLED)
             replica = _cancel_unfinished(replica)
         index = int(labels.get(LABEL_ROLE_INDEX, "0"))
         roles.setdefault(index, (role, []))[1].append(replica)

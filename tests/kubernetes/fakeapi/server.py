@@ -153,8 +153,11 @@ class FakeKubeServer:
 
     ``token``: the bearer token required (None: no auth); ``bookmark_interval``:
     seconds between BOOKMARK events on watches that allow them;
-    ``history_limit``: watch events kept for resuming; ``volcano=False``
-    serves no Volcano CRD (its URLs answer 404, as on a cluster without it).
+    ``history_limit``: watch events kept for resuming; ``watch_window``:
+    seconds an event stays resumable (a watch cache's window: a watch from a
+    version older than that gets 410; None: no limit); ``volcano=False``
+    serves no Volcano CRD (its URLs answer 404, as on a cluster without it);
+    ``managed_fields=False`` writes no ``metadata.managedFields``.
     """
 
     def __init__(
@@ -164,6 +167,8 @@ class FakeKubeServer:
         bookmark_interval: float = 60.0,
         history_limit: int = 10_000,
         volcano: bool = True,
+        watch_window: float | None = None,
+        managed_fields: bool = True,
     ) -> None:
         self.token = token
         self.token_state: Path | None = None
@@ -176,7 +181,9 @@ class FakeKubeServer:
             if volcano or kind.group != "batch.volcano.sh"
         }
         self.bookmark_interval = bookmark_interval
-        self.store = Store(history_limit)
+        self.store = Store(
+            history_limit, watch_window=watch_window, managed_fields=managed_fields
+        )
         self.logs = LogStore(self.store.changed)
         self.faults = Faults()
         self.requests = RequestLog()
