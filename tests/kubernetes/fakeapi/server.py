@@ -181,6 +181,8 @@ class FakeKubeServer:
             if volcano or kind.group != "batch.volcano.sh"
         }
         self.bookmark_interval = bookmark_interval
+        #: lists with a continue token still to answer 410 (expire_next_continue)
+        self._expire_continues = 0
         self.store = Store(
             history_limit, watch_window=watch_window, managed_fields=managed_fields
         )
@@ -300,6 +302,22 @@ class FakeKubeServer:
     def compact(self) -> None:
         """Forget the watch history (etcd compaction): older versions get 410."""
         self.store.compact()
+
+    def expire_next_continue(self, times: int = 1) -> None:
+        """The next ``times`` lists with a continue token answer 410 Expired, as
+        when the version of the list was compacted between two pages."""
+        self._expire_continues += times
+
+    @property
+    def expire_continues_left(self) -> int:
+        """Lists with a continue token that will still answer 410."""
+        return self._expire_continues
+
+    def _continue_expired(self) -> bool:
+        if self._expire_continues <= 0:
+            return False
+        self._expire_continues -= 1
+        return True
 
     def create_namespace(self, name: str) -> JSON:
         """Create a namespace directly in the store (no request counted)."""
@@ -628,7 +646,7 @@ class FakeKubeServer:
                 raise bad_request(
                     "continue key is not valid: illegal base64 data"
                 ) from None
-            if rv < self.store.compacted_rv:
+            if rv < self.store.compacted_rv or self._continue_expired():
                 raise expired(
                     "The provided continue parameter is too old to display a "
                     "consistent list result. You can start a new list without the "
