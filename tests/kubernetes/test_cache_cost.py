@@ -142,3 +142,19 @@ async def test_finished_apps_leave_the_cache_but_not_describe_nor_list(
             while app_id in {a.app_id for a in await sched.list()}:
                 await anyio.sleep(0.05)
         assert await sched.describe(app_id) is None
+
+
+async def test_reconnects_outside_the_watch_window_relist_and_wait_finishes(
+    kube_env: KubeEnv,
+) -> None:
+    server = kube_env.fake_server()
+    server.store.watch_window = 0.0  # every reconnect after a write gets 410
+    async with scheduler(kube_env, watch_timeout=1) as sched:
+        app_id = await sched.submit(
+            make_app("sleep 2.5; exit 3"), cfg_for(kube_env, "volcano")
+        )
+        final = await sched.wait(app_id, timeout=30)
+    assert final is not None
+    assert final.state == AppState.FAILED
+    assert [r.exit_code for r in final.roles_statuses[0].replicas] == [3]
+    assert server.requests.count("list") > 3  # re-listed after a 410
