@@ -10,7 +10,7 @@ import pytest
 
 from asyncsched.errors import InvalidRunConfigException
 from asyncsched.schedulers.kubernetes import KubernetesScheduler
-from asyncsched.specs import AppDef, Role
+from asyncsched.specs import AppDef, CfgVal, Role
 
 
 def _app() -> AppDef:
@@ -28,13 +28,15 @@ async def test_the_option_sets_ttl_seconds_after_finished_on_every_job(
     job_api: str,
 ) -> None:
     async with KubernetesScheduler("ttl", namespace="ns") as sched:
-        cfg = {"queue": "q", "job_api": job_api, "ttl_seconds_after_finished": 120}
+        cfg: dict[str, CfgVal] = {
+            "queue": "q",
+            "job_api": job_api,
+            "ttl_seconds_after_finished": 120,
+        }
         info = await sched.submit_dryrun(_app(), cfg)
         jobs = [m for m in info.request.manifests if m["kind"] == "Job"]
         assert jobs
-        assert [j["spec"]["ttlSecondsAfterFinished"] for j in jobs] == [120] * len(
-            jobs
-        )
+        assert [j["spec"]["ttlSecondsAfterFinished"] for j in jobs] == [120] * len(jobs)
         info = await sched.submit_dryrun(_app(), {"queue": "q", "job_api": job_api})
         jobs = [m for m in info.request.manifests if m["kind"] == "Job"]
         assert all("ttlSecondsAfterFinished" not in j["spec"] for j in jobs)

@@ -11,7 +11,10 @@ Serves namespaces, pods, services, ``batch/v1`` Jobs and Volcano
   ``fieldValidation=Strict``) and wrongly typed values refused
   (:mod:`.schema`);
 * list with label/field selectors and ``limit``/``continue`` (410 for a
-  continue token older than a compaction); cluster-wide lists;
+  continue token older than a compaction, or after
+  :meth:`FakeKubeServer.expire_next_continue`); cluster-wide lists;
+* ``metadata.managedFields`` written on every create and update, as a real
+  server does (:mod:`.fieldsets`), so objects are as large as real ones;
 * the status subresource (GET/PUT/PATCH), the three PATCH content types
   (:mod:`.patches`), server-side apply approximated (create or merge; no
   field ownership or conflicts), resourceVersion preconditions, no unconditional PUT on
@@ -23,7 +26,8 @@ Serves namespaces, pods, services, ``batch/v1`` Jobs and Volcano
   label/field selectors (objects leaving the selection are DELETED),
   ``allowWatchBookmarks`` every ``bookmark_interval``, ``timeoutSeconds``,
   an ERROR event with a 410 ``Status`` for compacted versions
-  (``history_limit`` events are kept; :meth:`FakeKubeServer.compact`);
+  (``history_limit`` events are kept, for at most ``watch_window`` seconds;
+  :meth:`FakeKubeServer.compact`);
 * pod logs (``follow``, ``timestamps``, ``sinceTime``/``sinceSeconds``,
   ``tailLines``, ``limitBytes``, ``container``; 400 while the container
   waits to start);
