@@ -259,7 +259,7 @@ async def serve(n: int, workdir: Path) -> None:
 # -- the client side ------------------------------------------------------------
 
 
-async def measure(kubeconfig: str, mode: str) -> JSON:
+async def measure(kubeconfig: str, mode: str, trace: bool) -> JSON:
     import psutil
 
     from asyncsched.schedulers.kubernetes import _caches
@@ -276,7 +276,8 @@ async def measure(kubeconfig: str, mode: str) -> JSON:
         await sched.describe(f"{NS}:warm-up")  # the client loaded and connected
         gc.collect()
         rss0 = proc.memory_info().rss
-        tracemalloc.start()
+        if trace:
+            tracemalloc.start()
         base = tracemalloc.get_traced_memory()[0]
         apps = len(await sched.list())
         gc.collect()
@@ -292,9 +293,18 @@ async def measure(kubeconfig: str, mode: str) -> JSON:
     }
 
 
-def run_client(kubeconfig: str, mode: str) -> JSON:
+def run_client(kubeconfig: str, mode: str, *, trace: bool) -> JSON:
+    flags = ["--trace"] if trace else []
     out = subprocess.run(
-        [sys.executable, __file__, "--client", mode, "--kubeconfig", kubeconfig],
+        [
+            sys.executable,
+            __file__,
+            "--client",
+            mode,
+            "--kubeconfig",
+            kubeconfig,
+            *flags,
+        ],
         check=True,
         capture_output=True,
         text=True,
@@ -306,8 +316,11 @@ def run_client(kubeconfig: str, mode: str) -> JSON:
 
 def main(args: argparse.Namespace) -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
-    print("| apps (jobs + pods) | cache | retained MiB | peak MiB | RSS MiB |")
-    print("|---:|---|---:|---:|---:|")
+    print(
+        "| apps (jobs + pods) | cache | heap retained MiB | heap peak MiB"
+        " | RSS growth MiB | RSS MiB |"
+    )
+    print("|---:|---|---:|---:|---:|---:|")
     for n in sizes:
         with tempfile.TemporaryDirectory() as tmp:
             server = subprocess.Popen(
@@ -323,11 +336,14 @@ def main(args: argparse.Namespace) -> None:
                 if n == sizes[0]:
                     print(f"(object sizes as served, bytes of JSON: {ready['sizes']})")
                 for mode in ("full", "slim"):
-                    r = run_client(ready["kubeconfig"], mode)
-                    assert r["apps"] == n, r
+                    r = run_client(ready["kubeconfig"], mode, trace=True)
+                    # RSS without tracemalloc (which costs memory of its own)
+                    m = run_client(ready["kubeconfig"], mode, trace=False)
+                    assert r["apps"] == m["apps"] == n, (r, m)
                     print(
                         f"| {n:,} + {n:,} | {mode} | {r['retained_mib']:.1f}"
-                        f" | {r['peak_mib']:.1f} | {r['rss_mib']:.0f} |",
+                        f" | {r['peak_mib']:.1f} | {m['rss_growth_mib']:.0f}"
+                        f" | {m['rss_mib']:.0f} |",
                         flush=True,
                     )
             finally:
@@ -343,6 +359,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--dir", help=argparse.SUPPRESS)
     parser.add_argument("--client", help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
+    parser.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
@@ -351,6 +368,8 @@ if __name__ == "__main__":
     if ARGS.serve is not None:
         asyncio.run(serve(ARGS.serve, Path(ARGS.dir)))
     elif ARGS.client:
-        print(json.dumps(asyncio.run(measure(ARGS.kubeconfig, ARGS.client))))
+        print(
+            json.dumps(asyncio.run(measure(ARGS.kubeconfig, ARGS.client, ARGS.trace)))
+        )
     else:
         main(ARGS)

@@ -7,7 +7,9 @@ volumes, resources), the Volcano task templates. The caches keep only what
 
 * metadata: name, namespace, uid, resourceVersion, creationTimestamp,
   deletionTimestamp, labels, annotations, ownerReferences (kind/name/uid);
-* status: whole (it is what status is made of);
+* status: whole for Jobs; for pods the phase, reason, message, pod and host
+  IP, start time, conditions (type, status, reason, message) and container
+  statuses (name, state, lastState, restartCount, ready);
 * spec: a Volcano Job's task names and template labels; a batch Job's
   completions, parallelism, suspend, completionMode, backoffLimit and
   ``ttlSecondsAfterFinished``; a pod's container names, hostname, subdomain
@@ -49,6 +51,9 @@ _JOB_SPEC = (
 )
 _VOLCANO_SPEC = ("minAvailable", "queue", "ttlSecondsAfterFinished")
 _POD_SPEC = ("hostname", "subdomain", "nodeName")
+_POD_STATUS = ("phase", "reason", "message", "podIP", "hostIP", "startTime")
+_CONDITION = ("type", "status", "reason", "message")
+_CONTAINER_STATUS = ("name", "state", "lastState", "restartCount", "ready")
 
 
 def slim(obj: JSON) -> JSON:
@@ -61,8 +66,27 @@ def slim(obj: JSON) -> JSON:
     spec = obj.get("spec")
     if isinstance(spec, dict):
         out["spec"] = _spec(obj, spec)
-    if "status" in obj:
-        out["status"] = obj["status"]
+    status = obj.get("status")
+    # list items carry no kind: a pod is what has containers in its spec
+    is_pod = isinstance(spec, dict) and "containers" in spec
+    if isinstance(status, dict) and is_pod:
+        out["status"] = _pod_status(status)
+    elif "status" in obj:
+        out["status"] = status
+    return out
+
+
+def _pod_status(status: JSON) -> JSON:
+    out = {k: status[k] for k in _POD_STATUS if k in status}
+    if status.get("conditions"):
+        out["conditions"] = [
+            {k: c[k] for k in _CONDITION if k in c} for c in status["conditions"]
+        ]
+    for field in ("initContainerStatuses", "containerStatuses"):
+        if status.get(field):
+            out[field] = [
+                {k: c[k] for k in _CONTAINER_STATUS if k in c} for c in status[field]
+            ]
     return out
 
 
