@@ -15,6 +15,9 @@ volumes, resources), the Volcano task templates. The caches keep only what
   ``ttlSecondsAfterFinished``; a pod's container names, hostname, subdomain
   and node name.
 
+Keys and short strings are interned: thousands of objects share one copy of
+each label key, phase and reason instead of one per object.
+
 Example:
     >>> slim({"kind": "Pod", "metadata": {"name": "p", "managedFields": [{}]},
     ...       "spec": {"containers": [{"name": "main", "image": "busybox"}]}})
@@ -23,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 __all__ = ["slim"]
@@ -54,6 +58,8 @@ _POD_SPEC = ("hostname", "subdomain", "nodeName")
 _POD_STATUS = ("phase", "reason", "message", "podIP", "hostIP", "startTime")
 _CONDITION = ("type", "status", "reason", "message")
 _CONTAINER_STATUS = ("name", "state", "lastState", "restartCount", "ready")
+#: longer strings (messages) are rarely shared
+_INTERN_MAX = 64
 
 
 def slim(obj: JSON) -> JSON:
@@ -73,7 +79,19 @@ def slim(obj: JSON) -> JSON:
         out["status"] = _pod_status(status)
     elif "status" in obj:
         out["status"] = status
-    return out
+    compact: JSON = _interned(out)
+    return compact
+
+
+def _interned(value: Any) -> Any:
+    """``value`` rebuilt with its keys and short strings interned."""
+    if isinstance(value, dict):
+        return {sys.intern(k): _interned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interned(v) for v in value]
+    if isinstance(value, str) and len(value) <= _INTERN_MAX:
+        return sys.intern(value)
+    return value
 
 
 def _pod_status(status: JSON) -> JSON:
