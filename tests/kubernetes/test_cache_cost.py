@@ -158,3 +158,19 @@ async def test_reconnects_outside_the_watch_window_relist_and_wait_finishes(
     assert final is not None
     assert final.state == AppState.FAILED
     assert [r.exit_code for r in final.roles_statuses[0].replicas] == [3]
+
+
+@pytest.mark.parametrize("job_api", JOB_APIS)
+async def test_ttl_after_finished_has_the_cluster_delete_the_app(
+    kube_env: KubeEnv, job_api: str
+) -> None:
+    cfg = {**cfg_for(kube_env, job_api), "ttl_seconds_after_finished": 1}
+    async with scheduler(kube_env) as sched:
+        app_id = await sched.submit(make_app("echo hi"), cfg)
+        final = await sched.wait(app_id, timeout=20)
+        assert final is not None
+        assert final.state == AppState.SUCCEEDED
+        with anyio.fail_after(15):  # deleted by the cluster, pods with it
+            while await sched.describe(app_id) is not None:
+                await anyio.sleep(0.1)
+        assert app_id not in {a.app_id for a in await sched.list()}

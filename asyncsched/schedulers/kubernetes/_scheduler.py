@@ -521,6 +521,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 in_flight = ""
                 if dropped_completion_mode(manifest, obj):
                     raise no_indexed_jobs((await server_version(api))[0])
+                _warn_if_ttl_dropped(manifest, obj)
                 if manifest["kind"] == "Job" and ns is not None:
                     target = ns.volcano if _is_volcano(manifest) else ns.batch
                     target.upsert(obj)
@@ -1101,6 +1102,21 @@ def _docker_modules() -> tuple[Any, Any]:
             "pip install 'asyncsched[docker]'",
         ) from exc
     return aiodocker, images
+
+
+def _warn_if_ttl_dropped(manifest: JSON, created: JSON) -> None:
+    """Say so when the server dropped ``ttlSecondsAfterFinished`` (Kubernetes
+    1.20 without the TTLAfterFinished feature gate): the job will be kept."""
+    wanted = (manifest.get("spec") or {}).get("ttlSecondsAfterFinished")
+    if wanted is None or "ttlSecondsAfterFinished" in (created.get("spec") or {}):
+        return
+    logger.warning(
+        "the API server dropped ttlSecondsAfterFinished from %s %s (on Kubernetes"
+        " 1.20 the TTLAfterFinished feature gate is off by default): it will not be"
+        " deleted after it finished",
+        manifest.get("kind"),
+        (manifest.get("metadata") or {}).get("name"),
+    )
 
 
 def _deleting(job: JSON) -> bool:
