@@ -630,16 +630,17 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                     raise
                 if self._cache_retention is not None:
                     await self._tasks.start_soon(
-                        self._sweep, ns, name=f"kube-expire {namespace}"
+                        self._sweep,
+                        ns,
+                        self._cache_retention,
+                        name=f"kube-expire {namespace}",
                     )
                 self._failed.pop(namespace, None)
                 self._namespaces[namespace] = ns
             return ns
 
-    async def _sweep(self, ns: _Namespace) -> None:
-        """Expire the apps of ``ns`` finished for longer than the retention."""
-        retention = self._cache_retention
-        assert retention is not None
+    async def _sweep(self, ns: _Namespace, retention: float) -> None:
+        """Expire the apps of ``ns`` finished for longer than ``retention`` s."""
         interval = min(max(retention / 4, 0.2), 60.0)
         while True:
             await anyio.sleep(interval)
