@@ -28,6 +28,7 @@ BENCHMARKS = {
     "log": "log_throughput.py",
     "slurm": "slurm_fanout.py",
     "kubernetes": "kubernetes_api_load.py",
+    "kubecache": "kubernetes_cache_memory.py",
 }
 
 

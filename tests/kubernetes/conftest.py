@@ -51,6 +51,9 @@ from .fakeapi.env import KubeEnv, unique_namespace
 from .realcluster.cluster import ClusterError, RealCluster, missing, start_cluster
 
 BOOKMARK_INTERVAL = 0.2
+#: seconds the fake server's watch cache keeps events (a reconnect from an
+#: older version gets 410, as from a real server's short watch cache)
+WATCH_WINDOW = 5.0
 #: the API servers every ``kube_env`` test runs against
 KUBE_SERVERS = ("fake", "real")
 #: the test node has 2 cores: pods request no CPU (their limit stays 1 cpu)
@@ -197,7 +200,9 @@ async def kube_env(
                     )
                 await core.delete_namespace(namespace, propagation_policy="Background")
         return
-    async with FakeKubeServer(bookmark_interval=BOOKMARK_INTERVAL) as server:
+    async with FakeKubeServer(
+        bookmark_interval=BOOKMARK_INTERVAL, watch_window=WATCH_WINDOW
+    ) as server:
         path = server.write_kubeconfig(tmp_path / "kubeconfig", namespace=namespace)
         server.create_namespace(namespace)
         yield KubeEnv(

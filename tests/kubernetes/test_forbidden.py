@@ -40,7 +40,7 @@ async def test_a_403_on_a_list_names_its_cause(kube_env: KubeEnv, case: str) -> 
     faults.fail_next(403, verb="list", resource="pods", message=message)
     async with scheduler(kube_env) as sched:
         with pytest.raises(SchedulerUnavailableError) as info:
-            await sched.describe(f"{kube_env.namespace}:some-app")
+            await sched.list()  # starts the caches, which list pods
     text = str(info.value)
     assert expected in text
     assert message in text

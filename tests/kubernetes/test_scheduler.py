@@ -308,7 +308,7 @@ async def test_denied_listing_is_a_clear_unavailable_error(kube_env: KubeEnv) ->
     kube_env.faults.fail_next(403, verb="list", resource="pods", message="no pods")
     async with scheduler(kube_env) as sched:
         with pytest.raises(SchedulerUnavailableError, match="RBAC") as info:
-            await sched.describe(f"{kube_env.namespace}:anything")
+            await sched.list()  # starts the caches, which list pods
     assert "no pods" in str(info.value)
 
 

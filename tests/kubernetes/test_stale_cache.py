@@ -24,6 +24,7 @@ async def test_apps_survive_a_refused_relist(kube_env: KubeEnv, job_api: str) ->
     server = kube_env.fake_server()
     faults, requests = server.faults, server.requests
     async with scheduler(kube_env, resync=1.0) as sched:
+        await sched.list()  # the caches run (a describe alone starts none)
         app_id = await sched.submit(
             make_app("sleep 2; echo done"), cfg_for(kube_env, job_api)
         )

@@ -11,6 +11,11 @@ and ``wait`` read, so waiting on N apps costs one open watch, not N polls:
   reconnects from the last version seen, after a jittered backoff;
 * a watch that ends at its ``timeoutSeconds`` reconnects at once;
 * every ``resync`` seconds the cache is rebuilt by a fresh list;
+* lists are paginated (``limit``/``continue``, ``page_size`` objects a
+  page); a 410 on a continue token (its version was compacted meanwhile)
+  restarts the list from its first page;
+* what is stored is ``slim(obj)`` (only the fields the readers need), and
+  only objects ``admit`` accepts;
 * a re-list that fails (whatever the status) keeps the cache, marked
   ``stale``, and is retried with backoff: it is never emptied by a refusal.
 
@@ -67,6 +72,9 @@ class Informer:
         backoff: First reconnect delay (doubles, jittered, capped at 30 s).
         optional: A refused first list (401/403) leaves the cache empty (and
             retried every ``resync``) instead of failing.
+        slim: What is kept of each object (default: all of it).
+        admit: Objects it returns False for are not kept (default: all are).
+        page_size: ``limit`` of each list request (``0``: unpaginated).
 
     Once a list has succeeded, no answer empties the cache: a failed re-list
     (any status, a 401/403/404 included) keeps the last objects, sets
@@ -85,6 +93,9 @@ class Informer:
         watch_timeout: int = 290,
         backoff: float = 0.1,
         optional: bool = False,
+        slim: Callable[[JSON], JSON] | None = None,
+        admit: Callable[[JSON], bool] | None = None,
+        page_size: int = 500,
     ) -> None:
         self.api = api
         self.path = path
@@ -97,6 +108,9 @@ class Informer:
         self.by_key: dict[str, dict[str, JSON]] = {}
         self.resource_version = ""
         self.optional = optional
+        self.slim = slim
+        self.admit = admit
+        self.page_size = page_size
         #: the server does not serve this type (404 on list, e.g. no Volcano
         #: CRD), or, when ``optional``, does not let us list it (401/403)
         self.absent = False
@@ -106,6 +120,8 @@ class Informer:
         #: the last re-list failed: the cache may miss changes; look objects up
         self.stale = False
         self.lists = 0
+        #: list requests, pages included
+        self.pages = 0
         self.watches = 0
         self.changes = changes if changes is not None else ChangeNotifier()
 
@@ -126,6 +142,14 @@ class Informer:
         if old is not None and _newer(old, obj):
             return
         self._store(name, obj)
+
+    def put(self, name: str, obj: JSON) -> None:
+        """Store ``obj`` as it is (not slimmed, not filtered): e.g. a stub."""
+        old = self.objects.get(name)
+        if old is not None:
+            self._unindex(name, old)
+        self.objects[name] = obj
+        self.by_key.setdefault(self.key(obj), {})[name] = obj
 
     def discard(self, name: str) -> None:
         """Forget ``name`` (a GET answered 404 while the cache was stale)."""
@@ -206,18 +230,43 @@ class Informer:
                 failures = 0
 
     async def _list(self) -> None:
-        data = await self.api.request(
-            "GET",
-            self.path,
-            query={"labelSelector": self.selector},
-            map_denied=not self.optional,
-        )
-        self.lists += 1
-        items = {
-            item["metadata"]["name"]: item for item in (data or {}).get("items") or []
-        }
-        rv = str(((data or {}).get("metadata") or {}).get("resourceVersion") or "")
-        self._replace(items, rv)
+        restarts = 0
+        while True:
+            try:
+                items, rv = await self._list_pages()
+            except KubernetesApiError as exc:
+                # a continue token whose version was compacted meanwhile:
+                # start over (a fresh, consistent list), a few times at most
+                if exc.status != 410 or restarts >= 3:
+                    raise
+                restarts += 1
+                logger.info("list of %s expired mid-way; listing again", self.path)
+                continue
+            self.lists += 1
+            self._replace(items, rv)
+            return
+
+    async def _list_pages(self) -> tuple[dict[str, JSON], str]:
+        items: dict[str, JSON] = {}
+        token = ""
+        while True:
+            query: dict[str, Any] = {"labelSelector": self.selector}
+            if self.page_size > 0:
+                query["limit"] = self.page_size
+            if token:
+                query["continue"] = token
+            data = await self.api.request(
+                "GET", self.path, query=query, map_denied=not self.optional
+            )
+            self.pages += 1
+            for item in (data or {}).get("items") or []:
+                if self._admitted(item):
+                    items[item["metadata"]["name"]] = self._slimmed(item)
+            meta = (data or {}).get("metadata") or {}
+            rv = str(meta.get("resourceVersion") or "")
+            token = str(meta.get("continue") or "")
+            if not token or self.page_size <= 0:
+                return items, rv
 
     async def _watch_once(self, seconds: int) -> tuple[str, int]:
         import aiohttp
@@ -281,8 +330,19 @@ class Informer:
 
     # -- the cache -------------------------------------------------------------
 
+    def _slimmed(self, obj: JSON) -> JSON:
+        return obj if self.slim is None else self.slim(obj)
+
+    def _admitted(self, obj: JSON) -> bool:
+        return self.admit is None or self.admit(obj)
+
     def _store(self, name: str, obj: JSON) -> None:
         old = self.objects.get(name)
+        if not self._admitted(obj):
+            if old is not None:
+                self._delete(name)
+            return
+        obj = self._slimmed(obj)
         if old is not None:
             self._unindex(name, old)
         self.objects[name] = obj

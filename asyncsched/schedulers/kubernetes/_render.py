@@ -412,6 +412,7 @@ def _volcano_job(ctx: _Context, queue: str) -> dict[str, Any]:
     priority = cfg.get("priority_class")
     if priority:
         spec_["priorityClassName"] = str(priority)
+    _set_ttl(spec_, cfg)
     return {
         "apiVersion": VOLCANO_API,
         "kind": "Job",
@@ -560,6 +561,7 @@ def _indexed_jobs(ctx: _Context) -> list[dict[str, Any]]:
             spec["backoffLimitPerIndex"] = role.max_retries
             spec["maxFailedIndexes"] = 0
             spec["backoffLimit"] = role.max_retries * role.num_replicas
+        _set_ttl(spec, ctx.cfg)
         labels = {**ctx.pod_labels(role, role_index), **job_labels}
         manifests.append(
             {
@@ -627,6 +629,21 @@ def fit_to_server(manifest: dict[str, Any], version: tuple[int, int] | None) -> 
     if version < BACKOFF_PER_INDEX_SINCE and "backoffLimitPerIndex" in spec:
         spec["backoffLimit"] = spec.pop("backoffLimitPerIndex")
         spec.pop("maxFailedIndexes", None)
+
+
+def _set_ttl(spec: dict[str, Any], cfg: Mapping[str, CfgVal]) -> None:
+    """``ttlSecondsAfterFinished`` from the ``ttl_seconds_after_finished`` option."""
+    ttl = cfg.get("ttl_seconds_after_finished")
+    if ttl is None:
+        return
+    if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 0:
+        raise InvalidRunConfigException(
+            f"ttl_seconds_after_finished must be a whole number of seconds >= 0,"
+            f" got {ttl!r}",
+            "ttl_seconds_after_finished",
+            dict(cfg),
+        )
+    spec["ttlSecondsAfterFinished"] = ttl
 
 
 # -- shared pieces -------------------------------------------------------------

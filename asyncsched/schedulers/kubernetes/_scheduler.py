@@ -5,7 +5,10 @@ scheduler (``pip install 'asyncsched[kubernetes]'``). Status comes from one
 shared list+watch cache per namespace and resource type (Volcano Jobs, batch
 Jobs, pods), selected by ``app.kubernetes.io/managed-by=asyncsched``:
 ``describe`` reads the cache and ``wait`` sleeps until the cache changes, so
-waiting on any number of apps costs a few open watches.
+waiting on any number of apps costs a few open watches. The caches start
+with the first ``wait``, ``list`` or followed log of a namespace; before
+that, a ``describe`` (or ``cancel``) reads the app with a GET and a
+labelled list instead.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from contextlib import aclosing
-from dataclasses import dataclass
 from typing import Any, TypedDict, cast, final
 
 import anyio
@@ -31,10 +33,19 @@ from asyncsched.errors import (
 from asyncsched.schedulers.api import (
     AppSnapshot,
     Capabilities,
+    DescribeAppResponse,
     LogQuery,
     ReplicaSnapshot,
     Scheduler,
     Stream,
+)
+from asyncsched.schedulers.kubernetes._caches import (
+    BATCH_JOBS,
+    SELECTOR,
+    VOLCANO_JOBS,
+    Caches,
+    app_key,
+    expired_state,
 )
 from asyncsched.schedulers.kubernetes._client import (
     BACKEND,
@@ -43,6 +54,7 @@ from asyncsched.schedulers.kubernetes._client import (
     MERGE_PATCH_CT,
     KubeApi,
     KubernetesApiError,
+    _map_denied,
     import_client,
 )
 from asyncsched.schedulers.kubernetes._config import connect
@@ -56,11 +68,11 @@ from asyncsched.schedulers.kubernetes._features import (
     server_version,
 )
 from asyncsched.schedulers.kubernetes._field_validation import create_query
-from asyncsched.schedulers.kubernetes._informer import Informer
 from asyncsched.schedulers.kubernetes._logs import has_log, iter_pod_log
 from asyncsched.schedulers.kubernetes._render import (
     ANNOTATION_CANCELLED,
     LABEL_APP_ID,
+    LABEL_APP_NAME,
     LABEL_MANAGED_BY,
     LABEL_REPLICA_ID,
     LABEL_ROLE_NAME,
@@ -115,11 +127,7 @@ logger = logging.getLogger(__name__)
 _UNDO_TIMEOUT = 60.0
 
 JSON = dict[str, Any]
-VOLCANO_JOBS = "/apis/batch.volcano.sh/v1alpha1/namespaces/{ns}/jobs"
-BATCH_JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
-PODS = "/api/v1/namespaces/{ns}/pods"
 SERVICES = "/api/v1/namespaces/{ns}/services"
-SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
 #: how long delete() waits for its watch to report the Job(s) gone
 _DELETE_SETTLE = 10.0
 #: how long a terminal app's pods may lag behind its Job in the cache
@@ -134,6 +142,8 @@ ANNOTATION_STOPPED = "asyncsched.io/stopped-after-failure"
 _LOG_START_RECHECK = 30.0
 #: seconds a namespace whose caches failed to start answers that error again
 _START_BACKOFF = 1.0
+#: default seconds a finished app stays whole in the caches
+DEFAULT_CACHE_RETENTION = 3600.0
 
 
 class KubernetesOpts(TypedDict, total=False):
@@ -153,30 +163,11 @@ class KubernetesOpts(TypedDict, total=False):
     image_pull_secrets: list[str] | None
     context: str | None
     validate_spec: bool
+    ttl_seconds_after_finished: int | None
 
 
-@dataclass
-class _Namespace:
-    """The three caches of one namespace."""
-
-    name: str
-    volcano: Informer
-    batch: Informer
-    pods: Informer
-
-
-def _app_key(obj: JSON) -> str:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    return str(labels.get(LABEL_APP_ID) or obj["metadata"]["name"])
-
-
-def _keyed_by_app_id(namespace: str) -> Callable[[JSON], str]:
-    """The informers' key: the app id ``namespace:name`` (what changes signal)."""
-
-    def key(obj: JSON) -> str:
-        return f"{namespace}:{_app_key(obj)}"
-
-    return key
+_Namespace = Caches
+_app_key = app_key
 
 
 @final
@@ -213,6 +204,10 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         request_timeout: Seconds one non-streaming request may take in all
             (retries of timeouts and connection errors included); then
             :class:`~asyncsched.errors.SchedulerUnavailableError`.
+        cache_retention: Seconds a finished app stays whole in the caches;
+            then only its name and final state stay (for ``list``) and
+            ``describe`` reads it from the server again (None: for ever).
+        list_page_size: Objects per page of the caches' lists (``limit``).
 
     Example:
         >>> async def main() -> None:
@@ -257,6 +252,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        cache_retention: float | None = DEFAULT_CACHE_RETENTION,
+        list_page_size: int = 500,
     ) -> None:
         super().__init__(BACKEND, session_name)
         self.max_line_bytes = check_max_line_bytes(max_line_bytes)
@@ -273,6 +270,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         self._log_idle_timeout = log_idle_timeout
         self._connect_timeout = connect_timeout
         self._request_timeout = request_timeout
+        self._cache_retention = cache_retention
+        self._list_page_size = list_page_size
         self._api_: KubeApi | None = None
         self._namespaces: dict[str, _Namespace] = {}
         # namespaces whose caches failed to start: (retry after, the error)
@@ -401,6 +400,13 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         )
         opts.add("context", type_=str, help="kubeconfig context to use")
         opts.add(
+            "ttl_seconds_after_finished",
+            type_=int,
+            help="seconds after it finished that the cluster deletes the job"
+            " (ttlSecondsAfterFinished; on Kubernetes < 1.21 only with the"
+            " TTLAfterFinished feature gate on, else it is kept)",
+        )
+        opts.add(
             "validate_spec",
             type_=bool,
             default=False,
@@ -517,7 +523,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 if is_indexed_job(manifest):
                     fit_to_server(manifest, version)
         await self._push_images(job)
-        ns = await self._watch(job.namespace)
+        # the caches learn of the new app if they run; submit starts none
+        ns = self._namespaces.get(job.namespace)
         created: list[str] = []
         in_flight = ""
         try:
@@ -529,7 +536,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 in_flight = ""
                 if dropped_completion_mode(manifest, obj):
                     raise no_indexed_jobs((await server_version(api))[0])
-                if manifest["kind"] == "Job":
+                _warn_if_ttl_dropped(manifest, obj)
+                if manifest["kind"] == "Job" and ns is not None:
                     target = ns.volcano if _is_volcano(manifest) else ns.batch
                     target.upsert(obj)
         except BaseException as exc:
@@ -599,7 +607,19 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
 
     # -- the caches ------------------------------------------------------------
 
+    def _caches(self, api: KubeApi, namespace: str, *, live: bool) -> _Namespace:
+        return Caches(
+            api,
+            namespace,
+            changes=self._changes,
+            live=live,
+            resync=self._resync,
+            watch_timeout=self._watch_timeout,
+            page_size=self._list_page_size,
+        )
+
     async def _watch(self, namespace: str) -> _Namespace:
+        """The running caches of ``namespace`` (started on first use)."""
         ns = self._namespaces.get(namespace)
         if ns is not None:
             return ns
@@ -607,37 +627,13 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         async with self._lock:
             ns = self._namespaces.get(namespace)
             if ns is None:
-                kwargs: dict[str, Any] = {
-                    "key": _keyed_by_app_id(namespace),
-                    "changes": self._changes,
-                    "resync": self._resync,
-                    "watch_timeout": self._watch_timeout,
-                }
-                # either job kind may be off limits (RBAC for the one in use)
-                ns = _Namespace(
-                    name=namespace,
-                    volcano=Informer(
-                        api,
-                        VOLCANO_JOBS.format(ns=namespace),
-                        SELECTOR,
-                        optional=True,
-                        **kwargs,
-                    ),
-                    batch=Informer(
-                        api,
-                        BATCH_JOBS.format(ns=namespace),
-                        SELECTOR,
-                        optional=True,
-                        **kwargs,
-                    ),
-                    pods=Informer(api, PODS.format(ns=namespace), SELECTOR, **kwargs),
-                )
+                ns = self._caches(api, namespace, live=True)
                 failed = self._failed.get(namespace)
                 if failed is not None and time.monotonic() < failed[0]:
                     raise failed[1]  # failed a moment ago: no new requests yet
                 scopes: builtins.list[anyio.CancelScope] = []
                 try:
-                    for informer in (ns.volcano, ns.batch, ns.pods):
+                    for informer in ns.informers:
                         # one after the other: a refusal surfaces as itself, not
                         # inside an exception group
                         scope = anyio.CancelScope()
@@ -652,9 +648,52 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                         scope.cancel()
                     self._failed[namespace] = (time.monotonic() + _START_BACKOFF, exc)
                     raise
+                if self._cache_retention is not None:
+                    await self._tasks.start_soon(
+                        self._sweep,
+                        ns,
+                        self._cache_retention,
+                        name=f"kube-expire {namespace}",
+                    )
                 self._failed.pop(namespace, None)
                 self._namespaces[namespace] = ns
             return ns
+
+    async def _sweep(self, ns: _Namespace, retention: float) -> None:
+        """Expire the apps of ``ns`` finished for longer than ``retention`` s."""
+        interval = min(max(retention / 4, 0.2), 60.0)
+        while True:
+            await anyio.sleep(interval)
+            expired = ns.sweep(
+                retention,
+                lambda kind, jobs: (
+                    _describe(f"{ns.name}:{_app_key(jobs[0])}", kind, ns, jobs).state
+                ),
+            )
+            if expired:
+                logger.debug("%d finished apps expired from %s", expired, ns.name)
+
+    async def _watch_app(self, app_id: str) -> None:
+        """Start the caches of ``app_id``'s namespace (a no-op for a bad id)."""
+        namespace, _, name = app_id.rpartition(":")
+        if not name or "/" in name or "/" in namespace:
+            return
+        await self._api()  # knows the default namespace once connected
+        _check_allowed(await self._watch(namespace or self._namespace or "default"))
+
+    async def wait(
+        self,
+        app_id: str,
+        timeout: float | None = None,  # noqa: ASYNC109 -- TorchX's signature
+    ) -> DescribeAppResponse | None:
+        """Wait until the app is terminal; see :meth:`Scheduler.wait`.
+
+        Starts the caches of the app's namespace (they stay up afterwards):
+        waiting costs the open watches, not a request per change.
+        """
+        self._check_open()
+        await self._watch_app(app_id)
+        return await super().wait(app_id, timeout)
 
     async def _lookup(self, app_id: str) -> tuple[str, _Namespace, list[JSON]] | None:
         """``(job_api, caches, jobs)`` of the app, or None when it does not exist.
@@ -676,9 +715,13 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             return None
         await self._api()  # knows the default namespace once connected
         namespace = namespace or self._namespace or "default"
-        ns = await self._watch(namespace)
+        ns = self._namespaces.get(namespace)
+        if ns is None:  # no cache runs here: one GET (or labelled list) will do
+            return await self._lookup_once(namespace, name)
         _check_allowed(ns)
         key = f"{namespace}:{name}"
+        if ns.is_expired(key):  # only stubs are cached: read it anew
+            return await self._lookup_once(namespace, name)
         if ns.volcano.stale or ns.batch.stale:
             return await self._lookup_stale(ns, name, key)
         job = ns.volcano.get(name)
@@ -709,6 +752,67 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             if jobs:
                 return "indexed", ns, jobs
         return None
+
+    async def _lookup_once(
+        self, namespace: str, name: str
+    ) -> tuple[str, _Namespace, list[JSON]] | None:
+        """The app read from the server alone: a GET of the Volcano Job, else a
+        labelled list of batch Jobs, then a labelled list of its pods, kept in
+        caches that are never started (for this one answer)."""
+        api = await self._api()
+        ns = self._caches(api, namespace, live=False)
+        volcano_denied: KubernetesApiError | None = None
+        try:
+            job = await api.request(
+                "GET", f"{ns.volcano.path}/{name}", map_denied=False
+            )
+        except KubernetesApiError as exc:
+            if exc.status == 401:
+                raise _map_denied(exc) from exc
+            if exc.status not in (403, 404):
+                raise
+            volcano_denied = exc if exc.status == 403 else None
+        else:
+            if _managed(job):  # a job of someone else's is described, not cached
+                ns.volcano.upsert(job)
+                await self._read_pods(api, ns, name)
+            return "volcano", ns, [job]
+        try:
+            data = await api.request(
+                "GET",
+                ns.batch.path,
+                query={"labelSelector": f"{SELECTOR},{LABEL_APP_ID}={name}"},
+                map_denied=False,
+            )
+        except KubernetesApiError as exc:
+            if exc.status == 401:
+                raise _map_denied(exc) from exc
+            if exc.status == 403 and volcano_denied is not None:
+                raise SchedulerUnavailableError(
+                    BACKEND,
+                    f"not allowed to read Volcano jobs nor batch jobs in {namespace!r}",
+                    "grant the RBAC Role in docs/backends/kubernetes.md",
+                ) from exc
+            if exc.status not in (403, 404):
+                raise
+            return None  # the kind one may not read, or no such kind here
+        jobs = [j for j in (data or {}).get("items") or [] if _managed(j)]
+        if not jobs:
+            return None
+        for j in jobs:
+            ns.batch.upsert(j)
+        await self._read_pods(api, ns, name)
+        return "indexed", ns, jobs
+
+    async def _read_pods(self, api: KubeApi, ns: _Namespace, name: str) -> None:
+        """Read the pods of app ``name`` into ``ns`` by a labelled list."""
+        data = await api.request(
+            "GET",
+            ns.pods.path,
+            query={"labelSelector": f"{SELECTOR},{LABEL_APP_ID}={name}"},
+        )
+        for pod in (data or {}).get("items") or []:
+            ns.pods.upsert(pod)
 
     async def _lookup_stale(
         self, ns: _Namespace, name: str, key: str
@@ -769,7 +873,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
 
     async def _fresh_pods(self, ns: _Namespace, jobs: builtins.list[JSON]) -> None:
         """While the pods cache is stale, read the app's pods into it by a list."""
-        if not ns.pods.stale:
+        if not ns.live or not ns.pods.stale:
             return
         api = await self._api()
         try:
@@ -821,7 +925,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
 
     def _poll_interval(self, snapshot: AppSnapshot) -> float | None:
         _, ns, jobs = snapshot.native
-        if ns.volcano.stale or ns.batch.stale or ns.pods.stale:
+        if not ns.live or ns.volcano.stale or ns.batch.stale or ns.pods.stale:
             return _STALE_POLL  # a cache misses changes: read the app anew
         # a job of someone else's is in no cache: nothing signals its changes
         return None if _managed(jobs[0]) else _FOREIGN_POLL
@@ -913,6 +1017,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             for job in jobs:
                 await _delete(api, f"{ns.batch.path}/{job['metadata']['name']}")
             await _delete(api, f"{SERVICES.format(ns=ns.name)}/{name}")
+        if not ns.live:
+            return  # no cache holds it: the next describe GETs it (gone)
         # the cache learns of it from its watch: wait (bounded) so that a
         # describe() right after delete() answers None
         with anyio.move_on_after(_DELETE_SETTLE):
@@ -928,6 +1034,13 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         role_name, k = query.role_name, query.k
         app_id = app.app_id
         kind, ns, jobs = app.native
+        if query.should_tail and not ns.live and _managed(jobs[0]):
+            # following waits on the pods cache: start the namespace's caches
+            await self._watch(ns.name)
+            found = await self._lookup(app_id)
+            if found is None:
+                return
+            kind, ns, jobs = found
         role_label = sanitize_label_value(role_name)
         namespace = ns.name
         key = f"{namespace}:{_app_key(jobs[0])}"
@@ -1030,6 +1143,21 @@ def _docker_modules() -> tuple[Any, Any]:
     return aiodocker, images
 
 
+def _warn_if_ttl_dropped(manifest: JSON, created: JSON) -> None:
+    """Say so when the server dropped ``ttlSecondsAfterFinished`` (Kubernetes
+    1.20 without the TTLAfterFinished feature gate): the job will be kept."""
+    wanted = (manifest.get("spec") or {}).get("ttlSecondsAfterFinished")
+    if wanted is None or "ttlSecondsAfterFinished" in (created.get("spec") or {}):
+        return
+    logger.warning(
+        "the API server dropped ttlSecondsAfterFinished from %s %s (on Kubernetes"
+        " 1.20 the TTLAfterFinished feature gate is off by default): it will not be"
+        " deleted after it finished",
+        manifest.get("kind"),
+        (manifest.get("metadata") or {}).get("name"),
+    )
+
+
 def _deleting(job: JSON) -> bool:
     return bool((job.get("metadata") or {}).get("deletionTimestamp"))
 
@@ -1070,7 +1198,12 @@ def _describe(
     app_id: str, kind: str, ns: _Namespace, jobs: builtins.list[JSON]
 ) -> AppSnapshot:
     pods = ns.pods.with_key(f"{ns.name}:{_app_key(jobs[0])}")
-    if kind == "volcano":
+    expired = expired_state(jobs)
+    if expired is not None:  # expired from the cache: its name and final state
+        snapshot = AppSnapshot(
+            app_id, [], name=_labels(jobs[0]).get(LABEL_APP_NAME, ""), decided=expired
+        )
+    elif kind == "volcano":
         snapshot = describe_volcano(app_id, jobs[0], pods)
     else:
         snapshot = describe_indexed(app_id, jobs, pods)

@@ -271,6 +271,12 @@ def describe_volcano(app_id: str, job: JSON, pods: list[JSON]) -> AppSnapshot:
         newest = _newest(by_replica.get((role, replica_id), []))
         replica = _replica(int(replica_id), role, newest, fallback)
         if state == AppState.CANCELLED:
+            # the abort deletes the pods still live (those that had failed by
+            # themselves are kept): a pod being deleted, or gone with only the
+            # task count saying Failed, was stopped by the cancel
+            killed = newest is None or bool(newest["metadata"].get("deletionTimestamp"))
+            if killed and replica.state == AppState.FAILED:
+                replica = dataclasses.replace(replica, state=AppState.CANCELLED)
             replica = _cancel_unfinished(replica)
         index = int(labels.get(LABEL_ROLE_INDEX, "0"))
         roles.setdefault(index, (role, []))[1].append(replica)

@@ -54,9 +54,12 @@ request counters and fault rules leave them out (see :mod:`.faults`).
   False/Unschedulable; a container whose image contains
   ``does-not-exist`` (``missing_image``) stays waiting in ErrImagePull, then
   ImagePullBackOff.
+* TTL after finished: a finished Job (either kind) with
+  ``ttlSecondsAfterFinished`` is deleted (in the background, pods with it)
+  that many seconds after the controller saw it finish.
 
 Not modelled: gang scheduling and queues, PodEvicted, task-only restarts,
-``podFailurePolicy``, ``backoffLimitPerIndex``, ``ttlSecondsAfterFinished``,
+``podFailurePolicy``, ``backoffLimitPerIndex``,
 ``activeDeadlineSeconds``, in-place container restarts, init containers.
 
 Example::
@@ -209,6 +212,8 @@ class FakeController:
         self._workers: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._gone_uids: set[str] = set()
         self._terminating: set[str] = set()
+        #: finished jobs whose TTL deletion is scheduled: (kind, name)
+        self._ttl_scheduled: set[tuple[str, str]] = set()
         self._closing = False
         self._synced: dict[str, asyncio.Event] = {}
         self.errors: list[BaseException] = []  # controller bugs: tests assert none
@@ -351,6 +356,7 @@ class FakeController:
             raise
         cache = {"vjobs": self.vjobs, "bjobs": self.bjobs}[kind]
         self._apply(cache, "MODIFIED", updated)
+        self._schedule_ttl(kind, updated)
         # The watch event of this write will be stale against the cache, so
         # look again ourselves (a state like Restarting has a next step).
         self._dirty.add((kind, obj["metadata"]["name"]))
@@ -472,10 +478,36 @@ class FakeController:
     def _on_vjob(self, type_: str, job: JSON) -> None:
         if self._apply(self.vjobs, type_, job) and type_ != "DELETED":
             self._kick("vjobs", job["metadata"]["name"])
+            self._schedule_ttl("vjobs", job)
 
     def _on_bjob(self, type_: str, job: JSON) -> None:
         if self._apply(self.bjobs, type_, job) and type_ != "DELETED":
             self._kick("bjobs", job["metadata"]["name"])
+            self._schedule_ttl("bjobs", job)
+
+    # -- TTL after finished ---------------------------------------------------------
+    def _schedule_ttl(self, kind: str, job: JSON) -> None:
+        """Delete a finished job ``ttlSecondsAfterFinished`` seconds from now."""
+        ttl = (job.get("spec") or {}).get("ttlSecondsAfterFinished")
+        key = (kind, job["metadata"]["name"])
+        if ttl is None or key in self._ttl_scheduled or not _job_finished(kind, job):
+            return
+        self._ttl_scheduled.add(key)
+        self._spawn(self._delete_after(kind, key[1], float(ttl)))
+
+    async def _delete_after(self, kind: str, name: str, ttl: float) -> None:
+        await asyncio.sleep(ttl)
+        try:
+            await self._call(
+                "DELETE",
+                self._path(kind, name),
+                query=[("propagationPolicy", "Background")],
+            )
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+        finally:
+            self._ttl_scheduled.discard((kind, name))
 
     def _kick(self, kind: str, name: str) -> None:
         key = (kind, name)
@@ -1291,6 +1323,14 @@ def _image_ref(image: str) -> str:
 
 def _phase(pod: JSON) -> str:
     return str((pod.get("status") or {}).get("phase") or "Pending")
+
+
+def _job_finished(kind: str, job: JSON) -> bool:
+    status = job.get("status") or {}
+    if kind == "vjobs":
+        return (status.get("state") or {}).get("phase") in _VOLCANO_DONE
+    conditions = status.get("conditions") or []
+    return _has(conditions, "Complete") or _has(conditions, "Failed")
 
 
 def _has(conditions: list[JSON], type_: str) -> bool:

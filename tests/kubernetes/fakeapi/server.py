@@ -11,7 +11,10 @@ Serves namespaces, pods, services, ``batch/v1`` Jobs and Volcano
   ``fieldValidation=Strict``; silently before 1.25, see ``version``) and
   wrongly typed values refused (:mod:`.schema`);
 * list with label/field selectors and ``limit``/``continue`` (410 for a
-  continue token older than a compaction); cluster-wide lists;
+  continue token older than a compaction, or after
+  :meth:`FakeKubeServer.expire_next_continue`); cluster-wide lists;
+* ``metadata.managedFields`` written on every create and update, as a real
+  server does (:mod:`.fieldsets`), so objects are as large as real ones;
 * the status subresource (GET/PUT/PATCH), the three PATCH content types
   (:mod:`.patches`), server-side apply approximated (create or merge; no
   field ownership or conflicts), resourceVersion preconditions, no unconditional PUT on
@@ -23,7 +26,8 @@ Serves namespaces, pods, services, ``batch/v1`` Jobs and Volcano
   label/field selectors (objects leaving the selection are DELETED),
   ``allowWatchBookmarks`` every ``bookmark_interval``, ``timeoutSeconds``,
   an ERROR event with a 410 ``Status`` for compacted versions
-  (``history_limit`` events are kept; :meth:`FakeKubeServer.compact`);
+  (``history_limit`` events are kept, for at most ``watch_window`` seconds;
+  :meth:`FakeKubeServer.compact`);
 * pod logs (``follow``, ``timestamps``, ``sinceTime``/``sinceSeconds``,
   ``tailLines``, ``limitBytes``, ``container``; 400 while the container
   waits to start);
@@ -158,8 +162,11 @@ class FakeKubeServer:
 
     ``token``: the bearer token required (None: no auth); ``bookmark_interval``:
     seconds between BOOKMARK events on watches that allow them;
-    ``history_limit``: watch events kept for resuming; ``volcano=False``
-    serves no Volcano CRD (its URLs answer 404, as on a cluster without it).
+    ``history_limit``: watch events kept for resuming; ``watch_window``:
+    seconds an event stays resumable (a watch cache's window: a watch from a
+    version older than that gets 410; None: no limit); ``volcano=False``
+    serves no Volcano CRD (its URLs answer 404, as on a cluster without it);
+    ``managed_fields=False`` writes no ``metadata.managedFields``.
     """
 
     def __init__(
@@ -169,6 +176,8 @@ class FakeKubeServer:
         bookmark_interval: float = 60.0,
         history_limit: int = 10_000,
         volcano: bool = True,
+        watch_window: float | None = None,
+        managed_fields: bool = True,
     ) -> None:
         self.token = token
         self.token_state: Path | None = None
@@ -185,7 +194,11 @@ class FakeKubeServer:
         self.volcano_webhook: VolcanoWebhook | None = None
         #: (major, minor) answered on ``/version``
         self.version: tuple[int, int] = (1, 31)
-        self.store = Store(history_limit)
+        #: lists with a continue token still to answer 410 (expire_next_continue)
+        self._expire_continues = 0
+        self.store = Store(
+            history_limit, watch_window=watch_window, managed_fields=managed_fields
+        )
         self.logs = LogStore(self.store.changed)
         self.faults = Faults()
         self.requests = RequestLog()
@@ -314,6 +327,22 @@ class FakeKubeServer:
     def compact(self) -> None:
         """Forget the watch history (etcd compaction): older versions get 410."""
         self.store.compact()
+
+    def expire_next_continue(self, times: int = 1) -> None:
+        """The next ``times`` lists with a continue token answer 410 Expired, as
+        when the version of the list was compacted between two pages."""
+        self._expire_continues += times
+
+    @property
+    def expire_continues_left(self) -> int:
+        """Lists with a continue token that will still answer 410."""
+        return self._expire_continues
+
+    def _continue_expired(self) -> bool:
+        if self._expire_continues <= 0:
+            return False
+        self._expire_continues -= 1
+        return True
 
     def create_namespace(self, name: str) -> JSON:
         """Create a namespace directly in the store (no request counted)."""
@@ -648,7 +677,7 @@ class FakeKubeServer:
                 raise bad_request(
                     "continue key is not valid: illegal base64 data"
                 ) from None
-            if rv < self.store.compacted_rv:
+            if rv < self.store.compacted_rv or self._continue_expired():
                 raise expired(
                     "The provided continue parameter is too old to display a "
                     "consistent list result. You can start a new list without the "

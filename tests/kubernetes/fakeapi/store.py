@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import time
 import uuid
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from .fieldsets import with_managed_fields
 from .kinds import JSON, KINDS, Kind, expired
 
 ObjKey = tuple[tuple[str, str, str], str, str]
@@ -81,11 +83,22 @@ class Notifier:
 class Store:
     """In-memory objects, resourceVersion counter, history and watchers."""
 
-    def __init__(self, history_limit: int = 10_000) -> None:
+    def __init__(
+        self,
+        history_limit: int = 10_000,
+        *,
+        watch_window: float | None = None,
+        managed_fields: bool = True,
+    ) -> None:
         self.rv = 0
         self.objects: dict[ObjKey, JSON] = {}
         self.history: deque[Event] = deque()
         self.history_limit = history_limit
+        #: seconds an event stays resumable (a watch cache's window; None: no limit)
+        self.watch_window = watch_window
+        #: write metadata.managedFields on creates and updates, as a real server
+        self.managed_fields = managed_fields
+        self._recorded_at: deque[float] = deque()
         self.compacted_rv = 0
         self.watchers: set[Watcher] = set()
         self.changed = Notifier()
@@ -109,12 +122,30 @@ class Store:
     ) -> None:
         event = Event(self.rv, kind, type_, obj, old)
         self.history.append(event)
+        self._recorded_at.append(time.monotonic())
         while len(self.history) > self.history_limit:
             self.compacted_rv = self.history.popleft().rv
+            self._recorded_at.popleft()
+        self._expire_window()
         for watcher in self.watchers:
             if watcher.wants(event):
                 watcher.queue.put_nowait(event)
         self.changed.notify()
+
+    def _expire_window(self) -> None:
+        """Drop the events older than ``watch_window`` (their versions get 410)."""
+        if self.watch_window is None:
+            return
+        oldest = time.monotonic() - self.watch_window
+        while self._recorded_at and self._recorded_at[0] < oldest:
+            self._recorded_at.popleft()
+            self.compacted_rv = self.history.popleft().rv
+
+    def _managed(self, stored: JSON, old: JSON | None) -> JSON:
+        """``stored`` (a fresh copy) with its managedFields written."""
+        if self.managed_fields:
+            with_managed_fields(stored, old, now_iso())
+        return stored
 
     def _stamp(self, obj: JSON) -> JSON:
         self.rv += 1
@@ -130,7 +161,7 @@ class Store:
         meta.setdefault("generation", 1)
         if kind.namespaced:
             meta["namespace"] = namespace
-        stored = self._stamp(obj)
+        stored = self._managed(self._stamp(obj), None)
         self.objects[(kind.key, namespace, meta["name"])] = stored
         self._record(kind, "ADDED", stored)
         return stored
@@ -139,7 +170,7 @@ class Store:
         """Replace an existing object with a new version."""
         key = (kind.key, namespace, obj["metadata"]["name"])
         old = self.objects[key]
-        stored = self._stamp(obj)
+        stored = self._managed(self._stamp(obj), old)
         self.objects[key] = stored
         self._record(kind, "MODIFIED", stored, old)
         return stored
@@ -154,6 +185,7 @@ class Store:
     def compact(self) -> None:
         """Forget all history: watches from any past version get 410."""
         self.history.clear()
+        self._recorded_at.clear()
         self.compacted_rv = self.rv
 
     # -- watch -------------------------------------------------------------

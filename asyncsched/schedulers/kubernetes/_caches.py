@@ -1,0 +1,223 @@
+"""The three caches of one namespace (Volcano Jobs, batch Jobs, pods).
+
+Each is an :class:`~._informer.Informer` that keeps only the fields status
+reads (:func:`~._slim.slim`). Finished apps do not stay there for ever:
+:meth:`Caches.sweep` replaces the Jobs of an app finished for longer than the
+retention by small stubs (name, labels, final state: enough for ``list``)
+and drops its pods; ``describe`` of such an app reads it from the server
+again. A stub is replaced by the whole object as soon as the server reports
+a change of it (a restarted app is cached in full again), and goes away with
+the Job (a DELETED event, or a re-list without it).
+
+Example:
+    >>> async def main(api: KubeApi, changes: ChangeNotifier) -> None:
+    ...     ns = Caches(api, "team", changes=changes, live=False)
+    ...     print(ns.pods.path)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from asyncsched.schedulers.kubernetes._client import KubeApi
+from asyncsched.schedulers.kubernetes._informer import Informer
+from asyncsched.schedulers.kubernetes._render import (
+    LABEL_APP_ID,
+    LABEL_MANAGED_BY,
+    MANAGED_BY,
+)
+from asyncsched.schedulers.kubernetes._slim import slim
+from asyncsched.schedulers.kubernetes._state import volcano_state
+from asyncsched.schedulers.shared.changes import ChangeNotifier
+from asyncsched.specs import AppState, is_terminal
+
+__all__ = [
+    "BATCH_JOBS",
+    "PODS",
+    "SELECTOR",
+    "VOLCANO_JOBS",
+    "Caches",
+    "app_key",
+    "expired_state",
+]
+
+JSON = dict[str, Any]
+VOLCANO_JOBS = "/apis/batch.volcano.sh/v1alpha1/namespaces/{ns}/jobs"
+BATCH_JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
+PODS = "/api/v1/namespaces/{ns}/pods"
+SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
+#: the key a stub carries its app's final state under (never sent anywhere)
+_EXPIRED = "asyncsched.expired"
+
+
+def app_key(obj: JSON) -> str:
+    """The app name an object belongs to (its app-id label, else its name)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return str(labels.get(LABEL_APP_ID) or obj["metadata"]["name"])
+
+
+def expired_state(jobs: list[JSON]) -> AppState | None:
+    """The final state kept by a stub among ``jobs``; None when all are whole."""
+    for job in jobs:
+        state = job.get(_EXPIRED)
+        if state is not None:
+            return AppState[str(state)]
+    return None
+
+
+def job_done(job: JSON) -> bool:
+    """A Job (either kind) that will not change any more by itself."""
+    if str(job.get("apiVersion", "")).startswith("batch.volcano.sh/") or (
+        "tasks" in (job.get("spec") or {})
+    ):
+        return is_terminal(volcano_state(job))
+    if (job.get("spec") or {}).get("suspend"):
+        return True
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return any(
+        c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        for c in conditions
+    )
+
+
+def _stub(job: JSON, state: AppState) -> JSON:
+    meta = job.get("metadata") or {}
+    kept = ("name", "namespace", "resourceVersion", "labels", "deletionTimestamp")
+    return {
+        "apiVersion": job.get("apiVersion", ""),
+        "kind": job.get("kind", ""),
+        "metadata": {k: meta[k] for k in kept if k in meta},
+        _EXPIRED: state.name,
+    }
+
+
+class Caches:
+    """The caches of ``namespace``; ``live`` ones run (list+watch).
+
+    A one-shot lookup fills caches that are never started (``live=False``):
+    they hold what a few GETs answered, for one answer.
+    """
+
+    def __init__(
+        self,
+        api: KubeApi,
+        namespace: str,
+        *,
+        changes: ChangeNotifier,
+        live: bool,
+        resync: float = 600.0,
+        watch_timeout: int = 290,
+        page_size: int = 500,
+    ) -> None:
+        self.name = namespace
+        self.live = live
+        #: apps whose Jobs are stubs: their final state
+        self.expired: dict[str, AppState] = {}
+        #: when each finished app was first seen finished (monotonic)
+        self.finished_at: dict[str, float] = {}
+        kwargs: dict[str, Any] = {
+            "key": self.key,
+            "changes": changes,
+            "resync": resync,
+            "watch_timeout": watch_timeout,
+            "page_size": page_size,
+        }
+        # either job kind may be off limits (RBAC for the one in use)
+        self.volcano = Informer(
+            api,
+            VOLCANO_JOBS.format(ns=namespace),
+            SELECTOR,
+            optional=True,
+            slim=self._slim_job,
+            **kwargs,
+        )
+        self.batch = Informer(
+            api,
+            BATCH_JOBS.format(ns=namespace),
+            SELECTOR,
+            optional=True,
+            slim=self._slim_job,
+            **kwargs,
+        )
+        self.pods = Informer(
+            api,
+            PODS.format(ns=namespace),
+            SELECTOR,
+            slim=slim,
+            admit=self._admit_pod,
+            **kwargs,
+        )
+
+    def key(self, obj: JSON) -> str:
+        """The informers' key: the app id ``namespace:name`` (what changes signal)."""
+        return f"{self.name}:{app_key(obj)}"
+
+    @property
+    def informers(self) -> tuple[Informer, Informer, Informer]:
+        return self.volcano, self.batch, self.pods
+
+    def is_expired(self, key: str) -> bool:
+        """True when the app ``key`` is cached as stubs only."""
+        return key in self.expired
+
+    # -- hooks of the informers ------------------------------------------------
+
+    def _slim_job(self, job: JSON) -> JSON:
+        key = self.key(job)
+        state = self.expired.get(key)
+        if state is not None:
+            if job_done(job):
+                return _stub(job, state)  # a re-list does not bring it back whole
+            del self.expired[key]  # it runs again: keep all of it again
+            self.finished_at.pop(key, None)
+        return slim(job)
+
+    def _admit_pod(self, pod: JSON) -> bool:
+        return self.key(pod) not in self.expired
+
+    # -- expiry ------------------------------------------------------------------
+
+    def sweep(
+        self,
+        retention: float,
+        state_of: Callable[[str, list[JSON]], AppState],
+        now: float | None = None,
+    ) -> int:
+        """Expire the apps finished for more than ``retention`` seconds.
+
+        ``state_of(kind, jobs)`` gives an app's final state (kept by its stubs).
+        Returns how many apps were expired.
+        """
+        now = time.monotonic() if now is None else now
+        apps: dict[str, tuple[str, list[JSON]]] = {
+            self.key(job): ("volcano", [job]) for job in self.volcano.objects.values()
+        }
+        for key, named in self.batch.by_key.items():
+            apps.setdefault(key, ("indexed", list(named.values())))
+        for key in [k for k in self.finished_at if k not in apps]:
+            del self.finished_at[key]
+        for key in [k for k in self.expired if k not in apps]:
+            del self.expired[key]
+        count = 0
+        for key, (kind, jobs) in apps.items():
+            if key in self.expired:
+                continue
+            if not all(job_done(j) for j in jobs):
+                self.finished_at.pop(key, None)
+                continue
+            since = self.finished_at.setdefault(key, now)
+            if now - since < retention:
+                continue
+            self._expire(key, kind, jobs, state_of(kind, jobs))
+            count += 1
+        return count
+
+    def _expire(self, key: str, kind: str, jobs: list[JSON], state: AppState) -> None:
+        self.expired[key] = state
+        informer = self.volcano if kind == "volcano" else self.batch
+        for job in jobs:
+            informer.put(job["metadata"]["name"], _stub(job, state))
+        for pod in self.pods.with_key(key):
+            self.pods.discard(pod["metadata"]["name"])
