@@ -124,23 +124,15 @@ class Caches:
             "watch_timeout": watch_timeout,
             "page_size": page_size,
         }
-        # either job kind may be off limits (RBAC for the one in use)
-        self.volcano = Informer(
-            api,
-            VOLCANO_JOBS.format(ns=namespace),
-            SELECTOR,
-            optional=True,
-            slim=self._slim_job,
-            **kwargs,
-        )
-        self.batch = Informer(
-            api,
-            BATCH_JOBS.format(ns=namespace),
-            SELECTOR,
-            optional=True,
-            slim=self._slim_job,
-            **kwargs,
-        )
+
+        def jobs(path: str) -> Informer:
+            # either job kind may be off limits (RBAC for the one in use)
+            return Informer(
+                api, path, SELECTOR, optional=True, slim=self._slim_job, **kwargs
+            )
+
+        self.volcano = jobs(VOLCANO_JOBS.format(ns=namespace))
+        self.batch = jobs(BATCH_JOBS.format(ns=namespace))
         self.pods = Informer(
             api,
             PODS.format(ns=namespace),
