@@ -53,6 +53,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import json
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -400,7 +401,12 @@ class FakeKubeServer:
             name,
             controller=agent.startswith(CONTROLLER_AGENT_PREFIX),
             path=request.path,
+            at=time.monotonic(),
         )
+        throttle = self.faults.take_throttle(req)
+        if throttle is not None:
+            self.requests.record(dataclasses.replace(req, throttled=True))
+            raise throttle
         self.requests.record(req)
         if self.faults.take_hang(req):
             # accepted, never answered (a black-holed load balancer)
