@@ -20,13 +20,13 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import copy
 import uuid
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from .jsoncopy import copy_json
 from .kinds import JSON, KINDS, Kind, expired
 
 ObjKey = tuple[tuple[str, str, str], str, str]
@@ -118,7 +118,7 @@ class Store:
 
     def _stamp(self, obj: JSON) -> JSON:
         self.rv += 1
-        obj = copy.deepcopy(obj)
+        obj = copy_json(obj)
         obj["metadata"]["resourceVersion"] = str(self.rv)
         return obj
 
