@@ -27,6 +27,7 @@ BENCHMARKS = {
     "web": "web_sse_load.py",
     "log": "log_throughput.py",
     "slurm": "slurm_fanout.py",
+    "kubernetes": "kubernetes_api_load.py",
 }
 
 
