@@ -4,8 +4,9 @@ Two processes per N, so the client's memory and CPU are its own:
 
 * ``serve``: the fake API server of the test suite and its fixture controller
   (Volcano, scheduler and kubelet in one: each pod "runs" its command), on
-  127.0.0.1. It notes when the controller writes each Volcano Job's terminal
-  phase and, when its stdin closes, prints the time of the last one
+  127.0.0.1. It notes when each app first looks final on the server (its
+  pod's terminal phase or its Volcano Job's, whichever is written first) and,
+  when its stdin closes, prints the time of the last app to get there
   (``time.monotonic()``: one clock for every process of the machine);
 * ``client``: ``Runner.run_many`` of N one-replica Volcano apps
   (``sleep S``) with the Runner's and the scheduler's defaults (no
@@ -46,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NS = "bench"
 READY = "READY "
 _TERMINAL = ("Completed", "Failed", "Aborted", "Terminated")
+_POD_DONE = ("Succeeded", "Failed")
 
 
 # -- the server process ---------------------------------------------------------------
@@ -61,11 +63,16 @@ async def _serve(workdir: Path) -> None:
         update = server.store.update
 
         def noting(kind: Any, namespace: str, obj: Any) -> Any:
+            """Note when each app first looked final: its pod's or its Job's phase."""
             stored = update(kind, namespace, obj)
-            phase = ((stored.get("status") or {}).get("state") or {}).get("phase")
-            name = stored["metadata"]["name"]
+            meta, status = stored["metadata"], stored.get("status") or {}
+            if kind.plural == "pods" and status.get("phase") in _POD_DONE:
+                app = (meta.get("labels") or {}).get("volcano.sh/job-name")
+                if app:
+                    terminal.setdefault(app, time.monotonic())
+            phase = (status.get("state") or {}).get("phase")
             if kind.group == "batch.volcano.sh" and phase in _TERMINAL:
-                terminal.setdefault(name, time.monotonic())
+                terminal.setdefault(meta["name"], time.monotonic())
             return stored
 
         server.store.update = noting  # type: ignore[method-assign]
