@@ -1,14 +1,19 @@
-"""A thousand Kubernetes apps from one runner, on the fake API server.
+"""Hundreds of Kubernetes apps from one runner, on the fake API server.
 
 Every handle comes back with its final status, every app succeeded, each app
 was created exactly once, and waiting on all of them costs a bounded number of
 API reads (the shared watches answer; nothing is polled per app). Correctness
 only: the time it takes is the benchmark's business
-(``nox -s bench -- kubernetes --scale 1000``).
+(``nox -s bench -- kubernetes --scale 1000,10000``).
+
+The fake server, its controller (about a dozen API writes per app) and the
+client share this process: 400 apps by default keep it well under 40 s on a
+loaded 2-core machine; ``ASYNCSCHED_KUBE_SCALE_APPS=1000`` runs the thousand.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -24,7 +29,7 @@ from .fakeapi.env import unique_namespace
 
 pytestmark = pytest.mark.slow
 
-N = 1000
+N = int(os.environ.get("ASYNCSCHED_KUBE_SCALE_APPS", "400"))
 #: API reads (list/get) the client may make while waiting on all N apps:
 #: the caches' lists and re-lists, nothing per app
 MAX_READS_WHILE_WAITING = 30
@@ -55,7 +60,7 @@ async def fake(
 
 
 @pytest.mark.timeout(300)
-async def test_a_thousand_apps_through_run_many_and_wait_all(
+async def test_hundreds_of_apps_through_run_many_and_wait_all_all_answered(
     fake: tuple[FakeKubeServer, str, str],
 ) -> None:
     server, kubeconfig, namespace = fake

@@ -226,6 +226,9 @@ class FakeController:
             config_file=self.kubeconfig, context=self.context
         )
         self._api.user_agent = CONTROLLER_AGENT
+        # no proxy lookup in a thread per request (aiohttp's trust_env): the
+        # controller talks to a test server directly, thousands of times
+        self._api.rest_client.pool_manager._trust_env = False
         try:
             await self._call("GET", "/fake/v1")
             self.logs_available = True
