@@ -7,7 +7,7 @@ only: the time it takes is the benchmark's business
 (``nox -s bench -- kubernetes --scale 1000,10000``).
 
 The fake server, its controller (about a dozen API writes per app) and the
-client share this process: 400 apps by default keep it well under 40 s on a
+client share this process: 300 apps by default keep it well under 40 s on a
 loaded 2-core machine; ``ASYNCSCHED_KUBE_SCALE_APPS=1000`` runs the thousand.
 """
 
@@ -29,7 +29,7 @@ from .fakeapi.env import unique_namespace
 
 pytestmark = pytest.mark.slow
 
-N = int(os.environ.get("ASYNCSCHED_KUBE_SCALE_APPS", "400"))
+N = int(os.environ.get("ASYNCSCHED_KUBE_SCALE_APPS", "300"))
 #: API reads (list/get) the client may make while waiting on all N apps:
 #: the caches' lists and re-lists, nothing per app
 MAX_READS_WHILE_WAITING = 30
