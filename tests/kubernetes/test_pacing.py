@@ -148,3 +148,18 @@ async def test_a_server_that_never_relents_fails_the_request_after_its_budget(
     finally:
         await api.aclose()
     assert fake.server.requests.count("list", "pods") == 4  # 1 + 3 retries
+
+
+async def test_a_503_naming_retry_after_is_a_throttle_not_an_error(
+    fake: Fake,
+) -> None:
+    # more answers than the 5 retries of errors: only the throttle budget fits
+    fake.server.faults.fail_next(503, verb="create", retry_after=0, times=8)
+    async with KubernetesScheduler(
+        "pace", kubeconfig=fake.kubeconfig, namespace=fake.namespace
+    ) as sched:
+        await sched.submit(make_app("true"), fake.cfg())
+        pacer = pacer_of(sched)
+    assert fake.server.faults.rules == []
+    assert pacer.throttled_count == 8
+    assert fake.jobs() == 1
