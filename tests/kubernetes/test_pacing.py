@@ -121,8 +121,8 @@ async def test_a_strict_server_throttles_and_every_submit_still_succeeds(
 async def test_retry_after_holds_every_request_until_it_elapses(fake: Fake) -> None:
     retry_after = 3
     fake.server.faults.limit_rate(30, retry_after=retry_after)
-    async with KubernetesScheduler(
-        "pace", kubeconfig=fake.kubeconfig, namespace=fake.namespace, qps=300
+    async with KubernetesScheduler(  # a small burst: few requests in flight at once
+        "pace", kubeconfig=fake.kubeconfig, namespace=fake.namespace, qps=300, burst=5
     ) as sched:
         await sched.list()  # caches up (their watches are exempt anyway)
         with anyio.fail_after(90):
