@@ -8,7 +8,7 @@ again once the server allows it, and the client's :class:`AdaptivePacer`
 halves its rate. Any other answer tells the pacer the rate was fine.
 
 Example:
-    >>> pacer = make_pacer(qps=50, burst=100, max_qps=1000)
+    >>> pacer = make_pacer(qps=50.0, burst=100, max_qps=1000.0)
     >>> (pacer.qps, pacer.max_qps)
     (50.0, 1000.0)
     >>> is_throttle(429, None), is_throttle(503, 1.0), is_throttle(503, None)
