@@ -13,11 +13,21 @@ that never finish (no controller runs, so they stay without a status):
   (TorchX ``Runner.wait``'s default is 10 s), through kubernetes_asyncio.
 
 Requests are counted by the server in a steady-state window after every
-waiter has started. Then 200 apps are submitted concurrently with the
-client-side rate limit on (qps 50, burst 100: the defaults) and off.
+waiter has started. Then 200 apps are submitted concurrently, paced by the
+server (the defaults: from 50 requests/s up to 1000 while it accepts), at a
+fixed 50 requests/s (``max_qps=50``, the former default), and unpaced.
 
 Run: ``python benchmarks/kubernetes_api_load.py`` (about 2 minutes), or
 ``--sizes 10,100 --window 10`` for a quicker look.
+
+With ``--scale 1000,10000`` it records the scale curve instead (see
+``_kube_scale.py``): N apps through ``Runner.run_many`` + ``wait_all`` on the
+fake server with its controller, in a process of their own: submission rate,
+API reads per minute while waiting, client RSS, event-loop lag, and how long
+after the last terminal event ``wait_all`` returned. ``--real`` runs it
+against ``ASYNCSCHED_TEST_KUBECONFIG`` instead. Through nox::
+
+    nox -s bench -- kubernetes --scale 1000,10000
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from _kube_scale import client_main, run_scale, scale_table, serve_main
 from kubernetes_asyncio import client, config
 
 from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
@@ -122,9 +133,14 @@ async def polling_rate(
     return rate
 
 
-async def submit_timing(kubeconfig: str, n: int, qps: float) -> float:
+async def submit_timing(kubeconfig: str, n: int, qps: float, max_qps: float) -> float:
     async with KubernetesScheduler(
-        "bench", kubeconfig=kubeconfig, namespace=NS, qps=qps, burst=100
+        "bench",
+        kubeconfig=kubeconfig,
+        namespace=NS,
+        qps=qps,
+        burst=100,
+        max_qps=max_qps,
     ) as sched:
         await sched.list()  # caches up: time the submits only
         _, seconds = await submit_all(sched, n)
@@ -161,14 +177,50 @@ async def main(args: argparse.Namespace) -> None:
             print(f"| {n} | {informer:.1f} | {polling:.1f} |", flush=True)
         print(f"\n| submit {args.submit} apps concurrently | seconds |")
         print("|---|---:|")
-        for label, qps in (("rate limit on (qps 50, burst 100)", 50.0), ("off", 0.0)):
+        for label, qps, max_qps in (
+            ("paced by the server (defaults: qps 50 rising to max_qps 1000)", 50, 1e3),
+            ("fixed 50/s (qps=50, max_qps=50, burst 100)", 50.0, 50.0),
+            ("off (qps=0)", 0.0, 0.0),
+        ):
             async with fresh_server(tmp) as (_, kubeconfig):
-                seconds = await submit_timing(kubeconfig, args.submit, qps)
+                seconds = await submit_timing(kubeconfig, args.submit, qps, max_qps)
             print(f"| {label} | {seconds:.2f} |", flush=True)
+
+
+def orchestrate_scale(args: argparse.Namespace) -> None:
+    """The scale curve: for each N a fake server child and a client child."""
+    import os
+
+    from _harness import machine_info
+
+    real = os.environ.get("ASYNCSCHED_TEST_KUBECONFIG") if args.real else None
+    if args.real and real is None:
+        raise SystemExit("--real needs ASYNCSCHED_TEST_KUBECONFIG")
+    print(f"machine: {machine_info()}; apps run 'sleep {args.sleep:g}'", flush=True)
+    results = []
+    with tempfile.TemporaryDirectory() as tmpdir:
+        for n in (int(s) for s in args.scale.split(",") if s.strip()):
+            result = run_scale(Path(__file__), n, args.sleep, Path(tmpdir), real)
+            print(f"N={n}: {result.to_json()}", flush=True)
+            results.append(result)
+    print("\n" + scale_table(results))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--scale",
+        default="",
+        help="record the scale curve instead, e.g. 1000,10000 apps",
+    )
+    parser.add_argument(
+        "--sleep", type=float, default=15.0, help="seconds each --scale app runs"
+    )
+    parser.add_argument(
+        "--real",
+        action="store_true",
+        help="--scale against ASYNCSCHED_TEST_KUBECONFIG instead of the fake server",
+    )
     parser.add_argument("--sizes", default="10,100,1000")
     parser.add_argument("--window", type=float, default=20.0, help="seconds counted")
     parser.add_argument("--watch-timeout", type=int, default=5)
@@ -178,5 +230,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def parse_client_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="one --scale client (a child)")
+    parser.add_argument("--apps", type=int, required=True)
+    parser.add_argument("--sleep", type=float, required=True)
+    parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--namespace", default=NS)
+    parser.add_argument("--real", action="store_true")
+    return parser.parse_args(argv)
+
+
 if __name__ == "__main__":
-    asyncio.run(main(parse_args()))
+    if sys.argv[1:2] == ["scale-serve"]:
+        serve_main(sys.argv[2])
+    elif sys.argv[1:2] == ["scale-client"]:
+        client_main(parse_client_args(sys.argv[2:]))
+    else:
+        arguments = parse_args()
+        if arguments.scale:
+            orchestrate_scale(arguments)
+        else:
+            asyncio.run(main(arguments))

@@ -104,3 +104,24 @@ async def test_acquire_waits_for_a_token() -> None:
     for _ in range(3):
         await pacer.acquire()
     assert anyio.current_time() - started >= 2 / 200 * 0.9
+
+
+def test_many_requests_throttled_by_one_overload_halve_the_rate_once() -> None:
+    clock = Clock()
+    pacer = AdaptivePacer(start_qps=400, clock=clock)
+    assert all(pacer.delay() == 0 for _ in range(50))  # 50 in flight at time 0
+    clock.now = 0.1
+    for _ in range(50):  # the server answers 429 to all of them
+        pacer.throttled(None, sent_at=0.0)
+    assert pacer.qps == 200  # not 400 / 2**50 (nor the floor)
+    clock.now = 0.5
+    pacer.throttled(None, sent_at=0.4)  # sent after the cut: a new overload
+    assert pacer.qps == 100
+
+
+def test_a_long_retry_after_holds_the_others_at_most_max_hold() -> None:
+    clock = Clock()
+    pacer = AdaptivePacer(start_qps=100, max_hold=5.0, clock=clock)
+    pacer.throttled(retry_after=30.0)
+    assert pacer.delay() == pytest.approx(5.0)
+    assert pacer.held_until == pytest.approx(5.0)

@@ -3,10 +3,14 @@
 Every request goes through :class:`KubeApi` over one long-lived
 ``kubernetes_asyncio`` ``ApiClient`` (its auth, TLS and connection pool),
 asking for raw JSON: no model objects are built, so thousands of pods stay
-cheap. Requests pass a client-side token bucket (``qps``/``burst``); a 429
-is retried after its ``Retry-After``, a 5xx or a connection error with
-jittered exponential backoff. Errors become asyncsched errors carrying the
-server's message; ``Warning`` headers become ``ServerWarning`` warnings.
+cheap. Requests are paced by an :class:`AdaptivePacer` (:mod:`._pacing`):
+the rate starts at ``qps``, rises while the server accepts, up to the
+``max_qps`` safety net, and halves when it throttles. A throttled request
+(a 429, from API Priority and Fairness or the max-in-flight filter, or a
+503 naming a ``Retry-After``) is sent again after its ``Retry-After``;
+a 5xx or a connection error with jittered exponential backoff. Errors
+become asyncsched errors carrying the server's message; ``Warning``
+headers become ``ServerWarning`` warnings.
 
 ``kubernetes_asyncio`` is imported here (and by the other I/O modules) only
 when a scheduler first talks to a server.
@@ -34,6 +38,13 @@ import anyio
 from asyncsched.errors import SchedulerError, SchedulerUnavailableError
 from asyncsched.schedulers.kubernetes._credentials import Credentials
 from asyncsched.schedulers.kubernetes._field_validation import report_warnings
+from asyncsched.schedulers.kubernetes._pacing import (
+    DEFAULT_MAX_QPS,
+    MAX_THROTTLED,
+    is_throttle,
+    make_pacer,
+    throttled_error,
+)
 
 if TYPE_CHECKING:
     import aiohttp
@@ -43,7 +54,6 @@ __all__ = [
     "EXTRA_HINT",
     "KubeApi",
     "KubernetesApiError",
-    "RateLimiter",
     "forbidden_cause",
     "import_client",
     "load_api_client",
@@ -147,47 +157,21 @@ async def load_connection(
     return conn.client, conn.credentials
 
 
-class RateLimiter:
-    """A token bucket: ``qps`` tokens per second, at most ``burst`` saved up.
-
-    ``qps <= 0`` disables it.
-
-    Example:
-        >>> limiter = RateLimiter(qps=50, burst=100)
-    """
-
-    def __init__(self, qps: float, burst: int) -> None:
-        self.qps = qps
-        self.burst = max(burst, 1)
-        self._tokens = float(self.burst)
-        self._stamp = time.monotonic()
-        self._lock = anyio.Lock()
-
-    async def acquire(self) -> None:
-        """Take one token, sleeping until one is available."""
-        if self.qps <= 0:
-            return
-        async with self._lock:
-            now = time.monotonic()
-            self._tokens = min(
-                self.burst, self._tokens + (now - self._stamp) * self.qps
-            )
-            self._stamp = now
-            if self._tokens < 1:
-                await anyio.sleep((1 - self._tokens) / self.qps)
-                self._tokens = 1.0
-                self._stamp = time.monotonic()
-            self._tokens -= 1
-
-
 class KubeApi:
     """JSON requests to the API server through one ``ApiClient``.
 
     Args:
         api_client: A ``kubernetes_asyncio.client.ApiClient``.
-        qps: Client-side requests per second (``<= 0``: unlimited).
-        burst: Requests allowed at once above ``qps``.
-        max_retries: Retries of a 429, a 5xx or a connection error.
+        qps: Requests per second at first; the rate then follows the server
+            (``<= 0``: no client-side pacing at all).
+        burst: Requests allowed at once above the rate.
+        max_qps: The client-side ceiling the rate never passes (the safety
+            net; ``max_qps=qps`` keeps a fixed ``qps`` that only drops when
+            the server throttles).
+        max_retries: Retries of a 5xx or a connection error.
+        max_throttled: Times one request may be throttled (429, or 503 with a
+            ``Retry-After``) and sent again; then
+            :class:`~asyncsched.errors.SchedulerUnavailableError`.
         backoff: First retry delay in seconds (doubles, jittered, capped at 10 s).
         owns_client: Close ``api_client`` in :meth:`aclose`.
         credentials: Refreshes the token; a 401 refreshes it once and the
@@ -203,7 +187,9 @@ class KubeApi:
         *,
         qps: float = 50.0,
         burst: int = 100,
+        max_qps: float = DEFAULT_MAX_QPS,
         max_retries: int = 5,
+        max_throttled: int = MAX_THROTTLED,
         backoff: float = 0.2,
         owns_client: bool = True,
         credentials: Credentials | None = None,
@@ -214,8 +200,10 @@ class KubeApi:
         self.credentials = credentials
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
-        self.limiter = RateLimiter(qps, burst)
+        #: the adaptive rate (None: ``qps <= 0``, unpaced)
+        self.pacer = make_pacer(qps, burst, max_qps)
         self.max_retries = max_retries
+        self.max_throttled = max_throttled
         self.backoff = backoff
         self.owns_client = owns_client
         #: streams (watches, followed logs) use a pool of their own (_streams.py)
@@ -257,11 +245,20 @@ class KubeApi:
         """
         import aiohttp
 
-        attempt = 0
+        attempt = throttles = 0
         refreshed = False
-        deadline = time.monotonic() + self.request_timeout
+        started: float | None = None
+        paused = 0.0  # seconds queued by the pacer or told to wait by a throttle
         while True:
-            left = max(deadline - time.monotonic(), 0.001)
+            asked = time.monotonic()
+            sent_at = await self._acquire()
+            now = time.monotonic()
+            if started is None:
+                started = now
+            else:
+                paused += now - asked
+            deadline = started + self.request_timeout + paused
+            left = max(deadline - now, 0.001)
             timeout = aiohttp.ClientTimeout(
                 total=left, connect=min(self.connect_timeout, left)
             )
@@ -276,9 +273,27 @@ class KubeApi:
                     report_warnings(resp.headers.getall("Warning", []), method, path)
                 finally:
                     resp.release()
+                self._accepted()
                 return json.loads(data) if data else None
             except KubernetesApiError as exc:
-                exc.attempts = attempt + 1
+                exc.attempts = attempt + throttles + 1
+                if is_throttle(exc.status, exc.retry_after):
+                    if self.pacer is not None:
+                        self.pacer.throttled(exc.retry_after, sent_at=sent_at)
+                    if not retry:
+                        raise
+                    if throttles >= self.max_throttled:
+                        raise throttled_error(exc, self.host) from exc
+                    throttles += 1
+                    delay = exc.retry_after
+                    if delay is None:
+                        delay = self._delay(min(throttles - 1, 5))
+                    paused += delay
+                    logger.debug("throttled: %s %s again in %.2fs", method, path, delay)
+                    await anyio.sleep(delay)
+                    continue
+                if exc.status < 500:
+                    self._accepted()
                 if exc.status == 401 and not refreshed and await self._refresh():
                     refreshed = True
                     continue
@@ -329,13 +344,20 @@ class KubeApi:
             total=None, connect=self.connect_timeout, sock_read=read_timeout
         )
         client = await self._streams()
+        await self._acquire()
         resp = await self._send("GET", path, query, None, JSON_CT, timeout, client)
         if resp.status == 401 and await self._refresh():
             resp.release()
+            await self._acquire()
             resp = await self._send("GET", path, query, None, JSON_CT, timeout, client)
         try:
             if resp.status >= 400:
-                raise _map_denied(await _error(resp, "GET", path))
+                error = await _error(resp, "GET", path)
+                if self.pacer is not None and is_throttle(
+                    error.status, error.retry_after
+                ):
+                    self.pacer.throttled(error.retry_after)
+                raise _map_denied(error)
             yield resp
         finally:
             resp.release()
@@ -361,6 +383,14 @@ class KubeApi:
             logger.warning("refreshing the Kubernetes credentials failed: %r", exc)
             return False
 
+    async def _acquire(self) -> float:
+        """Wait for the pacer; answers its clock at the grant (0 when unpaced)."""
+        return 0.0 if self.pacer is None else await self.pacer.acquire()
+
+    def _accepted(self) -> None:
+        if self.pacer is not None:
+            self.pacer.accepted()
+
     def _delay(self, attempt: int) -> float:
         delay: float = min(self.backoff * 2**attempt, 10.0)
         return delay * random.uniform(0.5, 1.0)
@@ -375,7 +405,6 @@ class KubeApi:
         request_timeout: object,
         client: Any = None,
     ) -> aiohttp.ClientResponse:
-        await self.limiter.acquire()
         params = [
             (k, _query_value(v)) for k, v in (query or {}).items() if v is not None
         ]
@@ -407,7 +436,9 @@ def _connection_errors() -> tuple[type[BaseException], ...]:
     return (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, TimeoutError)
 
 
-async def _error(resp: aiohttp.ClientResponse, method: str, path: str) -> Exception:
+async def _error(
+    resp: aiohttp.ClientResponse, method: str, path: str
+) -> KubernetesApiError:
     raw = await resp.read()
     reason, message = resp.reason or "", raw.decode("utf-8", "replace").strip()
     try:

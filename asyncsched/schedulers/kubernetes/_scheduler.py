@@ -69,6 +69,7 @@ from asyncsched.schedulers.kubernetes._features import (
 )
 from asyncsched.schedulers.kubernetes._field_validation import create_query
 from asyncsched.schedulers.kubernetes._logs import has_log, iter_pod_log
+from asyncsched.schedulers.kubernetes._pacing import DEFAULT_MAX_QPS
 from asyncsched.schedulers.kubernetes._render import (
     ANNOTATION_CANCELLED,
     LABEL_APP_ID,
@@ -191,9 +192,15 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         namespace: Namespace ``list()`` shows, besides every namespace this
             scheduler submitted to (default: the kubeconfig context's; in a
             pod, the service account's; else ``default``).
-        qps: Client-side request rate limit (``<= 0`` disables it).
-        burst: Requests allowed at once above ``qps``.
-        max_retries: Retries of a 429, a 5xx or a connection error.
+        qps: Requests per second at first; the rate then rises while the
+            server accepts and halves when it throttles (``<= 0``: no
+            client-side pacing). See docs/backends/kubernetes.md, "Pacing".
+        burst: Requests allowed at once above the rate.
+        max_qps: The client-side ceiling of the rate (the safety net;
+            ``max_qps=qps`` for a fixed rate).
+        max_retries: Retries of a 5xx or a connection error (a throttled
+            request, 429, is sent again after its ``Retry-After`` up to 30
+            times).
         resync: Seconds between full re-lists of the caches.
         watch_timeout: ``timeoutSeconds`` of each watch request.
         log_idle_timeout: Seconds a followed log may stay silent before its
@@ -245,6 +252,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         namespace: str | None = None,
         qps: float = 50.0,
         burst: int = 100,
+        max_qps: float = DEFAULT_MAX_QPS,
         max_retries: int = 5,
         resync: float = 600.0,
         watch_timeout: int = 290,
@@ -264,6 +272,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         self._namespace = namespace
         self._qps = qps
         self._burst = burst
+        self._max_qps = max_qps
         self._max_retries = max_retries
         self._resync = resync
         self._watch_timeout = watch_timeout
@@ -320,6 +329,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                     client,
                     qps=self._qps,
                     burst=self._burst,
+                    max_qps=self._max_qps,
                     max_retries=self._max_retries,
                     owns_client=owns,
                     credentials=creds,
@@ -1243,7 +1253,7 @@ def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
     """Registry factory; unknown keyword arguments are ignored.
 
     Known ones: ``client``, ``docker_client``, ``kubeconfig``, ``context``,
-    ``namespace``, ``qps``, ``burst``, ``max_retries``, ``resync``,
+    ``namespace``, ``qps``, ``burst``, ``max_qps``, ``max_retries``, ``resync``,
     ``watch_timeout``, ``log_idle_timeout``, ``max_line_bytes``,
     ``connect_timeout``, ``request_timeout``.
     """
@@ -1255,6 +1265,7 @@ def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
         "namespace",
         "qps",
         "burst",
+        "max_qps",
         "max_retries",
         "resync",
         "watch_timeout",

@@ -10,13 +10,18 @@ within ``[min_qps, max_qps]``: ``max_qps`` is the client-side safety net.
 It has :class:`RateLimiter`'s ``acquire()`` and two reports, so a client uses it
 as::
 
-    await pacer.acquire()
+    sent_at = await pacer.acquire()
     try:
         response = await send()
     except Throttled as exc:
-        pacer.throttled(exc.retry_after)
+        pacer.throttled(exc.retry_after, sent_at=sent_at)
         raise
     pacer.accepted()
+
+Many requests in flight at once meet the same overload: passing ``sent_at``
+halves the rate once for them all (a throttle of a request sent before the
+last cut is already accounted for), and a ``Retry-After`` holds the others at
+most ``max_hold`` seconds (the throttled request itself waits the whole of it).
 
 Example:
     >>> pacer = AdaptivePacer(start_qps=50, max_qps=1000)
@@ -47,6 +52,8 @@ class AdaptivePacer:
         burst: Requests allowed at once above the rate.
         step: Additive increase, in requests per second gained per second of
             accepted requests, once the first throttle ended the slow start.
+        max_hold: Longest ``Retry-After`` that holds every request; a longer
+            one holds them this long (the request it answered waits it all).
         clock: Seconds, monotonic (``anyio.current_time`` by default; tests
             pass their own).
     """
@@ -59,6 +66,7 @@ class AdaptivePacer:
         max_qps: float = 1000.0,
         burst: int = 100,
         step: float = 10.0,
+        max_hold: float = 5.0,
         clock: Callable[[], float] | None = None,
     ) -> None:
         self.min_qps = min_qps
@@ -66,6 +74,7 @@ class AdaptivePacer:
         self.qps = min(max(start_qps, min_qps), self.max_qps)
         self.burst = max(burst, 1)
         self.step = step
+        self.max_hold = max_hold
         #: slow start ends at the first throttle (then growth is additive)
         self.slow_start = True
         #: requests accepted and throttled so far
@@ -75,6 +84,7 @@ class AdaptivePacer:
         self._tokens = float(self.burst)
         self._stamp: float | None = None
         self._hold_until = 0.0
+        self._last_cut = float("-inf")
 
     def _refill(self, now: float) -> None:
         if self._stamp is not None:
@@ -93,12 +103,17 @@ class AdaptivePacer:
             return 0.0
         return (1 - self._tokens) / self.qps
 
-    async def acquire(self) -> None:
-        """Wait until a request may go (cancellable)."""
+    @property
+    def held_until(self) -> float:
+        """The clock time before which no request goes (a ``Retry-After``)."""
+        return self._hold_until
+
+    async def acquire(self) -> float:
+        """Wait until a request may go (cancellable); answers the clock time it went."""
         while True:
             wait = self.delay()
             if wait <= 0:
-                return
+                return self._clock()
             await anyio.sleep(wait)
 
     def accepted(self) -> None:
@@ -110,11 +125,21 @@ class AdaptivePacer:
             self.qps += self.step / self.qps  # ``step`` more per second
         self.qps = min(self.qps, self.max_qps)
 
-    def throttled(self, retry_after: float | None) -> None:
-        """The server throttled a request: halve the rate, hold for ``retry_after``."""
+    def throttled(
+        self, retry_after: float | None, sent_at: float | None = None
+    ) -> None:
+        """The server throttled a request: halve the rate, hold for ``retry_after``.
+
+        ``sent_at`` (what :meth:`acquire` answered for it): a request sent
+        before the last cut does not cut again.
+        """
         self.throttled_count += 1
         self.slow_start = False
-        self.qps = max(self.min_qps, self.qps / 2)
+        now = self._clock()
+        if sent_at is None or sent_at >= self._last_cut:
+            self.qps = max(self.min_qps, self.qps / 2)
+            self._last_cut = now
         self._tokens = min(self._tokens, 0.0)  # no saved-up burst after a throttle
         if retry_after is not None and retry_after > 0:
-            self._hold_until = max(self._hold_until, self._clock() + retry_after)
+            hold = min(retry_after, self.max_hold)
+            self._hold_until = max(self._hold_until, now + hold)

@@ -14,12 +14,12 @@ Example::
 
 from __future__ import annotations
 
-import copy
 import random
 import re
 import uuid
 from typing import Any
 
+from .jsoncopy import copy_json
 from .kinds import JSON, ApiError, Kind, bad_request, invalid
 
 _SUBDOMAIN = re.compile(
@@ -288,7 +288,7 @@ def admit_create(kind: Kind, namespace: str, body: Any) -> JSON:
     """Default and validate a new object; raises ApiError (400/422)."""
     if not isinstance(body, dict):
         raise bad_request("the object provided is not a JSON object")
-    obj = copy.deepcopy(body)
+    obj = copy_json(body)
     if kind.custom:
         if not obj.get("kind"):
             raise bad_request(f"Object 'Kind' is missing in '{_short(body)}'")
@@ -357,14 +357,14 @@ def admit_update(kind: Kind, old: JSON, new: Any, *, status_only: bool) -> JSON:
     if not isinstance(new, dict):
         raise bad_request("the object provided is not a JSON object")
     name = old["metadata"]["name"]
-    merged = copy.deepcopy(old)
+    merged = copy_json(old)
     if status_only:
         if "status" in new:
-            merged["status"] = copy.deepcopy(new["status"])
+            merged["status"] = copy_json(new["status"])
         else:
             merged.pop("status", None)
         return merged
-    new = copy.deepcopy(new)
+    new = copy_json(new)
     meta = new.get("metadata") or {}
     if meta.get("name", name) != name:
         raise bad_request(

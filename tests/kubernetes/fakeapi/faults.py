@@ -12,15 +12,21 @@ requests arrive:
   and never answer them (until the server stops);
 * ``drop_next_watch(after_events=N, abrupt=True)``: cut the next watch
   stream after N events -- abruptly (the connection is reset mid-chunk, so
-  aiohttp raises ``ClientPayloadError``) or cleanly (a normal end of stream).
+  aiohttp raises ``ClientPayloadError``) or cleanly (a normal end of stream);
+* ``limit_rate(per_second, retry_after=1)``: API Priority and Fairness in
+  miniature -- more than ``per_second`` client requests within one second
+  are rejected with ``429 TooManyRequests`` and a ``Retry-After``
+  (``limit_rate(None)`` lifts it). Watches and the fixture controller's
+  requests are exempt, as long-running requests and system traffic are.
 
 :class:`RequestLog` counts requests by verb (``get``, ``list``, ``watch``,
 ``create``, ``update``, ``patch``, ``delete``, ``log``) and resource.
 
 The same rules can be set over HTTP: ``POST /fake/faults`` with a JSON body
 ``{"fail": {"status": 500, "verb": "get", "resource": "jobs", "times": 1}}``,
-``{"expire_watch": 1}``, ``{"drop_watch": {"after_events": 2, "abrupt": true}}``
-or ``{"reset": true}``; ``GET /fake/requests`` answers the counters.
+``{"expire_watch": 1}``, ``{"drop_watch": {"after_events": 2, "abrupt": true}}``,
+``{"limit_rate": {"per_second": 50, "retry_after": 1}}`` or ``{"reset": true}``;
+``GET /fake/requests`` answers the counters.
 
 Example::
 
@@ -30,7 +36,8 @@ Example::
 
 from __future__ import annotations
 
-from collections import Counter
+import time
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +70,10 @@ class Request:
     name: str = ""
     controller: bool = False  # sent by the fixture controller (its User-Agent)
     path: str = ""
+    #: ``time.monotonic()`` when it arrived
+    at: float = 0.0
+    #: answered 429 by the rate limit (:meth:`Faults.limit_rate`)
+    throttled: bool = False
 
 
 @dataclass
@@ -112,6 +123,33 @@ class WatchDrop:
 
 
 @dataclass
+class RateLimit:
+    """At most ``per_second`` accepted requests in any one-second window."""
+
+    per_second: int
+    retry_after: int = 1
+    window: float = 1.0
+    accepted: deque[float] = field(default_factory=deque)
+
+    def admit(self, now: float) -> bool:
+        while self.accepted and self.accepted[0] <= now - self.window:
+            self.accepted.popleft()
+        if len(self.accepted) >= self.per_second:
+            return False
+        self.accepted.append(now)
+        return True
+
+    def error(self) -> ApiError:
+        return ApiError(
+            429,
+            "TooManyRequests",
+            "Too many requests, please try again later.",
+            {"retryAfterSeconds": self.retry_after},
+            {"Retry-After": str(self.retry_after)},
+        )
+
+
+@dataclass
 class Faults:
     """Pending fault rules; the server consumes them as requests arrive."""
 
@@ -119,6 +157,7 @@ class Faults:
     expire_watches: int = 0
     drops: list[WatchDrop] = field(default_factory=list)
     hangs: list[FailRule] = field(default_factory=list)
+    rate_limit: RateLimit | None = None
 
     def fail_next(
         self,
@@ -184,11 +223,30 @@ class Faults:
         """Cut the next watch stream after ``after_events`` events."""
         self.drops.append(WatchDrop(after_events, abrupt))
 
+    def limit_rate(self, per_second: int | None, *, retry_after: int = 1) -> None:
+        """Reject client requests beyond ``per_second`` in a second (429 + Retry-After).
+
+        Like API Priority and Fairness: a rejected request is not executed,
+        its answer names ``Retry-After: retry_after``. Watches and the
+        fixture controller are exempt. ``None`` lifts the limit.
+        """
+        self.rate_limit = (
+            None if per_second is None else RateLimit(per_second, retry_after)
+        )
+
+    def take_throttle(self, req: Request) -> ApiError | None:
+        """The 429 for ``req`` when it is over the rate limit, else None."""
+        limit = self.rate_limit
+        if limit is None or req.controller or req.verb == "watch":
+            return None
+        return None if limit.admit(req.at or time.monotonic()) else limit.error()
+
     def reset(self) -> None:
         self.rules.clear()
         self.hangs.clear()
         self.expire_watches = 0
         self.drops.clear()
+        self.rate_limit = None
 
     # -- used by the server --------------------------------------------------
     def take_failure(self, req: Request) -> ApiError | None:
@@ -228,6 +286,14 @@ class Faults:
             self.expire_next_watch(int(spec["expire_watch"]))
         if "drop_watch" in spec:
             self.drop_next_watch(**spec["drop_watch"])
+        if "limit_rate" in spec:
+            limit = spec["limit_rate"]
+            if limit is None:
+                self.limit_rate(None)
+            else:
+                self.limit_rate(
+                    limit["per_second"], retry_after=limit.get("retry_after", 1)
+                )
 
 
 class RequestLog:
@@ -277,6 +343,10 @@ class RequestLog:
         return dict(
             Counter(f"{r.verb} {_full(r)}" for r in self.requests if not r.controller)
         )
+
+    def client_requests(self) -> list[Request]:
+        """The requests of clients, in arrival order (with ``at``, ``throttled``)."""
+        return [r for r in self.requests if not r.controller]
 
     def reset(self) -> None:
         self.requests.clear()

@@ -61,8 +61,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import json
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -450,7 +452,12 @@ class FakeKubeServer:
             name,
             controller=agent.startswith(CONTROLLER_AGENT_PREFIX),
             path=request.path,
+            at=time.monotonic(),
         )
+        throttle = self.faults.take_throttle(req)
+        if throttle is not None:
+            self.requests.record(dataclasses.replace(req, throttled=True))
+            raise throttle
         self.requests.record(req)
         if self.faults.take_hang(req):
             # accepted, never answered (a black-holed load balancer)
@@ -882,10 +889,7 @@ class FakeKubeServer:
         await resp.prepare(request)
 
         async def send(type_: str, obj: JSON) -> None:
-            line = (
-                json.dumps({"type": type_, "object": obj}, separators=(",", ":")) + "\n"
-            )
-            await resp.write(line.encode())
+            await resp.write(_event_line(type_, obj))
 
         try:
             if not controller and self.faults.take_expiry():
@@ -918,7 +922,7 @@ class FakeKubeServer:
             return ("DELETED", event.obj) if was_in else None
 
         try:
-            pending = list(first)
+            pending: deque[Any] = deque(first)
             while not self._closing:
                 if drop is not None and sent >= drop.after_events:
                     if drop.abrupt:
@@ -955,13 +959,22 @@ class FakeKubeServer:
                         pending.append(
                             await asyncio.wait_for(watcher.queue.get(), max(wait, 0))
                         )
+                        # and whatever queued meanwhile: one write for them all
+                        while not watcher.queue.empty():
+                            pending.append(watcher.queue.get_nowait())
                     continue
                 if pending[0] is _CLOSE:
                     break
-                item = translate(pending.pop(0))
-                if item is not None:
-                    await send(*item)
-                    sent += 1
+                lines: list[bytes] = []
+                while pending and pending[0] is not _CLOSE:
+                    if drop is not None and sent + len(lines) >= drop.after_events:
+                        break
+                    item = translate(pending.popleft())
+                    if item is not None:
+                        lines.append(_event_line(*item))
+                if lines:
+                    await resp.write(b"".join(lines))
+                    sent += len(lines)
             await resp.write_eof()
         except ConnectionResetError:  # the client went away
             pass
@@ -1238,6 +1251,12 @@ def _with_warnings(resp: web.Response, warnings: list[str]) -> web.Response:
     for message in warnings:
         resp.headers.add("Warning", '299 - "' + message.replace('"', '\\"') + '"')
     return resp
+
+
+def _event_line(type_: str, obj: JSON) -> bytes:
+    """One watch event as its JSON line."""
+    line = json.dumps({"type": type_, "object": obj}, separators=(",", ":")) + "\n"
+    return line.encode()
 
 
 def _sort_key(obj: JSON) -> str:

@@ -20,7 +20,6 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import copy
 import time
 import uuid
 from collections import deque
@@ -29,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from .fieldsets import with_managed_fields
+from .jsoncopy import copy_json
 from .kinds import JSON, KINDS, Kind, expired
 
 ObjKey = tuple[tuple[str, str, str], str, str]
@@ -149,7 +149,7 @@ class Store:
 
     def _stamp(self, obj: JSON) -> JSON:
         self.rv += 1
-        obj = copy.deepcopy(obj)
+        obj = copy_json(obj)
         obj["metadata"]["resourceVersion"] = str(self.rv)
         return obj
 
