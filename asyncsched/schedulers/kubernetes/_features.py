@@ -12,7 +12,8 @@ feature gate until 1.22), so:
 * :func:`dropped_completion_mode` catches a newer server with the gate off,
   from the answer to the create (the caller then deletes what it made);
 * :func:`job_api_version` (the same cached answer) decides which optional
-  Job fields (``podFailurePolicy``, ``backoffLimitPerIndex``) are sent.
+  Job fields (``podFailurePolicy``, ``backoffLimitPerIndex``) are sent, and
+  whether creates ask for strict field validation (``_field_validation``).
 
 Example:
     >>> dropped_completion_mode(
@@ -75,7 +76,8 @@ def no_indexed_jobs(version: str) -> UnsupportedOperationError:
 async def server_version(api: KubeApi) -> tuple[str, tuple[int, int] | None]:
     """The server's ``gitVersion`` and (major, minor), None when unknown."""
     try:
-        info = await api.request("GET", "/version")
+        # (map_denied=False: a 401/403 here is left to the request that follows)
+        info = await api.request("GET", "/version", map_denied=False)
     except KubernetesApiError:
         return "unknown version", None
     info = info or {}

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 import warnings
-import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -44,9 +43,6 @@ __all__ = [
 #: the first Kubernetes version with server-side field validation on by default
 STRICT_SINCE = (1, 25)
 
-#: per connection: whether its server validates fields (read from /version once)
-_STRICT: weakref.WeakKeyDictionary[KubeApi, bool] = weakref.WeakKeyDictionary()
-
 _WARNING = re.compile(r'\s*(\d{3})\s+(\S+)\s+"((?:[^"\\]|\\.)*)"')
 
 
@@ -55,29 +51,11 @@ async def strict_validation(api: KubeApi) -> bool:
 
     A server whose version cannot be read is sent no such parameter.
     """
-    known = _STRICT.get(api)
-    if known is None:
-        version = await _server_version(api)
-        known = version is not None and version >= STRICT_SINCE
-        _STRICT[api] = known
-    return known
+    # (imported here: _features imports the client, which imports this module)
+    from asyncsched.schedulers.kubernetes._features import job_api_version
 
-
-async def _server_version(api: KubeApi) -> tuple[int, int] | None:
-    """(major, minor) from ``/version``; None when it cannot be read (even a
-    401/403: the create that follows reports those itself)."""
-    from asyncsched.schedulers.kubernetes._client import KubernetesApiError
-
-    try:
-        info = await api.request("GET", "/version", map_denied=False)
-    except KubernetesApiError:
-        return None
-    info = info if isinstance(info, dict) else {}
-    major = re.match(r"\d+", str(info.get("major") or ""))
-    minor = re.match(r"\d+", str(info.get("minor") or ""))
-    if major is None or minor is None:
-        return None
-    return int(major.group()), int(minor.group())
+    version = await job_api_version(api)
+    return version is not None and version >= STRICT_SINCE
 
 
 async def create_query(api: KubeApi) -> dict[str, object]:
