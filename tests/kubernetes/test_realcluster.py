@@ -20,7 +20,11 @@ import pytest
 import yaml
 from kubernetes_asyncio import client
 
-from asyncsched.errors import SchedulerUnavailableError, UnsupportedOperationError
+from asyncsched.errors import (
+    SchedulerUnavailableError,
+    SubmitError,
+    UnsupportedOperationError,
+)
 from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asyncsched.specs import AppDef, AppState, Resource, Role, is_terminal
 
@@ -372,8 +376,13 @@ async def test_the_documented_rbac_role_is_all_a_user_needs(kube_env: KubeEnv) -
     async with KubernetesScheduler(
         "rbac", kubeconfig=str(user), namespace=kube_env.namespace
     ) as sched:
-        with pytest.raises(SchedulerUnavailableError):
+        # the create is refused (no cache is started by a submit): the error
+        # names RBAC and quotes the server
+        with pytest.raises(SubmitError, match="RBAC does not allow creating") as info:
             await sched.submit(app, cfg)
+        assert "forbidden" in str(info.value)
+        with pytest.raises(SchedulerUnavailableError):
+            await sched.list()
     role = _documented_role()
     async with await kube_env.api_client() as api:
         rbac = client.RbacAuthorizationV1Api(api)

@@ -14,6 +14,7 @@ labelled list instead.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import copy
 import logging
 import time
@@ -33,7 +34,6 @@ from asyncsched.errors import (
 from asyncsched.schedulers.api import (
     AppSnapshot,
     Capabilities,
-    DescribeAppResponse,
     LogQuery,
     ReplicaSnapshot,
     Scheduler,
@@ -691,19 +691,12 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         await self._api()  # knows the default namespace once connected
         _check_allowed(await self._watch(namespace or self._namespace or "default"))
 
-    async def wait(
-        self,
-        app_id: str,
-        timeout: float | None = None,  # noqa: ASYNC109 -- TorchX's signature
-    ) -> DescribeAppResponse | None:
-        """Wait until the app is terminal; see :meth:`Scheduler.wait`.
-
-        Starts the caches of the app's namespace (they stay up afterwards):
-        waiting costs the open watches, not a request per change.
-        """
-        self._check_open()
+    @contextlib.asynccontextmanager
+    async def _watching(self, app_id: str) -> AsyncIterator[None]:
+        # a wait starts the caches of the app's namespace (they stay up
+        # afterwards): waiting costs the open watches, not a request per change
         await self._watch_app(app_id)
-        return await super().wait(app_id, timeout)
+        yield
 
     async def _lookup(self, app_id: str) -> tuple[str, _Namespace, list[JSON]] | None:
         """``(job_api, caches, jobs)`` of the app, or None when it does not exist.
