@@ -499,16 +499,18 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
             SchedulerClosedError: the scheduler closed before the app ended.
         """
         self._check_open()
-        if timeout is None:
-            return await self._wait(app_id)
-        # an app that is already done (or unknown) is returned even for timeout=0
-        snapshot = await self._describe(app_id)
-        if snapshot is None:
-            return None
-        if snapshot.terminal:
-            return _response(snapshot)
-        with anyio.move_on_after(timeout):
-            return await self._wait(app_id)
+        async with self._watching(app_id):
+            if timeout is None:
+                return await self._wait(app_id)
+            # an app that is already done (or unknown) is returned even for
+            # timeout=0
+            snapshot = await self._describe(app_id)
+            if snapshot is None:
+                return None
+            if snapshot.terminal:
+                return _response(snapshot)
+            with anyio.move_on_after(timeout):
+                return await self._wait(app_id)
         raise WaitTimeoutError(app_id, timeout)
 
     async def _wait(self, app_id: str) -> DescribeAppResponse | None:
@@ -520,33 +522,32 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
         key = app_id
         delay = 0.0
         settle_by: float | None = None
-        async with self._watching(app_id):
-            while True:
-                changed = self._changes.changed(key)
-                snapshot = await self._describe(app_id)
-                if snapshot is None:
-                    return None
-                if (snapshot.change_key or snapshot.app_id) != key:
-                    key = snapshot.change_key or snapshot.app_id
-                    continue  # take the right event before reading again
-                pause = math.inf
-                if snapshot.terminal:
-                    now = anyio.current_time()
-                    if settle_by is None:
-                        settle_by = now + SETTLE_TIMEOUT
-                    if snapshot.settled or now >= settle_by:
-                        return _response(snapshot)
-                    pause = settle_by - now
-                elif self._closed:
-                    raise SchedulerClosedError(
-                        f"{self!r} was closed during wait({app_id!r})"
-                    )
-                poll = self._poll_interval(snapshot)
-                if poll is not None:
-                    delay = min(delay * 1.5, poll) if delay else min(0.05, poll)
-                    pause = min(pause, delay)
-                with anyio.move_on_after(pause):
-                    await changed.wait()
+        while True:
+            changed = self._changes.changed(key)
+            snapshot = await self._describe(app_id)
+            if snapshot is None:
+                return None
+            if (snapshot.change_key or snapshot.app_id) != key:
+                key = snapshot.change_key or snapshot.app_id
+                continue  # take the right event before reading again
+            pause = math.inf
+            if snapshot.terminal:
+                now = anyio.current_time()
+                if settle_by is None:
+                    settle_by = now + SETTLE_TIMEOUT
+                if snapshot.settled or now >= settle_by:
+                    return _response(snapshot)
+                pause = settle_by - now
+            elif self._closed:
+                raise SchedulerClosedError(
+                    f"{self!r} was closed during wait({app_id!r})"
+                )
+            poll = self._poll_interval(snapshot)
+            if poll is not None:
+                delay = min(delay * 1.5, poll) if delay else min(0.05, poll)
+                pause = min(pause, delay)
+            with anyio.move_on_after(pause):
+                await changed.wait()
 
     # -- control ---------------------------------------------------------------
 
