@@ -43,7 +43,6 @@ import json
 import os
 import resource
 import shutil
-import signal
 import subprocess
 import sys
 import tarfile
@@ -54,7 +53,13 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
 from _harness import LoopLagSampler
+
+from tests.docker.daemon import answers, start_dockerd, stop_dockerd
 
 if TYPE_CHECKING:
     import aiodocker
@@ -379,70 +384,32 @@ def _cleanup(torchx_network_existed: bool) -> None:
         _docker("network", "rm", "torchx", check=False)
 
 
-def _answers(host: str) -> bool:
-    try:
-        subprocess.run(
-            ["docker", "-H", host, "version", "--format", "{{.Server.Version}}"],
-            capture_output=True,
-            timeout=10,
-            check=True,
-        )
-    except (subprocess.SubprocessError, OSError):
-        return False
-    return True
-
-
 @contextlib.contextmanager
 def _engine(private: bool) -> Iterator[None]:
     """Use ``$DOCKER_HOST``; or start a private ``dockerd`` (and stop it after)."""
     host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-    if not private and _answers(host):
+    if not private and answers(host):
         yield
         return
     if os.geteuid() != 0 or shutil.which("dockerd") is None:
         raise SystemExit(f"no Docker engine answers at {host}; cannot start dockerd")
     root = Path(tempfile.mkdtemp(prefix="bench-dockerd-"))
-    sock = root / "docker.sock"
-    with (root / "dockerd.log").open("wb") as log:
-        proc = subprocess.Popen(
-            [
-                "dockerd",
-                "--host",
-                f"unix://{sock}",
-                "--data-root",
-                str(root / "data"),
-                "--exec-root",
-                str(root / "exec"),
-                "--pidfile",
-                str(root / "dockerd.pid"),
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    old = os.environ.get("DOCKER_HOST")
-    os.environ["DOCKER_HOST"] = f"unix://{sock}"
     try:
-        deadline = time.monotonic() + 60
-        while not (sock.exists() and _answers(f"unix://{sock}")):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                tail = (root / "dockerd.log").read_text(errors="replace")[-2000:]
-                raise SystemExit(f"dockerd did not come up:\n{tail}")
-            time.sleep(0.2)
-        print(f"private dockerd at unix://{sock}", file=sys.stderr)
+        proc, private_host = start_dockerd(root, deadline_s=60)
+    except RuntimeError as exc:
+        shutil.rmtree(root, ignore_errors=True)
+        raise SystemExit(str(exc)) from None
+    old = os.environ.get("DOCKER_HOST")
+    os.environ["DOCKER_HOST"] = private_host
+    try:
+        print(f"private dockerd at {private_host}", file=sys.stderr)
         yield
     finally:
         if old is None:
             os.environ.pop("DOCKER_HOST", None)
         else:
             os.environ["DOCKER_HOST"] = old
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        stop_dockerd(proc)
         shutil.rmtree(root, ignore_errors=True)
 
 

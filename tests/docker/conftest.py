@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import tarfile
 import tempfile
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +31,7 @@ import pytest
 
 from asyncsched.schedulers.docker_scheduler import DockerScheduler
 
+from .daemon import answers, start_dockerd, stop_dockerd
 from .registry import Registry, start_registry
 
 HERE = Path(__file__).parent
@@ -103,62 +102,6 @@ def docker_cli(host: str, *args: str, check: bool = True, timeout: float = 60) -
     return result.stdout
 
 
-def _answers(host: str) -> bool:
-    try:
-        subprocess.run(
-            ["docker", "-H", host, "version", "--format", "{{.Server.Version}}"],
-            capture_output=True,
-            timeout=10,
-            check=True,
-        )
-    except (subprocess.SubprocessError, OSError):
-        return False
-    return True
-
-
-def _start_dockerd(root: Path) -> tuple[subprocess.Popen[bytes], str]:
-    sock = root / "docker.sock"
-    log = (root / "dockerd.log").open("wb")
-    proc = subprocess.Popen(
-        [
-            "dockerd",
-            "--host",
-            f"unix://{sock}",
-            "--data-root",
-            str(root / "data"),
-            "--exec-root",
-            str(root / "exec"),
-            "--pidfile",
-            str(root / "dockerd.pid"),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    log.close()
-    host = f"unix://{sock}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            break
-        if sock.exists() and _answers(host):
-            return proc, host
-        time.sleep(0.2)
-    _stop_dockerd(proc)
-    tail = (root / "dockerd.log").read_text(errors="replace")[-2000:]
-    raise RuntimeError(f"dockerd did not come up:\n{tail}")
-
-
-def _stop_dockerd(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-
-
 @pytest.fixture(scope="session")
 def docker_engine() -> Iterator[Engine]:
     """A daemon that answers; started privately when none does (and we are root)."""
@@ -170,14 +113,14 @@ def docker_engine() -> Iterator[Engine]:
                 "the docker CLI is not installed (run tests/docker/provision.sh as root)"
             )
     host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-    if _answers(host):
+    if answers(host):
         yield Engine(host, started=False)
         return
     if os.geteuid() != 0 or shutil.which("dockerd") is None:
         _unavailable(f"no daemon answers at {host} and we cannot start dockerd here")
     root = Path(tempfile.mkdtemp(prefix="asyncsched-dockerd-"))
     try:
-        proc, host = _start_dockerd(root)
+        proc, host = start_dockerd(root)
     except RuntimeError as exc:
         shutil.rmtree(root, ignore_errors=True)
         _unavailable(str(exc))
@@ -191,7 +134,7 @@ def docker_engine() -> Iterator[Engine]:
             os.environ.pop("DOCKER_HOST", None)
         else:
             os.environ["DOCKER_HOST"] = old
-        _stop_dockerd(proc)
+        stop_dockerd(proc)
         shutil.rmtree(root, ignore_errors=True)
 
 
