@@ -41,7 +41,6 @@ from asyncsched.schedulers.api import (
 )
 from asyncsched.schedulers.kubernetes._caches import (
     BATCH_JOBS,
-    SELECTOR,
     VOLCANO_JOBS,
     Caches,
     app_key,
@@ -54,7 +53,6 @@ from asyncsched.schedulers.kubernetes._client import (
     MERGE_PATCH_CT,
     KubeApi,
     KubernetesApiError,
-    _map_denied,
     import_client,
 )
 from asyncsched.schedulers.kubernetes._config import connect
@@ -69,17 +67,22 @@ from asyncsched.schedulers.kubernetes._features import (
 )
 from asyncsched.schedulers.kubernetes._field_validation import create_query
 from asyncsched.schedulers.kubernetes._logs import has_log, iter_pod_log
+from asyncsched.schedulers.kubernetes._lookup import (
+    Found,
+    is_managed,
+    read_once,
+    read_stale,
+    read_uncached,
+    refresh_pods,
+)
 from asyncsched.schedulers.kubernetes._pacing import DEFAULT_MAX_QPS
 from asyncsched.schedulers.kubernetes._render import (
     ANNOTATION_CANCELLED,
-    LABEL_APP_ID,
     LABEL_APP_NAME,
-    LABEL_MANAGED_BY,
     LABEL_REPLICA_ID,
     LABEL_ROLE_NAME,
     LABEL_SESSION,
     LABEL_VERSION,
-    MANAGED_BY,
     KubernetesJob,
     check_env_names,
     fit_to_server,
@@ -698,7 +701,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         await self._watch_app(app_id)
         yield
 
-    async def _lookup(self, app_id: str) -> tuple[str, _Namespace, list[JSON]] | None:
+    async def _lookup(self, app_id: str) -> Found | None:
         """``(job_api, caches, jobs)`` of the app, or None when it does not exist.
 
         An app whose Jobs are all being deleted (``deletionTimestamp`` set: a
@@ -710,9 +713,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             return None
         return found
 
-    async def _lookup_any(
-        self, app_id: str
-    ) -> tuple[str, _Namespace, list[JSON]] | None:
+    async def _lookup_any(self, app_id: str) -> Found | None:
         namespace, _, name = app_id.rpartition(":")
         if not name or "/" in name or "/" in namespace:
             return None
@@ -726,7 +727,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         if ns.is_expired(key):  # only stubs are cached: read it anew
             return await self._lookup_once(namespace, name)
         if ns.volcano.stale or ns.batch.stale:
-            return await self._lookup_stale(ns, name, key)
+            return await read_stale(await self._api(), ns, name, key)
         job = ns.volcano.get(name)
         if job is not None:
             return "volcano", ns, [job]
@@ -734,162 +735,17 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         if jobs:
             return "indexed", ns, jobs
         # not cached: made by another process a moment ago, or gone
-        api = await self._api()
-        if not ns.volcano.absent:
-            try:
-                job = await api.request("GET", f"{ns.volcano.path}/{name}")
-            except KubernetesApiError as exc:
-                if exc.status != 404:
-                    raise
-            else:
-                if _managed(job):  # a job of someone else's is described, not cached
-                    ns.volcano.upsert(job)
-                return "volcano", ns, [job]
-        if not ns.batch.absent:
-            data = await api.request(
-                "GET", ns.batch.path, query={"labelSelector": f"{LABEL_APP_ID}={name}"}
-            )
-            jobs = [j for j in (data or {}).get("items") or [] if _managed(j)]
-            for j in jobs:
-                ns.batch.upsert(j)
-            if jobs:
-                return "indexed", ns, jobs
-        return None
+        return await read_uncached(await self._api(), ns, name)
 
-    async def _lookup_once(
-        self, namespace: str, name: str
-    ) -> tuple[str, _Namespace, list[JSON]] | None:
-        """The app read from the server alone: a GET of the Volcano Job, else a
-        labelled list of batch Jobs, then a labelled list of its pods, kept in
-        caches that are never started (for this one answer)."""
+    async def _lookup_once(self, namespace: str, name: str) -> Found | None:
+        """The app read from the server alone (no cache runs in ``namespace``)."""
         api = await self._api()
-        ns = self._caches(api, namespace, live=False)
-        volcano_denied: KubernetesApiError | None = None
-        try:
-            job = await api.request(
-                "GET", f"{ns.volcano.path}/{name}", map_denied=False
-            )
-        except KubernetesApiError as exc:
-            if exc.status == 401:
-                raise _map_denied(exc) from exc
-            if exc.status not in (403, 404):
-                raise
-            volcano_denied = exc if exc.status == 403 else None
-        else:
-            if _managed(job):  # a job of someone else's is described, not cached
-                ns.volcano.upsert(job)
-                await self._read_pods(api, ns, name)
-            return "volcano", ns, [job]
-        try:
-            data = await api.request(
-                "GET",
-                ns.batch.path,
-                query={"labelSelector": f"{SELECTOR},{LABEL_APP_ID}={name}"},
-                map_denied=False,
-            )
-        except KubernetesApiError as exc:
-            if exc.status == 401:
-                raise _map_denied(exc) from exc
-            if exc.status == 403 and volcano_denied is not None:
-                raise SchedulerUnavailableError(
-                    BACKEND,
-                    f"not allowed to read Volcano jobs nor batch jobs in {namespace!r}",
-                    "grant the RBAC Role in docs/backends/kubernetes.md",
-                ) from exc
-            if exc.status not in (403, 404):
-                raise
-            return None  # the kind one may not read, or no such kind here
-        jobs = [j for j in (data or {}).get("items") or [] if _managed(j)]
-        if not jobs:
-            return None
-        for j in jobs:
-            ns.batch.upsert(j)
-        await self._read_pods(api, ns, name)
-        return "indexed", ns, jobs
-
-    async def _read_pods(self, api: KubeApi, ns: _Namespace, name: str) -> None:
-        """Read the pods of app ``name`` into ``ns`` by a labelled list."""
-        data = await api.request(
-            "GET",
-            ns.pods.path,
-            query={"labelSelector": f"{SELECTOR},{LABEL_APP_ID}={name}"},
-        )
-        for pod in (data or {}).get("items") or []:
-            ns.pods.upsert(pod)
-
-    async def _lookup_stale(
-        self, ns: _Namespace, name: str, key: str
-    ) -> tuple[str, _Namespace, list[JSON]] | None:
-        """The app while a re-list failed: each object is read by a GET; only a
-        404 on the object itself means it is gone, another failure answers
-        from the (stale) cache."""
-        api = await self._api()
-        cached = ns.volcano.get(name)
-        if cached is not None or not ns.volcano.absent:
-            try:
-                job = await api.request("GET", f"{ns.volcano.path}/{name}")
-            except KubernetesApiError as exc:
-                if exc.status != 404:
-                    if cached is None:
-                        raise
-                    return "volcano", ns, [cached]
-                ns.volcano.discard(name)
-            else:
-                if _managed(job):
-                    ns.volcano.upsert(job)
-                return "volcano", ns, [job]
-        names = [j["metadata"]["name"] for j in ns.batch.with_key(key)]
-        if not names:
-            if ns.batch.absent:
-                return None
-            try:
-                data = await api.request(
-                    "GET",
-                    ns.batch.path,
-                    query={"labelSelector": f"{LABEL_APP_ID}={name}"},
-                )
-            except (KubernetesApiError, SchedulerUnavailableError) as exc:
-                if not ns.batch.stale:
-                    raise
-                # the stale cache (which does not hold it) is the best answer
-                logger.info("looking up %s failed: %s", key, exc)
-                return None
-            jobs = [j for j in (data or {}).get("items") or [] if _managed(j)]
-            for j in jobs:
-                ns.batch.upsert(j)
-            return ("indexed", ns, jobs) if jobs else None
-        jobs = []
-        for cached_name in names:
-            try:
-                job = await api.request("GET", f"{ns.batch.path}/{cached_name}")
-            except KubernetesApiError as exc:
-                if exc.status != 404:
-                    cached = ns.batch.get(cached_name)
-                    if cached is not None:
-                        jobs.append(cached)
-                    continue
-                ns.batch.discard(cached_name)
-            else:
-                ns.batch.upsert(job)
-                jobs.append(job)
-        return ("indexed", ns, jobs) if jobs else None
+        return await read_once(api, self._caches(api, namespace, live=False), name)
 
     async def _fresh_pods(self, ns: _Namespace, jobs: builtins.list[JSON]) -> None:
         """While the pods cache is stale, read the app's pods into it by a list."""
-        if not ns.live or not ns.pods.stale:
-            return
-        api = await self._api()
-        try:
-            data = await api.request(
-                "GET",
-                ns.pods.path,
-                query={"labelSelector": f"{LABEL_APP_ID}={_app_key(jobs[0])}"},
-            )
-        except (KubernetesApiError, SchedulerUnavailableError) as exc:
-            logger.info("reading the pods of %s failed: %s", _app_key(jobs[0]), exc)
-            return
-        for pod in (data or {}).get("items") or []:
-            ns.pods.upsert(pod)
+        if ns.live and ns.pods.stale:
+            await refresh_pods(await self._api(), ns, jobs)
 
     # -- observation -----------------------------------------------------------
 
@@ -931,7 +787,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         if not ns.live or ns.volcano.stale or ns.batch.stale or ns.pods.stale:
             return _STALE_POLL  # a cache misses changes: read the app anew
         # a job of someone else's is in no cache: nothing signals its changes
-        return None if _managed(jobs[0]) else _FOREIGN_POLL
+        return None if is_managed(jobs[0]) else _FOREIGN_POLL
 
     def _find_replica(
         self, app: AppSnapshot, role_name: str, k: int
@@ -1037,7 +893,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         role_name, k = query.role_name, query.k
         app_id = app.app_id
         kind, ns, jobs = app.native
-        if query.should_tail and not ns.live and _managed(jobs[0]):
+        if query.should_tail and not ns.live and is_managed(jobs[0]):
             # following waits on the pods cache: start the namespace's caches
             await self._watch(ns.name)
             found = await self._lookup(app_id)
@@ -1191,10 +1047,6 @@ def _unfinished(job: JSON) -> bool:
 
 def _labels(obj: JSON) -> dict[str, str]:
     return dict((obj.get("metadata") or {}).get("labels") or {})
-
-
-def _managed(obj: JSON) -> bool:
-    return _labels(obj).get(LABEL_MANAGED_BY) == MANAGED_BY
 
 
 def _describe(
