@@ -5,7 +5,8 @@
 #   PROVISION_NAME=docker/provision.sh
 #   . "$(dirname "$0")/../provision_lib.sh"
 #   can_install || exit 0
-#   apt_install_packages pkg1 pkg2
+#   apt_install_packages pkg1 pkg2          # or, when a package ships a service:
+#   apt_install_without_services pkg1 pkg2
 
 say() { printf '%s: %s\n' "${PROVISION_NAME:-provision.sh}" "$*"; }
 
@@ -45,4 +46,21 @@ apt_install_packages() {
         _apt_get_install "$@"
     fi
     say "done"
+}
+
+# apt_install_packages, with no service started by the packages' maintainer
+# scripts (no systemd here; the fixtures start their own mariadbd, registry,
+# etcd and dockerd): a refusing /usr/sbin/policy-rc.d meanwhile, removed
+# afterwards (also on failure) unless it was there already.
+apt_install_without_services() {
+    if [ -e /usr/sbin/policy-rc.d ]; then
+        apt_install_packages "$@"
+        return
+    fi
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+    chmod +x /usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+    apt_install_packages "$@"
+    rm -f /usr/sbin/policy-rc.d
+    trap - EXIT
 }

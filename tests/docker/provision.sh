@@ -37,15 +37,5 @@ fi
 
 # no service may start while installing (no systemd here; the fixtures start
 # their own): in particular not the system registry of docker-registry
-policy=/usr/sbin/policy-rc.d
-own_policy=""
-if [ ! -e "$policy" ]; then
-    printf '#!/bin/sh\nexit 101\n' >"$policy"
-    chmod +x "$policy"
-    own_policy=1
-fi
-cleanup() { if [ -n "$own_policy" ]; then rm -f "$policy"; fi; }
-trap cleanup EXIT
-
 # shellcheck disable=SC2086
-apt_install_packages $missing
+apt_install_without_services $missing

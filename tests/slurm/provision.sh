@@ -22,15 +22,5 @@ fi
 
 # no service may start while installing (no systemd here; the fixture starts
 # them): in particular not the system MariaDB, the fixture runs its own mariadbd
-policy=/usr/sbin/policy-rc.d
-own_policy=""
-if [ ! -e "$policy" ]; then
-    printf '#!/bin/sh\nexit 101\n' >"$policy"
-    chmod +x "$policy"
-    own_policy=1
-fi
-cleanup() { if [ -n "$own_policy" ]; then rm -f "$policy"; fi; }
-trap cleanup EXIT
-
 # shellcheck disable=SC2086
-apt_install_packages $missing
+apt_install_without_services $missing
