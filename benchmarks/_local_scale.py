@@ -8,7 +8,9 @@ two variants run, each in a fresh child process:
   stderr to files, each process awaited;
 * ``runner``: ``Runner.run_many`` of N apps on ``local_cwd`` with the default
   parameters (no semaphore of the caller's: the scheduler's
-  ``max_running_replicas`` paces the submits), then ``wait_all``.
+  ``max_running_replicas`` paces the submits), then ``wait_all``;
+* ``runner_deferred_gc``: the same inside ``defer_full_gc()`` (CPython's full
+  collections postponed until the fan-out is over).
 
 Each child reports wall time, peak RSS, the worst event-loop lag and the most
 file descriptors it had open at once (sampled every 20 ms). To tell a loop
@@ -30,7 +32,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +46,7 @@ from _harness import (
 
 __all__ = ["SCALE_VARIANTS", "run_scale_child", "scale_table"]
 
-SCALE_VARIANTS = ("raw_bounded", "runner")
+SCALE_VARIANTS = ("raw_bounded", "runner", "runner_deferred_gc")
 
 #: the issue's targets at 10,000 apps
 MAX_FLOOR_RATIO = 2.0
@@ -168,9 +170,14 @@ async def _raw(cmd: list[str], n: int, tmp: Path) -> _Timed:
 
 
 async def _runner(
-    cmd: list[str], n: int, tmp: Path, attribution: LoopAttribution, gc_freeze: bool
+    cmd: list[str],
+    n: int,
+    tmp: Path,
+    attribution: LoopAttribution,
+    gc_freeze: bool,
+    defer_gc: bool,
 ) -> _Timed:
-    from asyncsched.runner import Runner
+    from asyncsched.runner import Runner, defer_full_gc
     from asyncsched.specs import AppDef, AppState, Role
 
     params = {"state_dir": str(tmp / "state"), "retention": None}
@@ -187,7 +194,8 @@ async def _runner(
         async with LoopLagSampler() as lag:
             if gc_freeze:
                 gc.freeze()  # the app definitions built above, the imports
-            with CpuMeter() as cpu, attribution.active():
+            deferred = defer_full_gc() if defer_gc else nullcontext()
+            with CpuMeter() as cpu, attribution.active(), deferred:
                 started = time.perf_counter()
                 handles = await runner.run_many(apps, "local_cwd", cfg)
                 if gc_freeze:
@@ -209,7 +217,9 @@ async def _measure(
         if variant == "raw_bounded":
             wall, ok, lag, cpu = await _raw(cmd, n, tmp)
         else:
-            wall, ok, lag, cpu = await _runner(cmd, n, tmp, attribution, gc_freeze)
+            wall, ok, lag, cpu = await _runner(
+                cmd, n, tmp, attribution, gc_freeze, variant == "runner_deferred_gc"
+            )
     finally:
         sampler.cancel()
     result = Measurement(variant, "", n, wall, lag.max_ms, lag.p99_ms, succeeded=ok)
@@ -241,6 +251,7 @@ def scale_table(results: list[Measurement]) -> str:
     header = [
         "workload",
         "apps",
+        "variant",
         "concurrency",
         "raw floor (s)",
         "asyncsched (s)",
@@ -259,7 +270,9 @@ def scale_table(results: list[Measurement]) -> str:
     keys = sorted(
         {(m.workload, m.apps) for m in results}, key=lambda k: (k[0] != "true", k[1])
     )
-    for workload, n in keys:
+    for (workload, n), variant in (
+        (key, v) for key in keys for v in SCALE_VARIANTS if v != "raw_bounded"
+    ):
         raw = next(
             (
                 m
@@ -272,16 +285,19 @@ def scale_table(results: list[Measurement]) -> str:
             (
                 m
                 for m in results
-                if (m.variant, m.workload, m.apps) == ("runner", workload, n)
+                if (m.variant, m.workload, m.apps) == (variant, workload, n)
             ),
             None,
         )
+        if ours is None and variant != "runner":
+            continue
         ratio = ours.wall_s / raw.wall_s if ours and raw and raw.wall_s else None
         either = ours or raw
         rows.append(
             [
                 workload,
                 str(n),
+                variant,
                 _fmt(either.extra.get("concurrency") if either else None),
                 _fmt(raw.wall_s if raw else None, 2),
                 _fmt(ours.wall_s if ours else None, 2),

@@ -18,6 +18,7 @@ from asyncsched.runner._events import (
     get_session_id as get_session_id,
 )
 from asyncsched.runner._fanout import StatusEvent as StatusEvent
+from asyncsched.runner._gc import defer_full_gc as defer_full_gc
 from asyncsched.runner._progress import Progress as Progress
 from asyncsched.runner.api import (
     DEFAULT_SESSION_NAME as DEFAULT_SESSION_NAME,
@@ -32,6 +33,7 @@ __all__ = [
     "Runner",
     "RunnerEvent",
     "StatusEvent",
+    "defer_full_gc",
     "get_runner",
     "get_session_id",
 ]

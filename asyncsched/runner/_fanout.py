@@ -1,10 +1,16 @@
 """Follow many apps at once: the engine of ``Runner.watch/as_completed/wait_all``.
 
-One worker task per app runs in the runner's task group (never in the
-consuming generator, so no cancel scope is open across a ``yield``) and hands
+Worker tasks run in the runner's task group (never in the consuming
+generator, so no cancel scope is open across a ``yield``) and hand
 ``(handle, status)`` events to the consumer through a memory stream; a worker
 failure reaches the consumer as an exception, and an abandoned iterator only
 cancels the workers' scope.
+
+A worker is started per app, but at most ``PROBING`` of them are in their
+first check at once: an app already final is reported and its worker gone
+before the next one starts, so waiting on 10,000 apps of which most have
+ended holds a task only for each unfinished one (each held task is a dozen
+coroutine frames the garbage collector scans again and again).
 """
 
 from __future__ import annotations
@@ -16,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-import anyio.lowlevel
 
 from asyncsched.errors import SchedulerClosedError, WaitTimeoutError
 from asyncsched.schedulers.shared.taskhost import TaskHost
@@ -29,14 +34,18 @@ StatusEvent = tuple[AppHandle, AppStatus | None]
 
 #: how an app's status is read: now, or once the app is terminal (None: unknown)
 _Probe = Callable[[AppHandle], Awaitable[AppStatus | None]]
+#: ``(True, final status)`` if the app is final now, else ``(False, None)``
+_FinalNow = Callable[[AppHandle], Awaitable[tuple[bool, AppStatus | None]]]
 _Emit = Callable[[StatusEvent], Awaitable[None]]
-_Worker = Callable[[AppHandle, _Emit], Coroutine[Any, Any, None]]
+#: a worker calls ``checked()`` once past its first check of the app
+_Worker = Callable[[AppHandle, _Emit, Callable[[], None]], Coroutine[Any, Any, None]]
 
 #: seconds between a watched app's first two status checks (then doubling)
 _FIRST_RECHECK = 0.05
-#: workers started between two yields to the event loop: starting 10,000 at
-#: once would hold the loop for seconds
-SPAWN_BATCH = 64
+#: workers in their first check of an app at once (the next one starts when
+#: one is past it): starting 10,000 at once would hold the loop for seconds
+#: and keep 10,000 tasks alive while most of them only read a final status
+PROBING = 64
 
 
 @dataclass
@@ -56,15 +65,22 @@ class FanOut:
         host: The task group the workers run in (the runner's).
         current: The status of an app now (None: unknown to its scheduler).
         final: The status of an app once it is terminal (None: unknown).
+        final_now: Whether an app is final now, and its status if so.
         max_queries: At most this many ``current`` calls at once (``watch``).
     """
 
     def __init__(
-        self, host: TaskHost, current: _Probe, final: _Probe, max_queries: int
+        self,
+        host: TaskHost,
+        current: _Probe,
+        final: _Probe,
+        final_now: _FinalNow,
+        max_queries: int,
     ) -> None:
         self._host = host
         self._current = current
         self._final = final
+        self._final_now = final_now
         self._max_queries = max_queries
         self._query_limiter: anyio.CapacityLimiter | None = None
 
@@ -78,12 +94,15 @@ class FanOut:
     ) -> AsyncIterator[StatusEvent]:
         """Each app's status at first, then on every state change, until final."""
 
-        async def worker(handle: AppHandle, emit: _Emit) -> None:
+        async def worker(
+            handle: AppHandle, emit: _Emit, checked: Callable[[], None]
+        ) -> None:
             last: AppState | None = None
             delay = _FIRST_RECHECK
             while True:
                 async with self._queries():
                     status = await self._current(handle)
+                checked()
                 if status is None:
                     await emit((handle, None))
                     return
@@ -105,8 +124,14 @@ class FanOut:
     ) -> AsyncIterator[StatusEvent]:
         """Each app's final status, in completion order."""
 
-        async def worker(handle: AppHandle, emit: _Emit) -> None:
-            await emit((handle, await self._final(handle)))
+        async def worker(
+            handle: AppHandle, emit: _Emit, checked: Callable[[], None]
+        ) -> None:
+            final, status = await self._final_now(handle)
+            checked()
+            if not final:
+                status = await self._final(handle)
+            await emit((handle, status))
 
         return self._fan_out(handles, worker, timeout=timeout)
 
@@ -133,8 +158,24 @@ class FanOut:
         send, recv = anyio.create_memory_object_stream[_Item](math.inf)
         scope = anyio.CancelScope()
 
+        probing = anyio.Semaphore(PROBING)
+
         async def emit(item: StatusEvent) -> None:
             await send.send(item)
+
+        async def gated(handle: AppHandle) -> None:
+            checking = True
+
+            def checked() -> None:
+                nonlocal checking
+                if checking:
+                    checking = False
+                    probing.release()
+
+            try:
+                await worker(handle, emit, checked)
+            finally:
+                checked()
 
         async def run_all() -> None:
             with send:  # closed however this ends, so the consumer sees the end
@@ -142,10 +183,9 @@ class FanOut:
                 with scope:
                     try:
                         async with anyio.create_task_group() as tg:
-                            for i, handle in enumerate(handles, 1):
-                                tg.start_soon(worker, handle, emit)
-                                if i % SPAWN_BATCH == 0:
-                                    await anyio.lowlevel.checkpoint()
+                            for handle in handles:
+                                await probing.acquire()
+                                tg.start_soon(gated, handle)
                     except Exception as exc:  # noqa: BLE001 -- handed to the consumer
                         failure = exc
                 if failure is not None:

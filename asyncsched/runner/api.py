@@ -175,6 +175,7 @@ class Runner(AsyncClosable):
             self._host,
             current=self._current_status,
             final=self._final_status,
+            final_now=self._final_status_now,
             max_queries=max_concurrent_queries,
         )
         self._lock: anyio.Lock | None = None
@@ -708,6 +709,13 @@ class Runner(AsyncClosable):
     async def _final_status(self, app_handle: AppHandle) -> AppStatus | None:
         sched, _, app_id = await self._resolve(app_handle)
         return self._saw(app_handle, await sched.wait(app_id))
+
+    async def _final_status_now(
+        self, app_handle: AppHandle
+    ) -> tuple[bool, AppStatus | None]:
+        sched, _, app_id = await self._resolve(app_handle)
+        final, desc = await sched._final_now(app_id)
+        return final, self._saw(app_handle, desc) if final else None
 
     def watch(
         self, app_handles: Iterable[AppHandle], *, poll_interval: float = 1.0

@@ -92,6 +92,7 @@ __all__ = [
     "Scheduler",
     "Stream",
     "filter_regex",
+    "final_if_settled",
     "split_lines",
     "split_lines_iterator",
 ]
@@ -513,6 +514,19 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
                 return await self._wait(app_id)
         raise WaitTimeoutError(app_id, timeout)
 
+    async def _final_now(self, app_id: str) -> tuple[bool, DescribeAppResponse | None]:
+        """Hook: ``(True, final)`` if ``wait`` would return at once (the app
+        is terminal and settled, or unknown: ``final`` is None), ``(False,
+        None)`` if it would wait or cannot tell cheaply.
+
+        Fan-outs over thousands of apps check each app once this way and keep
+        a waiting task only for the unfinished ones. The default tells
+        nothing (every app is waited for); a backend whose ``_describe`` is a
+        cheap local read returns :func:`final_if_settled` of it.
+        """
+        del app_id
+        return False, None
+
     async def _wait(self, app_id: str) -> DescribeAppResponse | None:
         """Re-read the app at each change signal until it is terminal.
 
@@ -665,6 +679,18 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(session_name={self.session_name!r})"
+
+
+def final_if_settled(
+    snapshot: AppSnapshot | None,
+) -> tuple[bool, DescribeAppResponse | None]:
+    """``(True, response)`` for an app ``wait`` would return at once (terminal
+    and settled; unknown: None), else ``(False, None)``."""
+    if snapshot is None:
+        return True, None
+    if snapshot.terminal and snapshot.settled:
+        return True, _response(snapshot)
+    return False, None
 
 
 def _response(app: AppSnapshot) -> DescribeAppResponse:

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from asyncsched.runner import Runner
@@ -97,3 +98,40 @@ async def test_more_sleeping_apps_than_the_cache_holds_all_run(
     assert all(
         s is not None and s.state == AppState.SUCCEEDED for s in results.values()
     )
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_waiting_on_finished_apps_holds_few_tasks(
+    runner: Runner, tmp_path: Path
+) -> None:
+    # 300 finished apps, most of them evicted from the scheduler's memory
+    # (cache of 100): wait_all reads each final status once and holds a task
+    # only while it does, never one per app
+    import asyncio
+
+    from asyncsched.runner._fanout import PROBING
+
+    cfg = {"log_dir": str(tmp_path / "logs")}
+    handles = await runner.run_many(
+        [sh_app("true", name=f"f{i}") for i in range(300)], "local_cwd", cfg
+    )
+    for handle in handles:
+        await runner.wait(handle, timeout=60)
+    baseline = len(asyncio.all_tasks())
+    peak = baseline
+
+    async def sample() -> None:
+        nonlocal peak
+        while True:
+            peak = max(peak, len(asyncio.all_tasks()))
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sample)
+        results = await runner.wait_all(handles, timeout=60)
+        tg.cancel_scope.cancel()
+    assert all(
+        s is not None and s.state == AppState.SUCCEEDED for s in results.values()
+    )
+    # the sampler, the fan-out's driver and at most PROBING workers (and slack)
+    assert peak - baseline <= PROBING + 8, (peak, baseline)

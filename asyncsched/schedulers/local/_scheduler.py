@@ -37,10 +37,12 @@ from asyncsched.errors import (
 from asyncsched.schedulers.api import (
     AppSnapshot,
     Capabilities,
+    DescribeAppResponse,
     LogQuery,
     ReplicaSnapshot,
     Scheduler,
     Stream,
+    final_if_settled,
 )
 from asyncsched.schedulers.local import _records as records, _remote as remote
 from asyncsched.schedulers.local._capacity import (
@@ -727,15 +729,15 @@ class LocalScheduler(Scheduler[LocalOpts]):
 
     # -- observation ----------------------------------------------------------------------
 
-    async def _record_of(self, app_id: str) -> dict[str, Any] | None:
-        pointer = await anyio.to_thread.run_sync(
-            records.find_pointer, self.state_dir, self.session_name, app_id
-        )
+    def _read_record(self, app_id: str) -> dict[str, Any] | None:
+        """(worker thread) The app's pointer, then its record: one thread hop."""
+        pointer = records.find_pointer(self.state_dir, self.session_name, app_id)
         if pointer is None:
             return None
-        record = await anyio.to_thread.run_sync(
-            remote.load_record, str(pointer["app_dir"])
-        )
+        return remote.load_record(str(pointer["app_dir"]))
+
+    async def _record_of(self, app_id: str) -> dict[str, Any] | None:
+        record = await anyio.to_thread.run_sync(self._read_record, app_id)
         if record is None or record.get("app_id") != app_id:
             return None
         remote.check_record(record)  # a record this version cannot use: say so
@@ -755,6 +757,12 @@ class LocalScheduler(Scheduler[LocalOpts]):
             return self._snapshot(app)
         record = await self._record_of(app_id)
         return remote.snapshot_record(record) if record is not None else None
+
+    async def _final_now(self, app_id: str) -> tuple[bool, DescribeAppResponse | None]:
+        # a read of memory or of one record file: cheap enough for a fan-out
+        # to check each of thousands of apps before it waits for any
+        self._check_open()
+        return final_if_settled(await self._describe(app_id))
 
     def _snapshot(self, app: LocalApp) -> AppSnapshot:
         replicas = []
