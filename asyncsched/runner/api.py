@@ -351,7 +351,8 @@ class Runner(AsyncClosable):
                 if parent_run_id:
                     role.env[PARENT_RUN_ID_ENV] = parent_run_id
             sched = await self._scheduler(scheduler)
-            info = await sched.submit_dryrun(app, cfg, workspace)
+            # ``app`` is the runner's own copy: the scheduler need not copy it
+            info = await sched._dryrun_copy(app, cfg, workspace)
             info.scheduler = scheduler
             return info
 

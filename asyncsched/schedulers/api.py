@@ -368,11 +368,20 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
             UnsupportedOperationError: a workspace on a scheduler without
                 workspace support.
         """
+        return await self._dryrun_copy(copy.deepcopy(app), cfg, workspace)
+
+    async def _dryrun_copy(
+        self,
+        app: AppDef,
+        cfg: Mapping[str, CfgVal] | None,
+        workspace: str | Workspace | None,
+    ) -> AppDryRunInfo[Any]:
+        """:meth:`submit_dryrun` of an ``app`` the caller gives up (its own
+        private copy, e.g. the runner's): used as is, not copied again."""
         self._check_open()
         self._check_event_loop()
         resolved = self.resolve_cfg(cfg)
         validate_app(app)
-        app = copy.deepcopy(app)
         plain_cfg = cast(Mapping[str, CfgVal], resolved)
         if workspace:
             if not self.capabilities.workspaces:

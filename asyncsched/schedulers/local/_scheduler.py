@@ -247,6 +247,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
         self.state_dir = state_dir or records.default_state_dir()
         self._pdeathsig: PdeathsigMode = pdeathsig
         self._apps: dict[str, LocalApp] = {}
+        #: ids of apps whose replicas all exited, oldest first (eviction order)
+        self._finished_order: dict[str, None] = {}
         self._app_defs: dict[str, AppDef | None] = {}
         self._retention = retention
         self._host = TaskHost(f"LocalScheduler({session_name!r})")
@@ -475,20 +477,45 @@ class LocalScheduler(Scheduler[LocalOpts]):
 
     # -- schedule ------------------------------------------------------------------------------
 
+    def _app_finished(self, app_id: str, num_replicas: int) -> None:
+        self._slots.release(num_replicas)
+        self._finished_order[app_id] = None
+
+    def _oldest_evictable(self) -> LocalApp | None:
+        """The app to give up memory for: the oldest finished one whose record
+        is on disk (a few steps, whatever the number of running apps), else
+        the oldest finished, else the oldest done one; None if all run."""
+        gone = []
+        found = None
+        for app_id in self._finished_order:
+            app = self._apps.get(app_id)
+            if app is None:
+                gone.append(app_id)
+            elif not app.record_stale:
+                found = app
+                break
+        for app_id in gone:
+            del self._finished_order[app_id]
+        if found is not None:
+            return found
+        done = [a for a in self._apps.values() if a.done.is_set()]
+        if not done:
+            return None
+        finished = [a for a in done if a.finished.is_set()]
+        return min(finished or done, key=lambda a: a.last_updated)
+
     def _evict_if_needed(self) -> None:
         # submits in flight hold a place too, so concurrent submits cannot overfill
         while len(self._apps) + self._submits_in_flight >= self._cache_size:
             # Only memory is given up: the app's pointer and record stay, so
             # describe/wait/log_iter/list read it back from the state dir.
-            done = [a for a in self._apps.values() if a.done.is_set()]
-            if not done:
+            oldest = self._oldest_evictable()
+            if oldest is None:
                 # running apps stay: their number is bounded by the replica
                 # slots (max_running_replicas), never refused here
                 return
-            finished = [a for a in done if a.finished.is_set()]
-            on_disk = [a for a in finished if not a.record_stale]
-            oldest = min(on_disk or finished or done, key=lambda a: a.last_updated)
             del self._apps[oldest.app_id]
+            self._finished_order.pop(oldest.app_id, None)
             if not oldest.finished.is_set() or oldest.record_stale:
                 # survivors may still be in their grace: the app keeps reaping
                 # them and writing its record until finished; aclose still
@@ -707,7 +734,9 @@ class LocalScheduler(Scheduler[LocalOpts]):
             state_dir=self.state_dir,
             supervisor=supervisor_info(),
             changes=self._changes,
-            on_finished=functools.partial(self._slots.release, len(replicas)),
+            on_finished=functools.partial(
+                self._app_finished, request.app_id, len(replicas)
+            ),
         )
         return app
 
