@@ -102,6 +102,7 @@ from asyncsched.schedulers.local._supervisor import (
     spawn_child,
     supervisor_info,
 )
+from asyncsched.schedulers.shared.coalesce import Coalescer
 from asyncsched.schedulers.shared.ids import make_unique, unique_app_id
 from asyncsched.schedulers.shared.lines import (
     DEFAULT_MAX_LINE_BYTES,
@@ -247,6 +248,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         self.state_dir = state_dir or records.default_state_dir()
         self._pdeathsig: PdeathsigMode = pdeathsig
         self._apps: dict[str, LocalApp] = {}
+        self._record_reader = Coalescer(self._fetch_records)
         #: ids of apps whose replicas all exited, oldest first (eviction order)
         self._finished_order: dict[str, None] = {}
         self._app_defs: dict[str, AppDef | None] = {}
@@ -759,14 +761,30 @@ class LocalScheduler(Scheduler[LocalOpts]):
     # -- observation ----------------------------------------------------------------------
 
     def _read_record(self, app_id: str) -> dict[str, Any] | None:
-        """(worker thread) The app's pointer, then its record: one thread hop."""
+        """(worker thread) The app's pointer, then its record."""
         pointer = records.find_pointer(self.state_dir, self.session_name, app_id)
         if pointer is None:
             return None
         return remote.load_record(str(pointer["app_dir"]))
 
+    def _read_records(self, app_ids: frozenset[str]) -> dict[str, dict[str, Any]]:
+        """(worker thread) The records of ``app_ids`` that exist."""
+        found = {}
+        for app_id in app_ids:
+            record = self._read_record(app_id)
+            if record is not None:
+                found[app_id] = record
+        return found
+
+    async def _fetch_records(
+        self, app_ids: frozenset[str]
+    ) -> dict[str, dict[str, Any]]:
+        return await anyio.to_thread.run_sync(self._read_records, app_ids)
+
     async def _record_of(self, app_id: str) -> dict[str, Any] | None:
-        record = await anyio.to_thread.run_sync(self._read_record, app_id)
+        # concurrent reads (a fan-out checking thousands of finished apps)
+        # share one worker-thread hop: the hop costs more than the read
+        record = (await self._record_reader.get([app_id]))[app_id]
         if record is None or record.get("app_id") != app_id:
             return None
         remote.check_record(record)  # a record this version cannot use: say so

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import anyio
 
 from asyncsched.errors import AsyncschedError, SchedulerClosedError
 from asyncsched.schedulers.shared.changes import ChangeNotifier
+from asyncsched.schedulers.shared.coalesce import Coalescer
 from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.schedulers.slurm._state import AppView
 
@@ -41,45 +42,16 @@ logger = logging.getLogger(__name__)
 Fetch = Callable[[frozenset[str]], Awaitable[dict[str, AppView]]]
 
 
-class _Batch:
-    def __init__(self) -> None:
-        self.ids: set[str] = set()
-        self.done = anyio.Event()
-        self.result: dict[str, AppView] = {}
-        self.error: BaseException | None = None
-
-
-class StatusBatcher:
+class StatusBatcher(Coalescer[str, AppView]):
     """Coalesce concurrent status requests into one query at a time."""
 
     def __init__(self, fetch: Fetch) -> None:
-        self._fetch = fetch
-        self._next: _Batch | None = None
-        self._lock = anyio.Lock()
-        self.queries = 0
+        super().__init__(fetch, shared_errors=(AsyncschedError,))
 
-    async def get(self, ids: Iterable[str]) -> dict[str, AppView | None]:
-        """The views of ``ids`` (None for jobs Slurm does not know)."""
-        wanted = list(ids)
-        batch = self._next
-        if batch is None:
-            batch = self._next = _Batch()
-        batch.ids.update(wanted)
-        while not batch.done.is_set():
-            async with self._lock:
-                if batch.done.is_set():
-                    break
-                if self._next is batch:
-                    self._next = None
-                self.queries += 1
-                try:
-                    batch.result = await self._fetch(frozenset(batch.ids))
-                except AsyncschedError as exc:
-                    batch.error = exc
-                batch.done.set()
-        if batch.error is not None:
-            raise batch.error
-        return {i: batch.result.get(i) for i in wanted}
+    @property
+    def queries(self) -> int:
+        """Status queries run so far."""
+        return self.fetches
 
 
 class StatusTracker:
