@@ -249,8 +249,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
         self._pdeathsig: PdeathsigMode = pdeathsig
         self._apps: dict[str, LocalApp] = {}
         self._record_reader = Coalescer(self._fetch_records)
-        #: ids of apps whose replicas all exited, oldest first (eviction order)
-        self._finished_order: dict[str, None] = {}
+        #: ids of the apps that became terminal, oldest first (eviction order)
+        self._done_order: dict[str, None] = {}
         self._app_defs: dict[str, AppDef | None] = {}
         self._retention = retention
         self._host = TaskHost(f"LocalScheduler({session_name!r})")
@@ -479,32 +479,30 @@ class LocalScheduler(Scheduler[LocalOpts]):
 
     # -- schedule ------------------------------------------------------------------------------
 
-    def _app_finished(self, app_id: str, num_replicas: int) -> None:
-        self._slots.release(num_replicas)
-        self._finished_order[app_id] = None
+    def _app_done(self, app_id: str) -> None:
+        self._done_order[app_id] = None
 
     def _oldest_evictable(self) -> LocalApp | None:
         """The app to give up memory for: the oldest finished one whose record
-        is on disk (a few steps, whatever the number of running apps), else
-        the oldest finished, else the oldest done one; None if all run."""
+        is on disk, else the oldest finished, else the oldest done one; None
+        if all run. Only terminal apps are looked at (at most about
+        ``cache_size`` of them, usually one), never the running ones."""
         gone = []
-        found = None
-        for app_id in self._finished_order:
+        finished = done = None
+        for app_id in self._done_order:
             app = self._apps.get(app_id)
             if app is None:
                 gone.append(app_id)
-            elif not app.record_stale:
-                found = app
-                break
+                continue
+            done = done or app
+            if app.finished.is_set():
+                finished = finished or app
+                if not app.record_stale:
+                    finished = app
+                    break
         for app_id in gone:
-            del self._finished_order[app_id]
-        if found is not None:
-            return found
-        done = [a for a in self._apps.values() if a.done.is_set()]
-        if not done:
-            return None
-        finished = [a for a in done if a.finished.is_set()]
-        return min(finished or done, key=lambda a: a.last_updated)
+            del self._done_order[app_id]
+        return finished or done
 
     def _evict_if_needed(self) -> None:
         # submits in flight hold a place too, so concurrent submits cannot overfill
@@ -517,7 +515,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
                 # slots (max_running_replicas), never refused here
                 return
             del self._apps[oldest.app_id]
-            self._finished_order.pop(oldest.app_id, None)
+            self._done_order.pop(oldest.app_id, None)
             if not oldest.finished.is_set() or oldest.record_stale:
                 # survivors may still be in their grace: the app keeps reaping
                 # them and writing its record until finished; aclose still
@@ -736,9 +734,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
             state_dir=self.state_dir,
             supervisor=supervisor_info(),
             changes=self._changes,
-            on_finished=functools.partial(
-                self._app_finished, request.app_id, len(replicas)
-            ),
+            on_finished=functools.partial(self._slots.release, len(replicas)),
+            on_done=functools.partial(self._app_done, request.app_id),
         )
         return app
 

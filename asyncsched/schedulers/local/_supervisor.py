@@ -402,6 +402,7 @@ class LocalApp:
         supervisor: dict[str, Any] | None = None,
         changes: ChangeNotifier | None = None,
         on_finished: Callable[[], None] | None = None,
+        on_done: Callable[[], None] | None = None,
     ) -> None:
         self.app_id = app_id
         self.name = name
@@ -438,6 +439,8 @@ class LocalApp:
         self._changes = changes if changes is not None else ChangeNotifier()
         #: called once, when every replica has exited and its logs are closed
         self._on_finished = on_finished
+        #: called once, when the app becomes terminal
+        self._on_done = on_done
 
     # -- start -------------------------------------------------------------------
 
@@ -703,7 +706,10 @@ class LocalApp:
         self.last_updated = time.time()
         self._changes.notify(self.app_id)
         if is_terminal(self.state):
-            self.done.set()
+            if not self.done.is_set():
+                self.done.set()
+                if self._on_done is not None:
+                    self._on_done()
             if (
                 all(r.child is None for r in self.replicas)
                 and not self.finished.is_set()
