@@ -11,6 +11,8 @@ retention is read from the server again, and ``list`` still shows it.
 
 from __future__ import annotations
 
+import time
+
 import anyio
 import pytest
 
@@ -131,10 +133,18 @@ async def test_finished_apps_leave_the_cache_but_not_describe_nor_list(
         assert (await sched.wait(app_id, timeout=5)) == desc
         listed = {a.app_id: a.state for a in await sched.list()}
         assert listed[app_id] == AppState.SUCCEEDED
-        # a live app is never expired
-        other = await sched.submit(make_app("sleep 3"), cfg_for(kube_env, job_api))
-        await anyio.sleep(1.5)
+        # a live app is never expired, however old the sweep believes it is
+        other = await sched.submit(make_app("sleep 30"), cfg_for(kube_env, job_api))
+        with anyio.fail_after(20):
+            while (seen := await sched.describe(other)) is None or (
+                seen.state != AppState.RUNNING
+            ):
+                await anyio.sleep(0.05)
+        ns.sweep(
+            0.0, lambda kind, jobs: AppState.SUCCEEDED, now=time.monotonic() + 3600
+        )
         assert not ns.is_expired(other)
+        await sched.cancel(other)
         assert (await sched.wait(other, timeout=20)) is not None
         # gone from the server: gone from list
         await sched.delete(app_id)
