@@ -198,6 +198,18 @@ async def test_cancel_really_stops_the_pods(kube_env: KubeEnv) -> None:
             return len(await _running_containers(kube_env)) == 2
 
         await _eventually(both_running, 60, "two running containers")
+
+        async def both_trap_term() -> bool:
+            # "started" is printed after the TERM trap is set: a TERM before
+            # it is ignored by the shell (PID 1), and the pod would then wait
+            # out its whole grace period
+            for k in range(2):
+                lines = [line async for line in sched.log_iter(app_id, "worker", k)]
+                if "started\n" not in lines:
+                    return False
+            return True
+
+        await _eventually(both_trap_term, 60, "both replicas to set their trap")
         await sched.cancel(app_id)
         desc = await sched.wait(app_id, timeout=60)
 
