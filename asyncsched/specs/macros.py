@@ -58,7 +58,9 @@ class macros:
 
             Unknown names are left alone and ``$$`` becomes ``$``.
             """
-            return Template(arg).safe_substitute(**asdict(self))
+            if "$" not in arg:  # nothing to replace (most args and env values)
+                return arg
+            return Template(arg).safe_substitute(asdict(self))
 
         def apply(self, role: Role) -> Role:
             """Return a substituted deep copy of ``role``; ``role`` is not changed.
