@@ -190,6 +190,35 @@ async def _left_behind(client: aiodocker.Docker, session: str) -> int:
     return len(found)
 
 
+def _lifecycle_result(
+    n: int,
+    bound: int,
+    wall: float,
+    submitted: float,
+    awaited: float | None,
+    calls: int,
+    peak: int,
+    ok: int,
+    left: int,
+    lag: LoopLagSampler,
+) -> dict[str, Any]:
+    """One lifecycle run's figures, the same keys for asyncsched and the floor."""
+    return {
+        "wall": wall,
+        "submit": submitted,
+        "awaited": awaited,
+        "calls": calls,
+        "peak_in_flight": peak,
+        "bound": bound,
+        "succeeded": ok,
+        "left_behind": left,
+        "lag_max_ms": lag.max_ms,
+        "lag_p99_ms": lag.p99_ms,
+        "rss_mb": _peak_rss_mb(),
+        "states": ["SUCCEEDED"] if ok == n else ["lost"],
+    }
+
+
 async def _asyncsched_lifecycle(n: int, session: str, bound: int) -> dict[str, Any]:
     from asyncsched.runner import Runner
     from asyncsched.schedulers.docker_scheduler import DockerScheduler
@@ -223,20 +252,9 @@ async def _asyncsched_lifecycle(n: int, session: str, bound: int) -> dict[str, A
         calls, peak = counter.calls, counter.peak
         left = await _left_behind(client, session)
     ok = sum(r is not None and r.state == AppState.SUCCEEDED for r in results.values())
-    return {
-        "wall": wall,
-        "submit": submitted,
-        "awaited": awaited,
-        "calls": calls,
-        "peak_in_flight": peak,
-        "bound": bound,
-        "succeeded": ok,
-        "left_behind": left,
-        "lag_max_ms": lag.max_ms,
-        "lag_p99_ms": lag.p99_ms,
-        "rss_mb": _peak_rss_mb(),
-        "states": ["SUCCEEDED"] if ok == n else ["lost"],
-    }
+    return _lifecycle_result(
+        n, bound, wall, submitted, awaited, calls, peak, ok, left, lag
+    )
 
 
 async def _aiodocker_lifecycle(n: int, session: str, bound: int) -> dict[str, Any]:
@@ -280,20 +298,9 @@ async def _aiodocker_lifecycle(n: int, session: str, bound: int) -> dict[str, An
             wall = time.perf_counter() - start
         calls, peak = counter.calls, counter.peak
         left = await _left_behind(client, session)
-    return {
-        "wall": wall,
-        "submit": submitted,
-        "awaited": None,
-        "calls": calls,
-        "peak_in_flight": peak,
-        "bound": bound,
-        "succeeded": ok,
-        "left_behind": left,
-        "lag_max_ms": lag.max_ms,
-        "lag_p99_ms": lag.p99_ms,
-        "rss_mb": _peak_rss_mb(),
-        "states": ["SUCCEEDED"] if ok == n else ["lost"],
-    }
+    return _lifecycle_result(
+        n, bound, wall, submitted, None, calls, peak, ok, left, lag
+    )
 
 
 def _torchx_worker(n: int, scenario: str, sleep: float, pull: bool) -> dict[str, Any]:

@@ -52,8 +52,7 @@ def defer_full_gc() -> Iterator[None]:
     global _depth, _saved_threshold2
     with _lock:
         if _depth == 0:
-            _saved_threshold2 = gc.get_threshold()[2]
-            young, middle, _ = gc.get_threshold()
+            young, middle, _saved_threshold2 = gc.get_threshold()
             gc.set_threshold(young, middle, _NEVER)
         _depth += 1
     try:

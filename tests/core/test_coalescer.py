@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from asyncsched.errors import AsyncschedError
@@ -41,7 +42,7 @@ async def test_concurrent_lookups_share_one_or_two_fetches() -> None:
 
 async def test_a_shared_error_reaches_every_lookup_of_the_fetch() -> None:
     async def fetch(keys: frozenset[str]) -> dict[str, int]:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         raise AsyncschedError("backend down")
 
     coalescer: Coalescer[str, int] = Coalescer(fetch, shared_errors=(AsyncschedError,))
@@ -65,7 +66,7 @@ async def test_another_error_reaches_only_the_fetching_caller() -> None:
     async def fetch(keys: frozenset[str]) -> dict[str, int]:
         nonlocal calls
         calls += 1
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         if calls == 1:
             raise ValueError("first fetch breaks")
         return dict.fromkeys(keys, 1)

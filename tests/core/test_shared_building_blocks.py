@@ -81,7 +81,7 @@ class _Slow(AsyncClosable):
         self.entered = True
 
     async def _aclose(self) -> None:
-        await anyio.sleep(10)
+        await anyio.sleep_forever()  # a close that never ends: the bound cuts it
         self.released = True
 
 

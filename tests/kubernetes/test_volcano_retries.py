@@ -40,8 +40,19 @@ async def _stored_job(env: KubeEnv, app_id: str) -> Any:
         )
 
 
-async def test_app_fails_after_the_retries_its_roles_ask_for(kube_env: KubeEnv) -> None:
+async def _failed_job(kube_env: KubeEnv, app: AppDef, timeout: float) -> Any:
+    """Run ``app`` as a Volcano job under Volcano's admission; once it has
+    FAILED, return the job as the server stores it."""
     kube_env.fake_server().enable_volcano_admission()
+    async with scheduler(kube_env) as sched:
+        app_id = await sched.submit(app, cfg_for(kube_env, "volcano"))
+        final = await sched.wait(app_id, timeout=timeout)
+    assert final is not None
+    assert final.state == AppState.FAILED
+    return await _stored_job(kube_env, app_id)
+
+
+async def test_app_fails_after_the_retries_its_roles_ask_for(kube_env: KubeEnv) -> None:
     app = AppDef(
         "retries",
         roles=[
@@ -49,12 +60,7 @@ async def test_app_fails_after_the_retries_its_roles_ask_for(kube_env: KubeEnv) 
             _role("steady", "sleep 30"),  # no retries of its own
         ],
     )
-    async with scheduler(kube_env) as sched:
-        app_id = await sched.submit(app, cfg_for(kube_env, "volcano"))
-        final = await sched.wait(app_id, timeout=40)
-    assert final is not None
-    assert final.state == AppState.FAILED
-    job = await _stored_job(kube_env, app_id)
+    job = await _failed_job(kube_env, app, timeout=40)
     # one restart, as asked: not the 3 Volcano puts in place of a job-level 0
     assert job["spec"]["maxRetry"] == 1
     assert job["status"]["retryCount"] == 1
@@ -63,21 +69,14 @@ async def test_app_fails_after_the_retries_its_roles_ask_for(kube_env: KubeEnv) 
 async def test_app_without_retries_is_not_given_any_by_the_job_level(
     kube_env: KubeEnv,
 ) -> None:
-    kube_env.fake_server().enable_volcano_admission()
     app = AppDef("noretry", roles=[_role("once", "exit 3")])
-    async with scheduler(kube_env) as sched:
-        app_id = await sched.submit(app, cfg_for(kube_env, "volcano"))
-        final = await sched.wait(app_id, timeout=30)
-    assert final is not None
-    assert final.state == AppState.FAILED
-    job = await _stored_job(kube_env, app_id)
+    job = await _failed_job(kube_env, app, timeout=30)
     assert job["status"].get("retryCount", 0) == 0
 
 
 async def test_replica_retry_policy_restarts_the_failed_replica(
     kube_env: KubeEnv,
 ) -> None:
-    kube_env.fake_server().enable_volcano_admission()
     app = AppDef(
         "replica",
         roles=[
@@ -90,12 +89,7 @@ async def test_replica_retry_policy_restarts_the_failed_replica(
             )
         ],
     )
-    async with scheduler(kube_env) as sched:
-        app_id = await sched.submit(app, cfg_for(kube_env, "volcano"))
-        final = await sched.wait(app_id, timeout=40)
-    assert final is not None
-    assert final.state == AppState.FAILED
-    job = await _stored_job(kube_env, app_id)
+    job = await _failed_job(kube_env, app, timeout=40)
     task = job["spec"]["tasks"][0]
     assert {"event": "PodFailed", "action": "RestartTask"} in task["policies"]
     assert task["maxRetry"] == 1
