@@ -22,6 +22,7 @@ from asyncsched.runner._gc import defer_full_gc as defer_full_gc
 from asyncsched.runner._progress import Progress as Progress
 from asyncsched.runner.api import (
     DEFAULT_SESSION_NAME as DEFAULT_SESSION_NAME,
+    KEPT_APP_DEFINITIONS as KEPT_APP_DEFINITIONS,
     Runner as Runner,
     get_runner as get_runner,
 )
@@ -29,6 +30,7 @@ from asyncsched.runner.api import (
 __all__ = [
     "DEFAULT_SESSION_NAME",
     "EventHook",
+    "KEPT_APP_DEFINITIONS",
     "Progress",
     "Runner",
     "RunnerEvent",

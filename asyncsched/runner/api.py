@@ -12,6 +12,7 @@ import builtins
 import copy
 import logging
 import warnings
+from collections import OrderedDict
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -67,6 +68,7 @@ __all__ = [
     "CLOSE_TIMEOUT",
     "DEFAULT_SESSION_NAME",
     "JOB_ID_ENV",
+    "KEPT_APP_DEFINITIONS",
     "PARENT_RUN_ID_ENV",
     "Runner",
     "SESSION_ID_ENV",
@@ -83,6 +85,14 @@ CLOSE_TIMEOUT = 120.0
 
 DEFAULT_SESSION_NAME = "asyncsched"
 """Session name of :func:`get_runner` when none is given."""
+
+KEPT_APP_DEFINITIONS = 1024
+"""How many submitted app definitions a runner keeps for :meth:`Runner.describe`.
+
+The most recent ones are kept; an older app is described from what its
+scheduler reports, so a runner's memory does not grow with every app it ever
+ran (a web app submitting jobs for weeks, a sweep of 10,000 apps).
+"""
 
 JOB_ID_ENV = "TORCHX_JOB_ID"
 SESSION_ID_ENV = "TORCHX_INTERNAL_SESSION_ID"
@@ -166,7 +176,8 @@ class Runner(AsyncClosable):
         )
         self._params: dict[str, Any] = dict(scheduler_params or {})
         self._schedulers: dict[str, Scheduler[Any]] = {}
-        self._apps: dict[AppHandle, AppDef] = {}
+        #: the submitted copies, most recent last (at most KEPT_APP_DEFINITIONS)
+        self._apps: OrderedDict[AppHandle, AppDef] = OrderedDict()
         self._host = TaskHost(f"Runner({name!r})")
         self._event_hook = event_hook
         self._max_submits = max_concurrent_submits
@@ -405,8 +416,13 @@ class Runner(AsyncClosable):
             ev.app_id = app_id
             handle = make_app_handle(scheduler, self._name, app_id)
             if info.app is not None:
-                self._apps[handle] = info.app
+                self._keep_app(handle, info.app)
             return handle
+
+    def _keep_app(self, handle: AppHandle, app: AppDef) -> None:
+        self._apps[handle] = app
+        if len(self._apps) > KEPT_APP_DEFINITIONS:
+            self._apps.popitem(last=False)
 
     async def run(
         self,
@@ -594,8 +610,9 @@ class Runner(AsyncClosable):
     async def describe(self, app_handle: AppHandle) -> AppDef | None:
         """Return the AppDef of the app (None if unknown).
 
-        For apps run by this runner it is the submitted copy (with the injected
-        env); otherwise it is rebuilt from what the scheduler reports.
+        For the last :data:`KEPT_APP_DEFINITIONS` apps run by this runner it is
+        the submitted copy (with the injected env); otherwise it is rebuilt
+        from what the scheduler reports.
         """
         sched, name, app_id = await self._resolve(app_handle)
         with record_event(self._event_hook, "describe", name, app_id):

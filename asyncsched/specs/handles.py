@@ -46,6 +46,13 @@ def parse_app_handle(app_handle: AppHandle) -> ParsedAppHandle:
     Raises:
         MalformedAppHandleException: ``app_handle`` does not have that form.
     """
+    if "\n" not in app_handle:
+        # fast path, same answer as the pattern: one "://" and a non-empty app id
+        backend, sep, rest = app_handle.partition("://")
+        if backend and sep and "://" not in rest:
+            session, slash, app_id = rest.rpartition("/")
+            if slash and app_id:
+                return ParsedAppHandle(backend, session, app_id)
     match = _HANDLE.match(app_handle)
     if match is None:
         raise MalformedAppHandleException(app_handle)

@@ -20,7 +20,13 @@ from asyncsched.errors import (
     UnsupportedOperationError,
     WaitTimeoutError,
 )
-from asyncsched.runner import Runner, RunnerEvent, get_runner, get_session_id
+from asyncsched.runner import (
+    Runner,
+    RunnerEvent,
+    api as runner_api,
+    get_runner,
+    get_session_id,
+)
 from asyncsched.schedulers.api import DescribeAppResponse, Scheduler
 from asyncsched.specs import (
     AppDef,
@@ -203,6 +209,21 @@ async def test_describe_of_an_app_run_by_another_runner_is_rebuilt() -> None:
         assert described is not None
         assert described.name == parse_app_handle(handle).app_id
         assert described.roles[0].name == "worker"
+
+
+async def test_describe_keeps_only_the_latest_submitted_definitions(
+    runner: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runner_api, "KEPT_APP_DEFINITIONS", 2)
+    handles = [await runner.run(sh_app(f"exit {i}"), "inmemory") for i in range(4)]
+    assert len(runner._apps) == 2  # memory does not grow with every app run
+    latest = await runner.describe(handles[-1])
+    assert latest is not None
+    assert latest.name == sh_app("exit 3").name  # the submitted copy
+    oldest = await runner.describe(handles[0])
+    assert oldest is not None  # still described, from the scheduler
+    assert oldest.name == parse_app_handle(handles[0]).app_id
+    assert oldest.roles[0].args == sh_app("exit 0").roles[0].args
 
 
 async def test_status_running_then_cancelled(runner: Runner) -> None:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from asyncsched.specs import (
@@ -8,6 +10,7 @@ from asyncsched.specs import (
     make_app_handle,
     parse_app_handle,
 )
+from asyncsched.specs.handles import _HANDLE
 
 
 def test_make_app_handle_formats_parts() -> None:
@@ -56,3 +59,34 @@ def test_parse_app_handle_extra_slashes_go_to_session() -> None:
 def test_parse_app_handle_round_trips_make_app_handle() -> None:
     handle = make_app_handle("local_cwd", "s", "echo-x1")
     assert parse_app_handle(handle) == ("local_cwd", "s", "echo-x1")
+
+
+@pytest.mark.parametrize(
+    ("handle", "parts"),
+    [
+        ("local://s/b/", ("local", "s", "b/")),  # a trailing "/" stays in the app id
+        ("a://b://c/d", ("a://b", "c", "d")),  # the last "://" ends the backend
+        ("local://s/app\nrest", ("local", "s", "app")),  # a line ends the handle
+    ],
+)
+def test_parse_app_handle_unusual_forms_keep_the_documented_grammar(
+    handle: str, parts: tuple[str, str, str]
+) -> None:
+    assert parse_app_handle(handle) == ParsedAppHandle(*parts)
+
+
+def test_parse_app_handle_agrees_with_its_grammar_on_random_handles() -> None:
+    rng = random.Random(20)
+    pieces = ["a", "b", ":", "/", "//", "://", ":/", "\n", " "]
+    for _ in range(20_000):
+        handle = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 9)))
+        match = _HANDLE.match(handle)
+        if match is None:
+            with pytest.raises(MalformedAppHandleException):
+                parse_app_handle(handle)
+        else:
+            assert parse_app_handle(handle) == (
+                match["backend"],
+                match["session"],
+                match["app_id"],
+            ), handle
