@@ -56,6 +56,7 @@ __all__ = [
     "KubernetesApiError",
     "forbidden_cause",
     "import_client",
+    "import_client_off_loop",
     "load_api_client",
     "load_connection",
 ]
@@ -112,15 +113,39 @@ class KubernetesApiError(SchedulerError):
         )
 
 
+#: ``kubernetes_asyncio`` once fully imported (a module still being imported by
+#: another thread is already in ``sys.modules``: that is no sign it is ready)
+_client_module: Any = None
+
+
 def import_client() -> Any:
     """Import ``kubernetes_asyncio`` or raise a clear error naming the extra."""
-    try:
-        import kubernetes_asyncio
-    except ImportError as exc:
-        raise SchedulerUnavailableError(
-            BACKEND, f"{exc.name or 'kubernetes_asyncio'} is not installed", EXTRA_HINT
-        ) from exc
-    return kubernetes_asyncio
+    global _client_module
+    if _client_module is None:
+        try:
+            import kubernetes_asyncio
+        except ImportError as exc:
+            raise SchedulerUnavailableError(
+                BACKEND,
+                f"{exc.name or 'kubernetes_asyncio'} is not installed",
+                EXTRA_HINT,
+            ) from exc
+        _client_module = kubernetes_asyncio
+    return _client_module
+
+
+async def import_client_off_loop() -> Any:
+    """:func:`import_client` for async code: the first import runs in a worker thread.
+
+    Importing ``kubernetes_asyncio`` takes about 0.6 s of CPU (its thousands
+    of model classes); in the event loop's thread that is a 0.6 s stall of
+    every other task the first time a Kubernetes scheduler is used.
+    Concurrent first callers each wait in a worker thread (Python's import
+    lock makes them share the one import); later calls return at once.
+    """
+    if _client_module is not None:
+        return _client_module
+    return await anyio.to_thread.run_sync(import_client)
 
 
 async def load_api_client(

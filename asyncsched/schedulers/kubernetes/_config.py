@@ -32,7 +32,10 @@ from typing import Any
 import anyio
 
 from asyncsched.errors import SchedulerUnavailableError
-from asyncsched.schedulers.kubernetes._client import BACKEND, import_client
+from asyncsched.schedulers.kubernetes._client import (
+    BACKEND,
+    import_client_off_loop,
+)
 from asyncsched.schedulers.kubernetes._credentials import Credentials
 
 __all__ = ["SERVICE_ACCOUNT_DIR", "Connection", "connect"]
@@ -68,7 +71,7 @@ async def connect(
     Raises:
         SchedulerUnavailableError: the extra is missing or no config is usable.
     """
-    k8s = import_client()
+    k8s = await import_client_off_loop()
     env = os.environ if environ is None else environ
     sa_dir = SERVICE_ACCOUNT_DIR if service_account_dir is None else service_account_dir
     configuration = k8s.client.Configuration()
@@ -148,7 +151,7 @@ def service_account_namespace(sa_dir: Path | None = None) -> str:
 
 async def context_namespace(path: str, context: str | None) -> str:
     """The namespace of kubeconfig ``path``'s ``context`` (or current one), else ``default``."""
-    k8s = import_client()
+    k8s = await import_client_off_loop()
 
     def read() -> str:
         try:

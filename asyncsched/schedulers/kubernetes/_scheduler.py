@@ -53,7 +53,7 @@ from asyncsched.schedulers.kubernetes._client import (
     MERGE_PATCH_CT,
     KubeApi,
     KubernetesApiError,
-    import_client,
+    import_client_off_loop,
 )
 from asyncsched.schedulers.kubernetes._config import connect
 from asyncsched.schedulers.kubernetes._create_errors import create_error
@@ -490,7 +490,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
     async def _submit_dryrun(
         self, app: AppDef, cfg: KubernetesOpts
     ) -> AppDryRunInfo[KubernetesJob]:
-        import_client()
+        await import_client_off_loop()  # the extra is installed (a clear error if not)
         values = cast(Mapping[str, CfgVal], cfg)
         name = job_name(app.name, random_id())
         job = render_job(

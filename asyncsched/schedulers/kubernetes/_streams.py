@@ -24,7 +24,7 @@ from typing import Any
 
 import anyio
 
-from asyncsched.schedulers.kubernetes._client import import_client
+from asyncsched.schedulers.kubernetes._client import import_client_off_loop
 
 __all__ = ["STREAM_POOL_SIZE", "stream_client"]
 
@@ -39,7 +39,7 @@ async def stream_client(api_client: Any) -> Any:
 
     The caller closes it.
     """
-    k8s = import_client()
+    k8s = await import_client_off_loop()
     configuration = api_client.configuration
     client = k8s.client.ApiClient(configuration=configuration)
     # its pool was sized from configuration.connection_pool_maxsize: swap in
