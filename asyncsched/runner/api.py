@@ -263,7 +263,11 @@ class Runner(AsyncClosable):
         async with self._lock:
             sched = self._schedulers.get(scheduler)
             if sched is None:
-                sched = self._factories[scheduler](self._name, **self._params)
+                factory = self._factories[scheduler]
+                preload = getattr(factory, "preload", None)
+                if callable(preload):  # its imports (aiohttp: 0.3 s) off the loop
+                    await anyio.to_thread.run_sync(preload)
+                sched = factory(self._name, **self._params)
                 # each scheduler lives in its own task of the runner's group, so
                 # its ``async with`` is entered and exited by the same task
                 await self._host.start(

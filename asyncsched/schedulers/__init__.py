@@ -46,7 +46,12 @@ DEFAULT_SCHEDULER = "local_cwd"
 
 
 class SchedulerFactory(Protocol):
-    """``factory(session_name, **params) -> Scheduler``; must accept unknown params."""
+    """``factory(session_name, **params) -> Scheduler``; must accept unknown params.
+
+    A factory may also have a ``preload()`` method that does its blocking
+    imports; the runner calls it in a worker thread first, so that importing a
+    backend does not stall the event loop.
+    """
 
     def __call__(self, session_name: str, **kwargs: Any) -> Scheduler[Any]: ...
 
@@ -59,7 +64,13 @@ class _BuiltinFactory:
         self.target = target
         self.extra = extra
 
-    def __call__(self, session_name: str, **kwargs: Any) -> Scheduler[Any]:
+    def preload(self) -> SchedulerFactory:
+        """Import the backend's module (blocking) and return its factory function.
+
+        Importing a backend can take a few tenths of a second of CPU
+        (aiohttp, aiodocker); :class:`~asyncsched.runner.Runner` calls this
+        in a worker thread before it creates the scheduler in the event loop.
+        """
         module_name, func_name = self.target.split(":")
         try:
             module = importlib.import_module(module_name)
@@ -73,7 +84,10 @@ class _BuiltinFactory:
                 f"{exc.name} is not installed",
                 f"pip install 'asyncsched[{self.extra}]'",
             ) from exc
-        return factory(session_name, **kwargs)
+        return factory
+
+    def __call__(self, session_name: str, **kwargs: Any) -> Scheduler[Any]:
+        return self.preload()(session_name, **kwargs)
 
     def __repr__(self) -> str:
         return f"<builtin scheduler {self.name!r} from {self.target}>"
@@ -85,10 +99,14 @@ class _PluginFactory:
     def __init__(self, entry_point: EntryPoint) -> None:
         self.entry_point = entry_point
 
-    def __call__(self, session_name: str, **kwargs: Any) -> Scheduler[Any]:
+    def preload(self) -> SchedulerFactory:
+        """Load the entry point (blocking: imports the plugin) and return its factory."""
         loaded = self.entry_point.load()
         factory: SchedulerFactory = getattr(loaded, "create_scheduler", loaded)
-        return factory(session_name, **kwargs)
+        return factory
+
+    def __call__(self, session_name: str, **kwargs: Any) -> Scheduler[Any]:
+        return self.preload()(session_name, **kwargs)
 
     def __repr__(self) -> str:
         return (
