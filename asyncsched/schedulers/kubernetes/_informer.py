@@ -52,6 +52,9 @@ logger = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 _RELIST, _DROPPED, _ENDED = "relist", "dropped", "ended"
+#: watch events (or listed objects) handled between two yields to the event
+#: loop: a burst of 1,000 pod events read in one chunk is ~0.1 s of decoding
+_BATCH = 64
 
 
 def _rv(obj: JSON) -> str:
@@ -259,9 +262,11 @@ class Informer:
                 "GET", self.path, query=query, map_denied=not self.optional
             )
             self.pages += 1
-            for item in (data or {}).get("items") or []:
+            for count, item in enumerate((data or {}).get("items") or [], 1):
                 if self._admitted(item):
                     items[item["metadata"]["name"]] = self._slimmed(item)
+                if count % _BATCH == 0:
+                    await anyio.lowlevel.checkpoint()
             meta = (data or {}).get("metadata") or {}
             rv = str(meta.get("resourceVersion") or "")
             token = str(meta.get("continue") or "")
@@ -294,6 +299,8 @@ class Informer:
                         events += 1
                         if not self._apply(json.loads(line)):
                             return _RELIST, events
+                        if events % _BATCH == 0:  # a long burst: let others run
+                            await anyio.lowlevel.checkpoint()
         except KubernetesApiError as exc:
             if exc.status == 410:
                 return _RELIST, events
