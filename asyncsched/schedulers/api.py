@@ -517,10 +517,13 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
             snapshot = await self._describe(app_id)
             if snapshot is None:
                 return None
-            if snapshot.terminal:
+            if snapshot.terminal and snapshot.settled:
                 return _response(snapshot)
+            ended = [snapshot] if snapshot.terminal else []
             with anyio.move_on_after(timeout):
-                return await self._wait(app_id)
+                return await self._wait(app_id, ended)
+            if ended:  # it ended; the timeout cut the wait for its last details
+                return _response(ended[-1])
         raise WaitTimeoutError(app_id, timeout)
 
     async def _final_now(self, app_id: str) -> tuple[bool, DescribeAppResponse | None]:
@@ -536,11 +539,14 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
         del app_id
         return False, None
 
-    async def _wait(self, app_id: str) -> DescribeAppResponse | None:
+    async def _wait(
+        self, app_id: str, ended: builtins.list[AppSnapshot] | None = None
+    ) -> DescribeAppResponse | None:
         """Re-read the app at each change signal until it is terminal.
 
         A terminal app whose snapshot is not ``settled`` yet gets up to
-        ``SETTLE_TIMEOUT`` seconds for its last details to land.
+        ``SETTLE_TIMEOUT`` seconds for its last details to land; meanwhile
+        its latest snapshot is kept in ``ended`` (for a caller's timeout).
         """
         key = app_id
         delay = 0.0
@@ -555,6 +561,8 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
                 continue  # take the right event before reading again
             pause = math.inf
             if snapshot.terminal:
+                if ended is not None:
+                    ended[:] = [snapshot]
                 now = anyio.current_time()
                 if settle_by is None:
                     settle_by = now + SETTLE_TIMEOUT

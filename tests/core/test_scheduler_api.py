@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import dataclasses
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
@@ -303,3 +304,49 @@ async def test_log_iter_hands_backends_naive_datetimes_as_utc() -> None:
     app_id = await sched.submit(_app(), {"foo": "x"})
     assert [x async for x in sched.log_iter(app_id, "trainer", since=naive)] == ["x\n"]
     assert seen == [naive.replace(tzinfo=UTC), None]
+
+
+class SettlingScheduler(RecordingScheduler):
+    """An ended app's last details (its message) land a moment after its end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.details_landed = False
+
+    async def _describe(self, app_id: str) -> AppSnapshot | None:
+        snapshot = await super()._describe(app_id)
+        if snapshot is None or not snapshot.terminal:
+            return snapshot
+        if self.details_landed:
+            return dataclasses.replace(snapshot, msg="exit code 3")
+        return dataclasses.replace(snapshot, settled=False)
+
+
+async def test_wait_with_a_timeout_waits_for_an_ended_apps_last_details() -> None:
+    sched = SettlingScheduler()
+    app_id = await sched.submit(_app(), {"foo": "x"})
+    sched.states[app_id] = AppState.FAILED
+
+    async def land_details() -> None:
+        with anyio.fail_after(10):
+            while sched.describes < 2:  # wait() has seen the unsettled end
+                await anyio.sleep(0.01)
+        sched.details_landed = True
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(land_details)
+        desc = await sched.wait(app_id, timeout=10)
+    assert desc is not None
+    assert desc.state == AppState.FAILED
+    assert desc.msg == "exit code 3"  # as wait() without a timeout returns it
+
+
+async def test_wait_timeout_on_an_ended_app_returns_it_without_its_last_details() -> (
+    None
+):
+    sched = SettlingScheduler()
+    app_id = await sched.submit(_app(), {"foo": "x"})
+    sched.states[app_id] = AppState.FAILED
+    desc = await sched.wait(app_id, timeout=0)  # ended: no WaitTimeoutError
+    assert desc is not None
+    assert desc.state == AppState.FAILED

@@ -22,7 +22,7 @@ from asyncsched.errors import (
     WaitTimeoutError,
 )
 from asyncsched.runner import Runner
-from asyncsched.schedulers.api import DescribeAppResponse, Scheduler
+from asyncsched.schedulers.api import AppSnapshot, DescribeAppResponse, Scheduler
 from asyncsched.specs import AppState
 from asyncsched.sync import SyncRunner, SyncScheduler, get_runner, get_scheduler
 from asyncsched.testing import InMemoryScheduler, create_scheduler
@@ -161,9 +161,11 @@ class _WaitSignalling:
         sched = InMemoryScheduler(session_name)
         real_wait = sched._wait
 
-        async def wait(app_id: str) -> DescribeAppResponse | None:
+        async def wait(
+            app_id: str, ended: list[AppSnapshot] | None = None
+        ) -> DescribeAppResponse | None:
             self.waiting.set()
-            return await real_wait(app_id)
+            return await real_wait(app_id, ended)
 
         sched._wait = wait  # type: ignore[method-assign]
         return sched
