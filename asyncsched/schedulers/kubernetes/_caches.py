@@ -18,7 +18,7 @@ Example:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from asyncsched.schedulers.kubernetes._client import KubeApi
@@ -182,29 +182,60 @@ class Caches:
         ``state_of(kind, jobs)`` gives an app's final state (kept by its stubs).
         Returns how many apps were expired.
         """
+        return sum(self.sweep_steps(retention, state_of, now))
+
+    def sweep_steps(
+        self,
+        retention: float,
+        state_of: Callable[[str, list[JSON]], AppState],
+        now: float | None = None,
+        batch: int = 256,
+    ) -> Iterator[int]:
+        """:meth:`sweep` in steps of ``batch`` apps; yields each step's count.
+
+        The caller may let other tasks run between steps (10,000 apps are a
+        0.1 s pass): each app is read from the caches when its turn comes, so
+        a change made meanwhile is never undone.
+        """
         now = time.monotonic() if now is None else now
-        apps: dict[str, tuple[str, list[JSON]]] = {
-            self.key(job): ("volcano", [job]) for job in self.volcano.objects.values()
-        }
-        for key, named in self.batch.by_key.items():
-            apps.setdefault(key, ("indexed", list(named.values())))
-        for key in [k for k in self.finished_at if k not in apps]:
+        keys = set(self.volcano.by_key) | set(self.batch.by_key)
+        for key in [k for k in self.finished_at if k not in keys]:
             del self.finished_at[key]
-        for key in [k for k in self.expired if k not in apps]:
+        for key in [k for k in self.expired if k not in keys]:
             del self.expired[key]
         count = 0
-        for key, (kind, jobs) in apps.items():
-            if key in self.expired:
-                continue
-            if not all(job_done(j) for j in jobs):
-                self.finished_at.pop(key, None)
-                continue
-            since = self.finished_at.setdefault(key, now)
-            if now - since < retention:
-                continue
-            self._expire(key, kind, jobs, state_of(kind, jobs))
-            count += 1
-        return count
+        for done, key in enumerate(keys, 1):
+            count += self._sweep_one(key, retention, state_of, now)
+            if done % batch == 0:
+                yield count
+                count = 0
+        yield count
+
+    def _sweep_one(
+        self,
+        key: str,
+        retention: float,
+        state_of: Callable[[str, list[JSON]], AppState],
+        now: float,
+    ) -> int:
+        if key in self.expired:
+            return 0
+        named = self.volcano.by_key.get(key)
+        if named:
+            kind, jobs = "volcano", list(named.values())[-1:]
+        else:
+            named = self.batch.by_key.get(key)
+            if not named:  # deleted since the sweep began
+                return 0
+            kind, jobs = "indexed", list(named.values())
+        if not all(job_done(j) for j in jobs):
+            self.finished_at.pop(key, None)
+            return 0
+        since = self.finished_at.setdefault(key, now)
+        if now - since < retention:
+            return 0
+        self._expire(key, kind, jobs, state_of(kind, jobs))
+        return 1
 
     def _expire(self, key: str, kind: str, jobs: list[JSON], state: AppState) -> None:
         self.expired[key] = state

@@ -677,12 +677,16 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         interval = min(max(retention / 4, 0.2), 60.0)
         while True:
             await anyio.sleep(interval)
-            expired = ns.sweep(
+            expired = 0
+            steps = ns.sweep_steps(
                 retention,
                 lambda kind, jobs: (
                     _describe(f"{ns.name}:{_app_key(jobs[0])}", kind, ns, jobs).state
                 ),
             )
+            for count in steps:  # 10,000 apps in steps: the loop keeps running
+                expired += count
+                await anyio.lowlevel.checkpoint()
             if expired:
                 logger.debug("%d finished apps expired from %s", expired, ns.name)
 
