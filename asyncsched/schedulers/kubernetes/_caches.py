@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from asyncsched.schedulers.kubernetes._client import KubeApi
-from asyncsched.schedulers.kubernetes._informer import Informer
+from asyncsched.schedulers.kubernetes._informer import DEFAULT_PAGE_SIZE, Informer
 from asyncsched.schedulers.kubernetes._render import (
     LABEL_APP_ID,
     LABEL_MANAGED_BY,
@@ -109,7 +109,7 @@ class Caches:
         live: bool,
         resync: float = 600.0,
         watch_timeout: int = 290,
-        page_size: int = 500,
+        page_size: int = DEFAULT_PAGE_SIZE,
     ) -> None:
         self.name = namespace
         self.live = live

@@ -66,6 +66,7 @@ from asyncsched.schedulers.kubernetes._features import (
     server_version,
 )
 from asyncsched.schedulers.kubernetes._field_validation import create_query
+from asyncsched.schedulers.kubernetes._informer import DEFAULT_PAGE_SIZE
 from asyncsched.schedulers.kubernetes._logs import has_log, iter_pod_log
 from asyncsched.schedulers.kubernetes._lookup import (
     Found,
@@ -217,7 +218,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         cache_retention: Seconds a finished app stays whole in the caches;
             then only its name and final state stay (for ``list``) and
             ``describe`` reads it from the server again (None: for ever).
-        list_page_size: Objects per page of the caches' lists (``limit``).
+        list_page_size: Objects per page of the caches' lists (``limit``;
+            100: each page is decoded in one event-loop callback).
 
     Example:
         >>> async def main() -> None:
@@ -264,7 +266,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         cache_retention: float | None = DEFAULT_CACHE_RETENTION,
-        list_page_size: int = 500,
+        list_page_size: int = DEFAULT_PAGE_SIZE,
     ) -> None:
         super().__init__(BACKEND, session_name)
         self.max_line_bytes = check_max_line_bytes(max_line_bytes)
