@@ -11,6 +11,7 @@ from asyncsched.errors import SchedulerUnavailableError
 from asyncsched.schedulers.kubernetes import _client as kube_client
 from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asyncsched.specs import AppDef, Role
+from tests.import_threads import assert_imported_outside_the_loop_thread
 
 _BLOCK = """
 import sys
@@ -61,39 +62,16 @@ async def test_describe_and_dryrun_name_the_extra_without_the_client() -> None:
             await sched.submit_dryrun(app, {"queue": "q"})
 
 
-_FIRST_USE = """
-import asyncio, sys, threading
-
-importers = []
-
-
-def note_import(event, args):
-    if event == "import" and args[0] == "kubernetes_asyncio":
-        importers.append(threading.get_ident())
-
-
-sys.addaudithook(note_import)
+def test_first_use_imports_the_client_outside_the_event_loop_thread() -> None:
+    # the import costs ~0.6 s of CPU: in the loop thread it would stall every task
+    assert_imported_outside_the_loop_thread(
+        {"kubernetes_asyncio"},
+        """
 from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asyncsched.specs import AppDef, Role
 
-
-async def main():
-    app = AppDef("a", roles=[Role("r", image="busybox", entrypoint="true")])
-    async with KubernetesScheduler("s") as sched:
-        await sched.submit_dryrun(app, {"queue": "q"})
-    assert importers, "kubernetes_asyncio was never imported"
-    assert threading.get_ident() not in importers, "imported in the loop thread"
-    print("ok")
-
-
-asyncio.run(main())
-"""
-
-
-def test_first_use_imports_the_client_outside_the_event_loop_thread() -> None:
-    # the import costs ~0.6 s of CPU: in the loop thread it would stall every task
-    out = subprocess.run(
-        [sys.executable, "-c", _FIRST_USE], capture_output=True, text=True, check=False
+app = AppDef("a", roles=[Role("r", image="busybox", entrypoint="true")])
+async with KubernetesScheduler("s") as sched:
+    await sched.submit_dryrun(app, {"queue": "q"})
+""",
     )
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "ok"
