@@ -266,7 +266,7 @@ class Runner(AsyncClosable):
                 factory = self._factories[scheduler]
                 preload = getattr(factory, "preload", None)
                 if callable(preload):  # its imports (aiohttp: 0.3 s) off the loop
-                    await anyio.to_thread.run_sync(preload)
+                    factory = await anyio.to_thread.run_sync(preload)
                 sched = factory(self._name, **self._params)
                 # each scheduler lives in its own task of the runner's group, so
                 # its ``async with`` is entered and exited by the same task

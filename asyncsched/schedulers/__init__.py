@@ -49,8 +49,8 @@ class SchedulerFactory(Protocol):
     """``factory(session_name, **params) -> Scheduler``; must accept unknown params.
 
     A factory may also have a ``preload()`` method that does its blocking
-    imports; the runner calls it in a worker thread first, so that importing a
-    backend does not stall the event loop.
+    imports and returns the factory to call; the runner calls it in a worker
+    thread first, so that importing a backend does not stall the event loop.
     """
 
     def __call__(self, session_name: str, **kwargs: Any) -> Scheduler[Any]: ...
