@@ -64,6 +64,8 @@ async def test_more_followers_than_the_pool_holds_do_not_block_requests(
                 with anyio.fail_after(30):
                     while ticks < followers:  # every follower holds a stream
                         await anyio.sleep(0.05)
+                # the user's configuration is left as it was
+                assert api.configuration.connection_pool_maxsize == POOL
                 # ordinary requests still get a connection at once
                 with anyio.fail_after(15):
                     other = await sched.submit(make_app("echo other"), cfg)

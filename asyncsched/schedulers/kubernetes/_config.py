@@ -37,6 +37,7 @@ from asyncsched.schedulers.kubernetes._client import (
     import_client_off_loop,
 )
 from asyncsched.schedulers.kubernetes._credentials import Credentials
+from asyncsched.schedulers.kubernetes._env_lookups import skip_unneeded_env_lookups
 
 __all__ = ["SERVICE_ACCOUNT_DIR", "Connection", "connect"]
 
@@ -85,6 +86,7 @@ async def connect(
             # the loader installed its own hook (re-reads the rotated token)
             creds = Credentials(configuration, loader)
             client = k8s.client.ApiClient(configuration=configuration)
+            await skip_unneeded_env_lookups(client)
             return Connection(client, creds, namespace, in_cluster=True)
     path = kubeconfig or env.get("KUBECONFIG") or _DEFAULT_KUBECONFIG
     from kubernetes_asyncio.config import ConfigException
@@ -107,6 +109,7 @@ async def connect(
     creds.install()
     namespace = await context_namespace(path, context)
     client = k8s.client.ApiClient(configuration=configuration)
+    await skip_unneeded_env_lookups(client)
     return Connection(client, creds, namespace, in_cluster=False)
 
 

@@ -22,16 +22,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio
-
 from asyncsched.schedulers.kubernetes._client import import_client_off_loop
 
 __all__ = ["STREAM_POOL_SIZE", "stream_client"]
 
 #: connections the stream pool may open at once (0: no limit)
 STREAM_POOL_SIZE = 0
-#: seconds closing the unused first pool may take
-_CLOSE_TIMEOUT = 5.0
 
 
 async def stream_client(api_client: Any) -> Any:
@@ -41,15 +37,19 @@ async def stream_client(api_client: Any) -> Any:
     """
     k8s = await import_client_off_loop()
     configuration = api_client.configuration
-    client = k8s.client.ApiClient(configuration=configuration)
-    # its pool was sized from configuration.connection_pool_maxsize: swap in
-    # one without the limit (the first never opened a connection)
-    unused = client.rest_client
-    client.rest_client = k8s.client.rest.RESTClientObject(
-        configuration, maxsize=STREAM_POOL_SIZE
-    )
-    # a cancelled caller leaks no session (closing an unused one is instant)
-    with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT):
-        await unused.close()
+    # the pool is sized from configuration.connection_pool_maxsize when the
+    # client is built: build it with the stream pool's size instead (one TLS
+    # context, not a second one thrown away), then put the setting back.
+    # Nothing awaits in between, so no other task sees the changed value.
+    shared_size = configuration.connection_pool_maxsize
+    configuration.connection_pool_maxsize = STREAM_POOL_SIZE
+    try:
+        client = k8s.client.ApiClient(configuration=configuration)
+    finally:
+        configuration.connection_pool_maxsize = shared_size
+    # the shared client's environment lookups were settled when it connected
+    shared_session = api_client.rest_client.pool_manager
+    if not getattr(shared_session, "_trust_env", True):
+        client.rest_client.pool_manager._trust_env = False
     client.default_headers.update(getattr(api_client, "default_headers", {}) or {})
     return client
