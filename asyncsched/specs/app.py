@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from asyncsched.errors import InvalidArgumentError, SpecError
 
+from ._copying import copy_instance
 from .mounts import Mount
 from .resources import NULL_RESOURCE, Resource
 
@@ -178,6 +179,10 @@ class Role:
                 return object.__getattribute__(self, "_resolve_override")(name)
         return object.__getattribute__(self, name)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Role:
+        # raw values (overrides unresolved), flat lists and dicts in one step
+        return copy_instance(self, memo)
+
     def __repr__(self) -> str:
         # Read raw values: repr must not resolve (and so run) overrides.
         raw = vars(self)
@@ -259,6 +264,9 @@ class AppDef:
     name: str
     roles: list[Role] = field(default_factory=list)
     metadata: dict[str, str] = field(default_factory=dict)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> AppDef:
+        return copy_instance(self, memo)
 
     async def resolve_overrides(self) -> None:
         """Resolve the overrides of every role (see :meth:`Role.resolve_overrides`)."""

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import copy
 import logging
 from dataclasses import asdict, dataclass, fields
 from string import Template
 from typing import Any
 
+from ._copying import copy_value
 from .app import Role
 from .resources import NULL_RESOURCE
 
@@ -80,7 +80,7 @@ class macros:
             # keep the shared NULL_RESOURCE shared
             memo: dict[int, Any] = {id(NULL_RESOURCE): NULL_RESOURCE}
             values = {
-                f.name: copy.deepcopy(raw[f.name], memo)
+                f.name: copy_value(raw[f.name], memo)
                 for f in fields(Role)
                 if f.name != "overrides"
             }

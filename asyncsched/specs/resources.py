@@ -18,6 +18,8 @@ from typing import Any
 
 from asyncsched.errors import UnknownNamedResourceError, UnsupportedOperationError
 
+from ._copying import copy_instance
+
 __all__ = [
     "EFA_DEVICE",
     "ENTRY_POINT_GROUP",
@@ -59,6 +61,9 @@ class Resource:
     capabilities: dict[str, Any] = field(default_factory=dict)
     devices: dict[str, int] = field(default_factory=dict)
     tags: dict[str, object] = field(default_factory=dict)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Resource:
+        return copy_instance(self, memo)
 
     @staticmethod
     def copy(original: Resource, **capabilities: Any) -> Resource:
