@@ -41,7 +41,7 @@ from _harness import (
     run_child,
 )
 
-__all__ = ["run_scale", "scale_table", "serve_main", "client_main"]
+__all__ = ["run_scale", "scale_table", "serve_main", "volcano_main", "client_main"]
 
 ROOT = Path(__file__).resolve().parent.parent
 NS = "bench"
@@ -91,6 +91,26 @@ def serve_main(workdir: str) -> None:
     asyncio.run(_serve(Path(workdir)))
 
 
+async def _play_volcano(kubeconfig: str) -> None:
+    """On the test cluster: the fixture controller plays Volcano only.
+
+    The cluster's own scheduler, garbage collector and kubelet do the rest:
+    the pods really run in the node's Docker engine.
+    """
+    sys.path.insert(0, str(ROOT))
+    from tests.kubernetes.fakeapi.controller import FakeController
+
+    async with FakeController(kubeconfig, NS, batch_jobs=False, kubelet=False) as ctl:
+        print(READY + kubeconfig, flush=True)
+        await asyncio.to_thread(sys.stdin.read)  # until the parent closes it
+        result = {"controller_errors": [repr(e) for e in ctl.errors[:5]]}
+    print(json.dumps(result), flush=True)
+
+
+def volcano_main(kubeconfig: str) -> None:
+    asyncio.run(_play_volcano(kubeconfig))
+
+
 # -- the client process ---------------------------------------------------------------
 async def _reads(url: str) -> int:
     """Client list/get requests the fake server answered so far."""
@@ -110,8 +130,8 @@ async def _client(args: Any) -> Measurement:
     real = bool(args.real)
     url = None if real else _server_url(args.kubeconfig)
     cfg: dict[str, Any] = {"namespace": args.namespace, "queue": "default"}
-    if real:
-        cfg["job_api"] = "indexed"
+    if args.job_api:
+        cfg["job_api"] = args.job_api
     script = f"sleep {args.sleep:g}"
     apps = [
         AppDef(
@@ -130,7 +150,10 @@ async def _client(args: Any) -> Measurement:
                 handles = await runner.run_many(apps, "kubernetes", cfg)
                 submitted = time.perf_counter()
                 reads_before = 0 if url is None else await _reads(url)
-                results = await runner.wait_all(handles)
+                if args.submit_only:
+                    results = {}
+                else:
+                    results = await runner.wait_all(handles)
                 returned = time.monotonic()
                 ended = time.perf_counter()
                 reads_after = 0 if url is None else await _reads(url)
@@ -144,13 +167,16 @@ async def _client(args: Any) -> Measurement:
         "runner", script, args.apps, ended - started, lag.max_ms, lag.p99_ms
     )
     result.succeeded = ok
+    result.extra["submit_only"] = bool(args.submit_only)
+    if args.submit_only:  # every handle came back: run_many raises otherwise
+        result.succeeded = len(handles)
     waited = ended - submitted
     result.extra.update(
         submit_s=submitted - started,
         creates_per_s=args.apps / (submitted - started),
         wait_s=waited,
         reads_per_min=None
-        if url is None
+        if url is None or not waited
         else (reads_after - reads_before) * 60 / waited,
         answered=sum(s is not None for s in results.values()),
         wait_all_returned=returned,
@@ -173,17 +199,37 @@ def client_main(args: Any) -> None:
 
 # -- the parent -----------------------------------------------------------------------
 def run_scale(
-    script: Path, n: int, sleep: float, workdir: Path, real: str | None
+    script: Path,
+    n: int,
+    sleep: float,
+    workdir: Path,
+    real: str | None,
+    cluster_kubeconfig: str | None = None,
+    submit_only: bool = False,
 ) -> Measurement:
-    """One N: a server child (unless ``real``), then a client child; merged result."""
+    """One N: a server child (unless ``real``), then a client child; merged result.
+
+    With ``cluster_kubeconfig`` (the test suite's real cluster, started by the
+    parent) the server child is only the controller playing Volcano, and with
+    ``submit_only`` there is none: the client submits, then deletes its apps.
+    """
     base = [sys.executable, str(script)]
     client = ["--apps", str(n), "--sleep", str(sleep)]
     if real is not None:
         cmd = [*base, "scale-client", *client, "--kubeconfig", real, "--real"]
+        cmd += ["--job-api", "indexed"]
         cmd += ["--namespace", os.environ.get("ASYNCSCHED_BENCH_NAMESPACE", "default")]
         return run_child(cmd, timeout=3600)
+    if cluster_kubeconfig is None:
+        serve = [*base, "scale-serve", str(workdir)]
+    elif submit_only:  # no pods to run: the Jobs only need to be stored
+        cmd = [*base, "scale-client", *client, "--kubeconfig", cluster_kubeconfig]
+        return run_child([*cmd, "--real", "--submit-only"], timeout=3600)
+    else:
+        serve = [*base, "scale-volcano", cluster_kubeconfig]
+        client.append("--real")
     server = subprocess.Popen(
-        [*base, "scale-serve", str(workdir)],
+        serve,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -229,8 +275,11 @@ def scale_table(results: list[Measurement]) -> str:
     rows = [header, "|---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         x = r.extra
+        answered = "yes" if r.succeeded == r.apps else f"{r.succeeded}"
+        if x.get("submit_only"):
+            answered = f"(submitted only: {r.succeeded:,})"
         rows.append(
-            f"| {r.apps:,} | {'yes' if r.succeeded == r.apps else f'{r.succeeded}'}"
+            f"| {r.apps:,} | {answered}"
             f" | {r.wall_s:.1f} | {_fmt(x.get('submit_s'))}"
             f" | {_fmt(x.get('creates_per_s'), 0)} | {_fmt(x.get('pacer_qps'), 0)}"
             f" | {_fmt(x.get('reads_per_min'))} | {r.peak_rss_mb:.0f}"

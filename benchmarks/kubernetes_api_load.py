@@ -38,6 +38,7 @@ import contextlib
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from _kube_scale import client_main, run_scale, scale_table, serve_main
+from _kube_scale import (
+    client_main,
+    run_scale,
+    scale_table,
+    serve_main,
+    volcano_main,
+)
 from kubernetes_asyncio import client, config
 
 from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
@@ -188,7 +195,7 @@ async def main(args: argparse.Namespace) -> None:
 
 
 def orchestrate_scale(args: argparse.Namespace) -> None:
-    """The scale curve: for each N a fake server child and a client child."""
+    """The scale curve: for each N a server child and a client child."""
     import os
 
     from _harness import machine_info
@@ -196,14 +203,48 @@ def orchestrate_scale(args: argparse.Namespace) -> None:
     real = os.environ.get("ASYNCSCHED_TEST_KUBECONFIG") if args.real else None
     if args.real and real is None:
         raise SystemExit("--real needs ASYNCSCHED_TEST_KUBECONFIG")
-    print(f"machine: {machine_info()}; apps run 'sleep {args.sleep:g}'", flush=True)
+    where = "the test cluster" if args.test_cluster else real or "the fake server"
+    print(
+        f"machine: {machine_info()}; apps run 'sleep {args.sleep:g}' on {where}",
+        flush=True,
+    )
     results = []
-    with tempfile.TemporaryDirectory() as tmpdir:
+    with contextlib.ExitStack() as stack:
+        tmpdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        cluster_kubeconfig = None
+        if args.test_cluster:
+            cluster_kubeconfig = str(stack.enter_context(_test_cluster(tmpdir)))
         for n in (int(s) for s in args.scale.split(",") if s.strip()):
-            result = run_scale(Path(__file__), n, args.sleep, Path(tmpdir), real)
+            result = run_scale(
+                Path(__file__),
+                n,
+                args.sleep,
+                tmpdir,
+                real,
+                cluster_kubeconfig,
+                submit_only=args.submit_only,
+            )
             print(f"N={n}: {result.to_json()}", flush=True)
             results.append(result)
     print("\n" + scale_table(results))
+
+
+@contextlib.contextmanager
+def _test_cluster(tmpdir: Path) -> Iterator[Path]:
+    """The test suite's real single-node cluster, with namespace NS; stopped after."""
+    from tests.kubernetes.realcluster.cluster import missing, start_cluster
+
+    if lacking := missing():
+        raise SystemExit(f"--test-cluster needs the cluster's binaries: {lacking}")
+    cluster = start_cluster()
+    try:
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}
+        status, answer = cluster.request("POST", "/api/v1/namespaces", body)
+        if status != 201:
+            raise RuntimeError(f"creating namespace {NS}: {status} {answer[:300]!r}")
+        yield cluster.write_kubeconfig(tmpdir / "kubeconfig", NS)
+    finally:
+        cluster.stop()
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -221,6 +262,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="--scale against ASYNCSCHED_TEST_KUBECONFIG instead of the fake server",
     )
+    parser.add_argument(
+        "--test-cluster",
+        action="store_true",
+        help="--scale against the test suite's real single-node cluster (started"
+        " and stopped here; Volcano played by the fixture controller)",
+    )
+    parser.add_argument(
+        "--submit-only",
+        action="store_true",
+        help="with --test-cluster: submit the N apps, measure, delete them (no pods"
+        " run: a single kubelet 1.20 node stalls after several hundred pods)",
+    )
     parser.add_argument("--sizes", default="10,100,1000")
     parser.add_argument("--window", type=float, default=20.0, help="seconds counted")
     parser.add_argument("--watch-timeout", type=int, default=5)
@@ -237,12 +290,16 @@ def parse_client_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--namespace", default=NS)
     parser.add_argument("--real", action="store_true")
+    parser.add_argument("--job-api", default=None)
+    parser.add_argument("--submit-only", action="store_true")
     return parser.parse_args(argv)
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["scale-serve"]:
         serve_main(sys.argv[2])
+    elif sys.argv[1:2] == ["scale-volcano"]:
+        volcano_main(sys.argv[2])
     elif sys.argv[1:2] == ["scale-client"]:
         client_main(parse_client_args(sys.argv[2:]))
     else:
