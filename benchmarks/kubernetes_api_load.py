@@ -25,7 +25,9 @@ With ``--scale 1000,10000`` it records the scale curve instead (see
 fake server with its controller, in a process of their own: submission rate,
 API reads per minute while waiting, client RSS, event-loop lag, and how long
 after the last terminal event ``wait_all`` returned. ``--real`` runs it
-against ``ASYNCSCHED_TEST_KUBECONFIG`` instead. Through nox::
+against ``ASYNCSCHED_TEST_KUBECONFIG`` instead; ``--test-cluster`` on the test
+suite's real single-node cluster, started and stopped here (``--submit-only``:
+the creates alone, no pods run). Through nox::
 
     nox -s bench -- kubernetes --scale 1000,10000
 """
