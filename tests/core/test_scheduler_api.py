@@ -312,6 +312,8 @@ class SettlingScheduler(RecordingScheduler):
     def __init__(self) -> None:
         super().__init__()
         self.details_landed = False
+        #: set once a reader has been given the end without its details
+        self.unsettled_end_read = anyio.Event()
 
     async def _describe(self, app_id: str) -> AppSnapshot | None:
         snapshot = await super()._describe(app_id)
@@ -319,6 +321,7 @@ class SettlingScheduler(RecordingScheduler):
             return snapshot
         if self.details_landed:
             return dataclasses.replace(snapshot, msg="exit code 3")
+        self.unsettled_end_read.set()
         return dataclasses.replace(snapshot, settled=False)
 
 
@@ -329,8 +332,7 @@ async def test_wait_with_a_timeout_waits_for_an_ended_apps_last_details() -> Non
 
     async def land_details() -> None:
         with anyio.fail_after(10):
-            while sched.describes < 2:  # wait() has seen the unsettled end
-                await anyio.sleep(0.01)
+            await sched.unsettled_end_read.wait()  # wait() has seen the bare end
         sched.details_landed = True
 
     async with anyio.create_task_group() as tg:

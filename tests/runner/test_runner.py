@@ -21,9 +21,9 @@ from asyncsched.errors import (
     WaitTimeoutError,
 )
 from asyncsched.runner import (
+    KEPT_APP_DEFINITIONS,
     Runner,
     RunnerEvent,
-    api as runner_api,
     get_runner,
     get_session_id,
 )
@@ -212,14 +212,16 @@ async def test_describe_of_an_app_run_by_another_runner_is_rebuilt() -> None:
 
 
 async def test_describe_keeps_only_the_latest_submitted_definitions(
-    runner: Runner, monkeypatch: pytest.MonkeyPatch
+    runner: Runner,
 ) -> None:
-    monkeypatch.setattr(runner_api, "KEPT_APP_DEFINITIONS", 2)
-    handles = [await runner.run(sh_app(f"exit {i}"), "inmemory") for i in range(4)]
-    assert len(runner._apps) == 2  # memory does not grow with every app run
+    count = KEPT_APP_DEFINITIONS + 2
+    # one at a time: the kept ones are exactly the last KEPT_APP_DEFINITIONS
+    handles = [await runner.run(sh_app(f"exit {i}"), "inmemory") for i in range(count)]
+    # memory does not grow with every app run
+    assert len(runner._apps) == KEPT_APP_DEFINITIONS
     latest = await runner.describe(handles[-1])
     assert latest is not None
-    assert latest.name == sh_app("exit 3").name  # the submitted copy
+    assert latest.name == sh_app("exit 0").name  # the submitted copy
     oldest = await runner.describe(handles[0])
     assert oldest is not None  # still described, from the scheduler
     assert oldest.name == parse_app_handle(handles[0]).app_id
