@@ -26,7 +26,7 @@ from typing import Any
 
 import anyio
 
-__all__ = ["env_names_server", "skip_unneeded_env_lookups"]
+__all__ = ["env_names_server", "same_env_lookups", "skip_unneeded_env_lookups"]
 
 
 def env_names_server(url: str) -> bool:
@@ -74,3 +74,9 @@ async def skip_unneeded_env_lookups(api_client: Any) -> bool:
         return False
     session._trust_env = False
     return True
+
+
+def same_env_lookups(client: Any, like: Any) -> None:
+    """Make ``client`` skip the lookups when ``like`` (same configuration) does."""
+    if not getattr(like.rest_client.pool_manager, "_trust_env", True):
+        client.rest_client.pool_manager._trust_env = False

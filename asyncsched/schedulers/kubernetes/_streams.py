@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from asyncsched.schedulers.kubernetes._client import import_client_off_loop
+from asyncsched.schedulers.kubernetes._env_lookups import same_env_lookups
 
 __all__ = ["STREAM_POOL_SIZE", "stream_client"]
 
@@ -48,8 +49,6 @@ async def stream_client(api_client: Any) -> Any:
     finally:
         configuration.connection_pool_maxsize = shared_size
     # the shared client's environment lookups were settled when it connected
-    shared_session = api_client.rest_client.pool_manager
-    if not getattr(shared_session, "_trust_env", True):
-        client.rest_client.pool_manager._trust_env = False
+    same_env_lookups(client, like=api_client)
     client.default_headers.update(getattr(api_client, "default_headers", {}) or {})
     return client
