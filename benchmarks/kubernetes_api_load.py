@@ -205,6 +205,10 @@ def orchestrate_scale(args: argparse.Namespace) -> None:
     real = os.environ.get("ASYNCSCHED_TEST_KUBECONFIG") if args.real else None
     if args.real and real is None:
         raise SystemExit("--real needs ASYNCSCHED_TEST_KUBECONFIG")
+    if args.submit_only and not args.test_cluster:
+        raise SystemExit("--submit-only needs --test-cluster")
+    if args.real and args.test_cluster:
+        raise SystemExit("--real and --test-cluster choose different servers: pick one")
     where = "the test cluster" if args.test_cluster else real or "the fake server"
     print(
         f"machine: {machine_info()}; apps run 'sleep {args.sleep:g}' on {where}",
