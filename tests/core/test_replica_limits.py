@@ -7,6 +7,7 @@ engine does not exist fails with the ``SpecError``, not a connection error).
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -143,7 +144,7 @@ async def _loop_gaps(work: Callable[[], Awaitable[object]]) -> tuple[float, floa
         end = time.perf_counter()
         tg.cancel_scope.cancel()
     during = [start, *(t for t in ticks if start < t < end), end]
-    gaps = [b - a for a, b in zip(during, during[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(during)]
     return max(gaps), end - start, len(during) - 2
 
 
