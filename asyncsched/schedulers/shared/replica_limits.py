@@ -37,8 +37,8 @@ __all__ = ["OFF_LOOP_REPLICAS", "ReplicaLimits", "render_off_loop", "total_repli
 #: apps with more replicas than this (in total) are rendered in a worker thread
 OFF_LOOP_REPLICAS = 64
 
-P = ParamSpec("P")
-R = TypeVar("R")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 @dataclass(frozen=True)
@@ -90,8 +90,8 @@ def total_replicas(app: AppDef) -> int:
 
 
 async def render_off_loop(
-    app: AppDef, render: Callable[P, R], *args: P.args, **kwargs: P.kwargs
-) -> R:
+    app: AppDef, render: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs
+) -> _R:
     """``render(*args, **kwargs)``, in a worker thread when ``app`` is big.
 
     For pure, CPU-bound renderers (no I/O, no event-loop objects) whose cost
