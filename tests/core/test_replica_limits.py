@@ -22,6 +22,7 @@ from asyncsched.runner import Runner
 from asyncsched.schedulers.api import ReplicaLimits, Scheduler
 from asyncsched.schedulers.docker_scheduler import DockerScheduler
 from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
+from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.schedulers.shared.replica_limits import OFF_LOOP_REPLICAS
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, CfgVal, Resource, Role
@@ -163,5 +164,44 @@ async def test_the_event_loop_keeps_ticking_while_a_big_app_renders(
 
     longest, took, ticks = await _loop_gaps(dryrun)
     # rendered on the loop, the longest gap is the whole render
+    assert longest < took / 2, (longest, took, ticks)
+    assert ticks >= 3, (longest, took, ticks)
+
+
+def test_the_size_limits_table_in_the_docs_matches_the_schedulers(
+    tmp_path: Path,
+) -> None:
+    text = (Path(__file__).parents[2] / "docs" / "specs.md").read_text()
+    table = text.split("<!-- replica limits:", 1)[1].split("\n\n", 1)[0]
+    rows = {
+        cells[0]: (cells[1], cells[2])
+        for line in table.splitlines()[3:]
+        if (cells := [c.strip() for c in line.strip("|").split("|")])
+    }
+    by_row = {
+        "`local_docker`": "docker",
+        "`kubernetes`, `job_api=volcano`": "kubernetes-volcano",
+        "`kubernetes`, `job_api=indexed`": "kubernetes-indexed",
+        "`slurm`": "slurm",
+    }
+    for row, backend in by_row.items():
+        factory, cfg, _ = BACKENDS[backend]
+        sched = factory(tmp_path)
+        limits = sched._replica_limits(sched.resolve_cfg(cfg))
+        assert limits is not None
+        assert rows[row] == (str(limits.per_role), str(limits.per_app)), row
+    local = rows["`local_cwd`, `local_dir`"]
+    assert local == ("`max_running_replicas`", "`max_running_replicas`")
+
+
+async def test_a_big_local_app_renders_off_the_loop(tmp_path: Path) -> None:
+    async with LocalScheduler("s", max_running_replicas=2048) as sched:
+        app = AppDef("big", roles=[Role("r", image="", entrypoint="true")])
+        app.roles[0].num_replicas = 2048
+
+        async def dryrun() -> None:
+            await sched.submit_dryrun(app, {"log_dir": str(tmp_path)})
+
+        longest, took, ticks = await _loop_gaps(dryrun)
     assert longest < took / 2, (longest, took, ticks)
     assert ticks >= 3, (longest, took, ticks)
