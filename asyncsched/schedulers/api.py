@@ -60,6 +60,7 @@ from asyncsched.schedulers.shared.lines import (
     split_lines,
     split_lines_iterator,
 )
+from asyncsched.schedulers.shared.replica_limits import ReplicaLimits
 from asyncsched.schedulers.snapshot import AppSnapshot, ReplicaSnapshot
 from asyncsched.specs import (
     NONE,
@@ -87,6 +88,7 @@ __all__ = [
     "DescribeAppResponse",
     "ListAppResponse",
     "LogQuery",
+    "ReplicaLimits",
     "ReplicaSnapshot",
     "SETTLE_TIMEOUT",
     "Scheduler",
@@ -244,6 +246,10 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
     """
 
     capabilities: ClassVar[Capabilities] = Capabilities()
+    #: the most replicas per role and per app this backend accepts (None: no
+    #: bound), checked before anything is built or rendered; see
+    #: :meth:`_replica_limits` for limits that depend on a run option
+    replica_limits: ClassVar[ReplicaLimits | None] = None
 
     def __init__(
         self,
@@ -356,14 +362,16 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
         """Return the request that ``schedule`` would launch, without launching it.
 
         Steps, each once: resolve ``cfg`` (defaults, types, unknown keys);
-        validate ``app`` (generic rules, then the backend's ``_validate``);
+        validate ``app`` (generic rules, the backend's replica limits, then
+        the backend's ``_validate``);
         with a ``workspace``, build it into the first role (schedulers that
         cannot are an error, never silently ignored); render the backend
         request; apply each role's ``pre_proc``. ``info.app`` is the
         scheduler's copy of ``app``, ``info.cfg`` the resolved config.
 
         Raises:
-            SpecError: the app is invalid.
+            SpecError: the app is invalid, or asks for more replicas than
+                :attr:`replica_limits` allows.
             InvalidRunConfigException: ``cfg`` does not fit the scheduler.
             UnsupportedOperationError: a workspace on a scheduler without
                 workspace support.
@@ -382,6 +390,9 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
         self._check_event_loop()
         resolved = self.resolve_cfg(cfg)
         validate_app(app)
+        limits = self._replica_limits(resolved)
+        if limits is not None:
+            limits.check(app, self.backend)
         plain_cfg = cast(Mapping[str, CfgVal], resolved)
         if workspace:
             if not self.capabilities.workspaces:
@@ -404,7 +415,16 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
 
     @abc.abstractmethod
     async def _submit_dryrun(self, app: AppDef, cfg: T) -> AppDryRunInfo[Any]:
-        """Hook: build the backend request for ``app`` (no I/O that launches)."""
+        """Hook: build the backend request for ``app`` (no I/O that launches).
+
+        Render big apps with
+        :func:`~asyncsched.schedulers.shared.replica_limits.render_off_loop`.
+        """
+
+    def _replica_limits(self, cfg: T) -> ReplicaLimits | None:
+        """Hook: the replica limits for an app submitted with ``cfg``
+        (:attr:`replica_limits` by default)."""
+        return self.replica_limits
 
     async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
         """Launch what ``dryrun_info`` describes (it may be edited first); return the app id.

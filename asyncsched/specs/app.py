@@ -79,9 +79,12 @@ class Workspace:
             >>> Workspace.from_str("{~/a: a, ~/b: }").projects
             {'~/a': 'a', '~/b': ''}
         """
-        import yaml
+        from asyncsched.specs._yaml import YamlAliasError, load_yaml
 
-        loaded = yaml.safe_load(workspace) if workspace else None
+        try:
+            loaded = load_yaml(workspace) if workspace else None
+        except YamlAliasError as exc:
+            raise SpecError("workspace", str(exc)) from None
         if loaded is None:
             return Workspace(projects={})
         if isinstance(loaded, dict):

@@ -46,18 +46,24 @@ from typing import Any
 import yaml
 
 from asyncsched.errors import AppFileError, SpecError
+from asyncsched.specs._yaml import YamlAliasError, load_yaml
 from asyncsched.specs.app import AppDef, RetryPolicy, Role, validate_app
 from asyncsched.specs.mounts import BindMount, DeviceMount, VolumeMount, parse_mounts
 from asyncsched.specs.resources import NULL_RESOURCE, Resource, named_resources
 
 __all__ = [
     "AppFileError",
+    "MAX_METADATA_BYTES",
     "app_from_dict",
     "app_to_dict",
     "load_app_file",
     "role_from_dict",
     "role_to_dict",
 ]
+
+#: the most bytes (as JSON) the app's ``metadata``, or one role's, may hold in
+#: an app file
+MAX_METADATA_BYTES = 64 * 1024
 
 _APP_FIELDS = ("name", "roles", "metadata")
 _ROLE_FIELDS = (
@@ -81,8 +87,12 @@ _RESOURCE_FIELDS = ("cpu", "gpu", "memMB", "capabilities", "devices", "tags")
 def load_app_file(path: str) -> AppDef:
     """Read and check an AppDef file (YAML or JSON).
 
+    YAML aliases (``*name``) are refused: they let a few hundred bytes expand
+    into millions of values.
+
     Raises:
-        AppFileError: unreadable file, bad syntax, or an invalid field.
+        AppFileError: unreadable file, bad syntax, a YAML alias, or an
+            invalid field.
     """
     try:
         with open(path, encoding="utf-8") as f:
@@ -90,7 +100,9 @@ def load_app_file(path: str) -> AppDef:
     except OSError as exc:
         raise AppFileError(path, "", exc.strerror or str(exc)) from None
     try:
-        data = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+        data = json.loads(text) if path.endswith(".json") else load_yaml(text)
+    except YamlAliasError as exc:
+        raise AppFileError(path, "", str(exc)) from None
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
         first = str(exc).strip().splitlines()
         raise AppFileError(
@@ -102,8 +114,12 @@ def load_app_file(path: str) -> AppDef:
 def app_from_dict(data: object, path: str = "<app>") -> AppDef:
     """Build and validate an AppDef from the file schema.
 
+    The app's ``metadata`` and each role's are at most
+    :data:`MAX_METADATA_BYTES` as JSON.
+
     Raises:
-        AppFileError: a missing, unknown or invalid field.
+        AppFileError: a missing, unknown or invalid field, or metadata over
+            :data:`MAX_METADATA_BYTES`.
     """
     top = _mapping(
         data, path, "", "the file must contain a mapping with `name` and `roles`"
@@ -115,6 +131,9 @@ def app_from_dict(data: object, path: str = "<app>") -> AppDef:
         raise AppFileError(path, "roles", "must be a non-empty list of roles")
     roles = [role_from_dict(r, path, f"roles[{i}]") for i, r in enumerate(roles_raw)]
     metadata = _str_map(top.get("metadata", {}), path, "metadata")
+    _check_metadata_size(metadata, path, "metadata")
+    for index, role in enumerate(roles):
+        _check_metadata_size(role.metadata, path, f"roles[{index}].metadata")
     app = AppDef(name=name, roles=roles, metadata=metadata)
     try:
         validate_app(app)
@@ -212,6 +231,17 @@ def _mounts(
 
 
 # -- small typed readers --------------------------------------------------------
+
+
+def _check_metadata_size(metadata: Mapping[str, Any], path: str, field: str) -> None:
+    size = len(json.dumps(metadata, default=str, ensure_ascii=False).encode())
+    if size > MAX_METADATA_BYTES:
+        raise AppFileError(
+            path,
+            field,
+            f"is {size} bytes as JSON, more than the {MAX_METADATA_BYTES} an app"
+            " file may give (keep large data in files the app reads)",
+        )
 
 
 def _mapping(data: object, path: str, where: str, message: str) -> dict[str, Any]:

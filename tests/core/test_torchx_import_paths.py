@@ -1,24 +1,32 @@
 """Names TorchX code imports exist at TorchX's module paths and behave like TorchX's.
 
-Covers ``schedulers.local_scheduler.LocalOpts``, ``workspace.WorkspaceMixin``
-(and ``workspace.api``), ``schedulers.devices.get_device_mounts`` and
-``schedulers.docker_scheduler.has_docker``.
+Covers every row of the differences page's "Module paths kept" table (each
+path and name it lists imports), ``specs.api`` (TorchX's public names),
+the default session name, ``schedulers.local_scheduler.LocalOpts``,
+``workspace.WorkspaceMixin`` (and ``workspace.api``),
+``schedulers.devices.get_device_mounts`` and ``schedulers.docker_scheduler.has_docker``.
 """
 
 from __future__ import annotations
 
+import fnmatch
+import importlib
 import os
+import re
 import socket
 import subprocess
 import sys
 import textwrap
 import threading
+import types
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast, get_type_hints, is_typeddict
 
 import pytest
 
+import asyncsched.specs
+import asyncsched.specs.api
 import asyncsched.workspace
 import asyncsched.workspace.api
 from asyncsched.errors import AsyncschedWarning, UnsupportedOperationError
@@ -41,6 +49,88 @@ from asyncsched.specs import (
 )
 from asyncsched.testing import InMemoryScheduler
 from asyncsched.workspace import WorkspaceMixin
+
+# -- module paths the differences page lists ---------------------------------
+
+DIFFERENCES = Path(__file__).parents[2] / "docs" / "torchx-differences.md"
+
+
+def _kept_paths_rows() -> list[tuple[str, str]]:
+    """(TorchX column, asyncsched column) of each "Module paths kept" row."""
+    text = DIFFERENCES.read_text()
+    section = text.split("## Module paths kept for TorchX code", 1)[1].split(
+        "\n## ", 1
+    )[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0].startswith("`torchx"):
+            rows.append((cells[0], cells[1]))
+    return rows
+
+
+def _resolve(dotted: str) -> object:
+    """The module or attribute a dotted path names."""
+    try:
+        return importlib.import_module(dotted)
+    except ModuleNotFoundError:
+        module, _, name = dotted.rpartition(".")
+        return getattr(importlib.import_module(module), name)
+
+
+@pytest.mark.parametrize(
+    ("torchx", "ours"), _kept_paths_rows(), ids=lambda cell: cell.split("`")[1]
+)
+def test_every_module_path_the_differences_page_keeps_imports(
+    torchx: str, ours: str
+) -> None:
+    module: object = None
+    for token in re.findall(r"`([^`]+)`", torchx):
+        if token.startswith("torchx."):
+            path = "asyncsched" + token.removeprefix("torchx")
+            assert f"`{path.rsplit('.', 1)[0]}" in ours, (path, ours)
+            target = _resolve(path)
+            if isinstance(target, types.ModuleType):
+                module = target
+            else:
+                module = importlib.import_module(path.rsplit(".", 1)[0])
+        elif "*" in token:  # a pattern of names of the last module named
+            assert fnmatch.filter(dir(module), token), (module, token)
+        else:  # a name of the last module named (maybe imported on first use)
+            assert hasattr(module, token), (module, token)
+
+
+#: what TorchX's torchx.specs.api defines and TorchX code imports from it
+TORCHX_SPECS_API_NAMES = {
+    "ALL", "AppDef", "AppDryRunInfo", "AppHandle", "AppState", "AppStatus",
+    "AppStatusError", "BindMount", "CfgVal", "DeviceMount",
+    "InvalidRunConfigException", "MISSING", "MalformedAppHandleException",
+    "MountType", "NONE", "NULL_RESOURCE", "ParsedAppHandle", "ReplicaState",
+    "ReplicaStatus", "Resource", "RetryPolicy", "Role", "RoleStatus",
+    "UnknownAppException", "UnknownSchedulerException", "VolumeMount",
+    "Workspace", "get_type_name", "is_started", "is_terminal", "macros",
+    "parse_app_handle", "runopt", "runopts",
+}  # fmt: skip
+
+
+def test_specs_api_exports_torchx_names_as_the_same_objects() -> None:
+    exported = set(asyncsched.specs.api.__all__)
+    assert exported >= TORCHX_SPECS_API_NAMES
+    for name in exported:
+        assert getattr(asyncsched.specs.api, name) is getattr(asyncsched.specs, name)
+    handle = asyncsched.specs.api.parse_app_handle("local_cwd://s/app-1")
+    assert handle == ("local_cwd", "s", "app-1")
+
+
+def test_default_session_is_asyncsched_and_torchx_is_one_argument_away() -> None:
+    from asyncsched.runner import get_runner
+    from asyncsched.sync import get_runner as get_sync_runner
+
+    assert get_runner().name() == "asyncsched"
+    assert get_runner("torchx").name() == "torchx"
+    with get_sync_runner("torchx") as runner:
+        assert runner.name() == "torchx"
+
 
 # -- LocalOpts ---------------------------------------------------------------
 

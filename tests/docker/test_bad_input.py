@@ -12,7 +12,7 @@ from pathlib import Path
 import aiodocker
 import pytest
 
-from asyncsched.errors import SchedulerUnavailableError, SubmitError
+from asyncsched.errors import SchedulerUnavailableError, SpecError, SubmitError
 from asyncsched.schedulers.docker_scheduler import DockerScheduler
 from asyncsched.specs import AppDef, BindMount, DeviceMount, Role
 
@@ -194,3 +194,13 @@ async def test_delete_unknown_and_network_recreated(docker_ready: Engine) -> Non
     async with DockerScheduler("s", network=NETWORK) as sched:
         await sched.delete("no-such-app-bcdfg")  # ignored
         await sched.cancel("no-such-app-bcdfg")  # ignored
+
+
+async def test_too_many_replicas_are_refused_before_anything_is_created(
+    sched: DockerScheduler, raw_docker: aiodocker.Docker
+) -> None:
+    app = sh_app("true", name="huge-app", replicas=1_000_000)
+    with pytest.raises(SpecError, match=r"1000000 replicas.*at most 1023 per role"):
+        await sched.submit(app, {})
+    assert await _containers_of(raw_docker, "huge-app") == []
+    assert [row for row in await sched.list() if row.name == "huge-app"] == []

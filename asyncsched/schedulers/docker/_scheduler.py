@@ -39,6 +39,7 @@ from asyncsched.schedulers.api import (
     AppSnapshot,
     Capabilities,
     LogQuery,
+    ReplicaLimits,
     Scheduler,
 )
 from asyncsched.schedulers.docker._client import (
@@ -87,6 +88,7 @@ from asyncsched.schedulers.shared.labels import LABEL_SESSION, LABEL_VERSION
 from asyncsched.schedulers.shared.lines import (
     DEFAULT_MAX_LINE_BYTES,
 )
+from asyncsched.schedulers.shared.replica_limits import render_off_loop
 from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.specs import (
     AppDef,
@@ -172,6 +174,13 @@ class DockerScheduler(
 
     capabilities = Capabilities.observed(
         workspaces=True, mounts=True, retries=True, event_loops=("asyncio",)
+    )
+    #: one container per replica, all on one bridge network (``network``)
+    replica_limits = ReplicaLimits(
+        per_role=1023,
+        per_app=1023,
+        why="a Linux bridge network, which every container of the app joins,"
+        " holds at most 1023 containers",
     )
 
     def __init__(
@@ -298,7 +307,9 @@ class DockerScheduler(
         self, app: AppDef, cfg: DockerOpts
     ) -> AppDryRunInfo[DockerJob]:
         app_id = unique_app_id(app.name, _TORCHX_MODULE, make_unique)
-        job = render_job(
+        job = await render_off_loop(
+            app,
+            render_job,
             app,
             app_id,
             cast(Mapping[str, CfgVal], cfg),

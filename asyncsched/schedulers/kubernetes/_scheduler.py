@@ -35,6 +35,7 @@ from asyncsched.schedulers.api import (
     AppSnapshot,
     Capabilities,
     LogQuery,
+    ReplicaLimits,
     ReplicaSnapshot,
     Scheduler,
     Stream,
@@ -108,6 +109,7 @@ from asyncsched.schedulers.shared.lines import (
     DEFAULT_MAX_LINE_BYTES,
     check_max_line_bytes,
 )
+from asyncsched.schedulers.shared.replica_limits import render_off_loop
 from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.specs import (
     AppDef,
@@ -244,6 +246,20 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         retries=True,
         per_replica_status=True,
         event_loops=("asyncio",),
+    )
+    #: ``job_api=volcano``: one Volcano Job holds a task per replica, and the
+    #: manifest (about 1.2 KB per task) must fit etcd's default 1.5 MiB request
+    replica_limits = ReplicaLimits(
+        per_role=1000,
+        per_app=1000,
+        why="with job_api=volcano the Job has one task per replica and must fit"
+        " etcd's default 1.5 MiB request limit; job_api=indexed allows 100000",
+    )
+    #: ``job_api=indexed``: Kubernetes caps an Indexed Job's parallelism at 10^5
+    indexed_replica_limits = ReplicaLimits(
+        per_role=100_000,
+        per_app=100_000,
+        why="Kubernetes runs at most 100000 pods of an Indexed Job in parallel",
     )
 
     def __init__(
@@ -487,6 +503,13 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         (no requests), as in TorchX."""
         check_env_names(app)
 
+    def _replica_limits(self, cfg: KubernetesOpts) -> ReplicaLimits | None:
+        """:attr:`indexed_replica_limits` with ``job_api=indexed``, else
+        :attr:`replica_limits` (Volcano's)."""
+        if cfg.get("job_api") == "indexed":
+            return self.indexed_replica_limits
+        return self.replica_limits
+
     # -- submission ------------------------------------------------------------
 
     async def _submit_dryrun(
@@ -495,8 +518,14 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         await import_client_off_loop()  # the extra is installed (a clear error if not)
         values = cast(Mapping[str, CfgVal], cfg)
         name = job_name(app.name, random_id())
-        job = render_job(
-            app, values, name=name, session=self.session_name, version=__version__
+        job = await render_off_loop(
+            app,
+            render_job,
+            app,
+            values,
+            name=name,
+            session=self.session_name,
+            version=__version__,
         )
         if cfg.get("validate_spec"):
             api = await self._api(cfg.get("context"))

@@ -107,6 +107,7 @@ from asyncsched.schedulers.shared.ids import make_unique, unique_app_id
 from asyncsched.schedulers.shared.lines import (
     DEFAULT_MAX_LINE_BYTES,
 )
+from asyncsched.schedulers.shared.replica_limits import render_off_loop
 from asyncsched.schedulers.shared.state_dir import (
     PRIVATE_DIR_MODE,
     makedirs_private,
@@ -464,7 +465,9 @@ class LocalScheduler(Scheduler[LocalOpts]):
         if values.get("auto_set_cuda_visible_devices") and gpus_requested(app):
             gpus = await self._host_gpus()
         host = HostFacts(gpu_count=gpus, extra_paths=tuple(self._extra_paths))
-        request = render_request(
+        request = await render_off_loop(
+            app,
+            render_request,
             app,
             unique_app_id(
                 app.name, "asyncsched.schedulers.local_scheduler", make_unique

@@ -34,6 +34,7 @@ from asyncsched.schedulers.api import (
     AppSnapshot,
     Capabilities,
     LogQuery,
+    ReplicaLimits,
     Scheduler,
     Stream,
 )
@@ -142,6 +143,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         log_since_until=False,
         retries=True,
     )
+    replica_limits = ReplicaLimits(128, 128, "one heterogeneous-job component per replica; Slurm allows 128")  # fmt: skip
 
     def __init__(
         self,
