@@ -22,6 +22,8 @@ from asyncsched.schedulers.shared.images import build_context
         ("/secrets", "app/secrets/key", False),
         ("*.pem", "x.pem", True),
         ("*.pem", "a/x.pem", False),  # * stays within one element
+        ("**/*.pem", "a/b/x.pem", True),
+        ("**/*.pem", "x.pem", True),
         ("dir/**", "dir/a/b", True),
         ("dir/**", "dir", False),
         ("a/**/b", "a/b", True),
