@@ -116,6 +116,15 @@ def _unwrap(exc: Exception) -> Exception:
     return exc
 
 
+def _flush_stdout() -> None:
+    """Flush stdout now, not at the interpreter's exit where a closed pipe
+    would print a traceback and change the exit status."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        silence()
+
+
 def _without_closed_pipes(exc: Exception) -> Exception:
     """``exc`` without the BrokenPipeErrors that other tasks saw beside it."""
     if isinstance(exc, ExceptionGroup):
@@ -165,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         code = anyio.run(dispatch)
-        sys.stdout.flush()  # here, not at the interpreter's exit, where it can fail
+        _flush_stdout()
         return code
     except KeyboardInterrupt:
         print(f"asyncsched {args.verb}: interrupted", file=sys.stderr)
@@ -174,6 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if closed_pipe_only(exc):  # the reader went away (`| head`): stop quietly
             silence()
             return 0
+        _flush_stdout()
         return _report(args.verb, _unwrap(_without_closed_pipes(exc)), debug=args.debug)
     except BaseExceptionGroup as group:  # KeyboardInterrupt inside a task group
         if group.subgroup(KeyboardInterrupt) is not None:
