@@ -206,7 +206,7 @@ def write_context(workspace: str | Workspace, out: IO[bytes]) -> None:
 
     Blocking: run it in a worker thread. A project mapped to ``""`` lands at
     the root, others under their sub-directory; each project applies its own
-    ``.dockerignore``. File modes are kept, owners are root. Symbolic links
+    ``.dockerignore`` with Docker's rules (:class:`DockerIgnore`). File modes are kept, owners are root. Symbolic links
     are stored as links; sockets, FIFOs and device nodes are skipped with a
     warning naming them. Files are copied in chunks, so memory does not grow
     with their size.
