@@ -3,6 +3,9 @@ checked against ``docker build`` in test_dockerignore_matches_docker_build)."""
 
 from __future__ import annotations
 
+import io
+import logging
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -66,3 +69,32 @@ def test_invalid_pattern_is_a_clear_error_before_anything_is_sent(
     with pytest.raises(SchedulerError, match=r"invalid \.dockerignore pattern") as info:
         build_context(str(tmp_path))
     assert str(tmp_path / ".dockerignore") in str(info.value)
+
+
+def test_a_file_torchx_rules_left_out_is_sent_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    for rel in ("x.pem", "a/b.pem", "c/d.pem", "keep/k.pem"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("key")
+    (tmp_path / ".dockerignore").write_text("*.pem\n!keep/k.pem\n")
+    with caplog.at_level(logging.WARNING):
+        members = _members(build_context(str(tmp_path)))
+    assert {"a/b.pem", "c/d.pem", "keep/k.pem"} <= members
+    assert "x.pem" not in members
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "'*.pem' leaves out 'a/b.pem' under TorchX's rules" in warning
+    assert "it is sent and 1 more" in warning  # c/d.pem; keep/k.pem is wanted
+    assert "'**/*.pem'" in warning
+
+    caplog.clear()
+    (tmp_path / ".dockerignore").write_text("**/*.pem\n")
+    with caplog.at_level(logging.WARNING):
+        members = _members(build_context(str(tmp_path)))
+    assert not any(name.endswith(".pem") for name in members)
+    assert caplog.records == []
+
+
+def _members(data: bytes) -> set[str]:
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        return {m.name for m in tar.getmembers()}

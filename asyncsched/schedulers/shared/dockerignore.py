@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 import re
 from collections.abc import Sequence
@@ -275,3 +276,31 @@ class DockerIgnore:
         return any(
             p.exception and (p.text + "/").startswith(prefix) for p in self.patterns
         )
+
+    def torchx_reading(self, path: str) -> str | None:
+        """The pattern that TorchX's rules (``fnmatch``, where ``*`` crosses
+        ``/``) would have excluded the sent file ``path`` with, if any.
+
+        None when an exception names ``path`` or a directory above it: the
+        file is wanted. For a warning: ``*.pem`` left ``a/b.pem`` out under
+        TorchX, and ``docker build`` sends it.
+
+        Example:
+            >>> DockerIgnore(["*.pem"]).torchx_reading("a/b.pem")
+            '*.pem'
+        """
+        if "/" not in path:
+            return None
+        parts = path.split("/")
+        prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+        wanted = (p for p in self.patterns if p.exception)
+        if any(p.matches(prefix) for p in wanted for prefix in prefixes):
+            return None
+        for pattern in self.patterns:
+            if (
+                not pattern.exception
+                and "*" in pattern.text
+                and fnmatch.fnmatchcase(path, pattern.text)
+            ):
+                return pattern.text
+        return None

@@ -109,6 +109,8 @@ def walk(
 
     ``always`` names files of the root that are yielded even when excluded.
     Directories are not yielded (empty directories are not part of a context).
+    A file sent although TorchX's rules would have left it out (``*.pem`` and
+    ``a/b.pem``) is named in a warning, once per pattern.
 
     Raises:
         SchedulerError: a pattern is invalid.
@@ -117,7 +119,22 @@ def walk(
         rules = DockerIgnore(patterns)
     except SchedulerError as exc:
         raise SchedulerError(f"{str(root / IGNORE_FILE)!r}: {exc}") from None
-    yield from _walk(root, "", rules, [False] * len(rules.patterns), always)
+    read_otherwise: dict[str, list[str]] = {}
+    yield from _walk(
+        root, "", rules, [False] * len(rules.patterns), always, read_otherwise
+    )
+    for pattern, paths in read_otherwise.items():
+        more = f" and {len(paths) - 1} more" if len(paths) > 1 else ""
+        logger.warning(
+            "%s: the pattern %r leaves out %r under TorchX's rules but not under"
+            " Docker's, which asyncsched follows: it is sent%s (write '**/%s' to"
+            " leave it out at every depth)",
+            root / IGNORE_FILE,
+            pattern,
+            paths[0],
+            more,
+            pattern,
+        )
 
 
 def _walk(
@@ -126,6 +143,7 @@ def _walk(
     rules: DockerIgnore,
     parents: list[bool],
     always: Collection[str],
+    read_otherwise: dict[str, list[str]],
 ) -> Iterator[tuple[Path, str]]:
     with os.scandir(directory) as entries:
         children = sorted(entries, key=lambda e: e.name)
@@ -137,8 +155,13 @@ def _walk(
             is_out = False
         if is_dir:
             if not is_out or rules.walk_into(child_rel):
-                yield from _walk(Path(entry.path), child_rel, rules, matched, ())
+                yield from _walk(
+                    Path(entry.path), child_rel, rules, matched, (), read_otherwise
+                )
         elif not is_out:
+            torchx = rules.torchx_reading(child_rel)
+            if torchx is not None:  # a TorchX user's secret may be in the image
+                read_otherwise.setdefault(torchx, []).append(child_rel)
             yield Path(entry.path), child_rel
 
 
