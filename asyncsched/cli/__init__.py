@@ -157,7 +157,11 @@ def _report(verb: str, exc: Exception, *, debug: bool) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     parser = _parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit:  # --help, --version, usage errors: their text too
+        _flush_stdout()
+        raise
     try:
         level: int | str = int(args.log_level)
     except ValueError:

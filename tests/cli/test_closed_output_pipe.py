@@ -153,6 +153,7 @@ def test_run_streaming_logs_ends_when_its_reader_leaves_and_cancels_its_local_ap
         ["schedulers"],
         ["prune", "--dry-run"],
         ["run", "--dryrun", "--", "echo", "x"],
+        ["run", "--help"],
     ],
     ids=" ".join,
 )
