@@ -228,7 +228,6 @@ class DockerIgnore:
 
     def __init__(self, patterns: Sequence[str]) -> None:
         self.patterns = [Pattern.compile(p) for p in patterns if p.strip()]
-        self.has_exceptions = any(p.exception for p in self.patterns)
 
     @classmethod
     def parse(cls, text: str) -> DockerIgnore:
@@ -236,7 +235,9 @@ class DockerIgnore:
         return cls(read_patterns(text))
 
     def excluded(self, path: str) -> bool:
-        """Whether ``path`` (relative, ``/``-separated) is left out of the context."""
+        """Whether ``path`` (relative, ``/``-separated) is excluded, as the walk
+        finds it when it gets there (an excluded directory is walked only when
+        :meth:`walk_into` says so)."""
         parents: list[bool] | None = None
         parts = clean_path(path).split("/")
         verdict = False
