@@ -5,7 +5,8 @@ Verbs: ``run``, ``status``, ``describe``, ``log``, ``cancel``, ``list``,
 
 Exit status: 0 on success (for waits: only when the app SUCCEEDED), 1 when the
 app did not succeed or is unknown, 2 for bad arguments (one line on stderr),
-130/143 when ``run`` is interrupted by SIGINT/SIGTERM.
+130/143 when ``run`` is interrupted by SIGINT/SIGTERM; 0, silently, when the
+reader of the output goes away (``asyncsched log H | head -2``).
 
 Example:
     >>> from asyncsched.cli import main
@@ -35,6 +36,7 @@ from asyncsched.cli import (
     _run as cmd_run,
 )
 from asyncsched.cli._common import EXIT_FAILED, EXIT_USAGE, ArgumentParser, UsageError
+from asyncsched.cli._pipes import closed_pipe_only, silence
 from asyncsched.errors import (
     AppFileError,
     AsyncschedError,
@@ -114,6 +116,24 @@ def _unwrap(exc: Exception) -> Exception:
     return exc
 
 
+def _flush_stdout() -> None:
+    """Flush stdout now, not at the interpreter's exit where a closed pipe
+    would print a traceback and change the exit status."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        silence()
+
+
+def _without_closed_pipes(exc: Exception) -> Exception:
+    """``exc`` without the BrokenPipeErrors that other tasks saw beside it."""
+    if isinstance(exc, ExceptionGroup):
+        _, rest = exc.split(BrokenPipeError)
+        if rest is not None:
+            return rest
+    return exc
+
+
 def _report(verb: str, exc: Exception, *, debug: bool) -> int:
     """Print ``exc`` as one line (and its traceback with ``--debug``); exit status."""
     if debug:
@@ -137,7 +157,11 @@ def _report(verb: str, exc: Exception, *, debug: bool) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     parser = _parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit:  # --help, --version, usage errors: their text too
+        _flush_stdout()
+        raise
     try:
         level: int | str = int(args.log_level)
     except ValueError:
@@ -153,17 +177,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
 
     try:
-        return anyio.run(dispatch)
+        code = anyio.run(dispatch)
+        _flush_stdout()
+        return code
     except KeyboardInterrupt:
         print(f"asyncsched {args.verb}: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        # the reader went away (e.g. `| head`): stop quietly
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
     except Exception as exc:  # noqa: BLE001 -- one line per error; --debug for more
-        return _report(args.verb, _unwrap(exc), debug=args.debug)
+        if closed_pipe_only(exc):  # the reader went away (`| head`): stop quietly
+            silence()
+            return 0
+        _flush_stdout()
+        return _report(args.verb, _unwrap(_without_closed_pipes(exc)), debug=args.debug)
     except BaseExceptionGroup as group:  # KeyboardInterrupt inside a task group
         if group.subgroup(KeyboardInterrupt) is not None:
             print(f"asyncsched {args.verb}: interrupted", file=sys.stderr)

@@ -19,6 +19,7 @@ from asyncsched.cli._common import (
     parse_time,
     use_color,
 )
+from asyncsched.cli._pipes import raise_when_reader_gone
 from asyncsched.errors import UnknownAppException
 from asyncsched.runner import Runner
 from asyncsched.specs import is_started
@@ -116,7 +117,11 @@ async def stream_logs(
     until: datetime | None = None,
     streams: str | None = None,
 ) -> None:
-    """Print every selected replica's lines as ``role/replica line``, concurrently."""
+    """Print every selected replica's lines as ``role/replica line``, concurrently.
+
+    Raises:
+        BrokenPipeError: the reader of ``out`` went away (alone or in groups).
+    """
     targets = await replicas_of(runner, handle, role, replicas)
     width = max((len(f"{r}/{k}") for r, k in targets), default=0)
 
@@ -139,8 +144,13 @@ async def stream_logs(
                 out.flush()
 
     async with anyio.create_task_group() as tg:
-        for index, (role_name, k) in enumerate(targets):
-            tg.start_soon(one, index, role_name, k)
+        # ends everything with BrokenPipeError once `out`'s reader is gone,
+        # even while no line arrives (`log -f H | head -2`)
+        tg.start_soon(raise_when_reader_gone, out)
+        async with anyio.create_task_group() as readers:
+            for index, (role_name, k) in enumerate(targets):
+                readers.start_soon(one, index, role_name, k)
+        tg.cancel_scope.cancel()
 
 
 async def log(args: argparse.Namespace) -> int:

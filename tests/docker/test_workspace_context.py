@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from asyncsched.errors import SchedulerError
+from asyncsched.schedulers.shared.dockerignore import DockerIgnore
 from asyncsched.schedulers.shared.images import (
     DOCKERFILE,
     GENERATED_DOCKERFILE,
     build_context,
-    excluded,
     read_ignore_file,
 )
 from asyncsched.specs import Workspace
@@ -89,8 +89,11 @@ def test_include_style_vector_keeps_user_dockerfile(tmp_path: Path) -> None:
         },
     )
     data = build_context(str(tmp_path))
+    # .dockerignore is sent (as the Docker CLI sends it) and the daemon drops it,
+    # since it excludes itself: test_dockerignore_matches_docker_build checks that
     assert set(_members(data)) == {
         DOCKERFILE,
+        ".dockerignore",
         "timm_app.py",
         "some_dir/a",
         "some_dir/b",
@@ -100,13 +103,14 @@ def test_include_style_vector_keeps_user_dockerfile(tmp_path: Path) -> None:
     assert _read(data, DOCKERFILE) == b""  # the user's (empty) Dockerfile is kept
 
 
-def test_ignore_file_comments_and_dot(tmp_path: Path) -> None:
-    (tmp_path / ".dockerignore").write_text("# c\n  a  # trailing\n.\n\n!b\n")
-    assert read_ignore_file(tmp_path) == ["a", "!b"]
+def test_ignore_file_is_read_as_docker_reads_it(tmp_path: Path) -> None:
+    # only a line starting with '#' is a comment; '.' and '/x' are cleaned
+    (tmp_path / ".dockerignore").write_text("\ufeff# c\n  a  # trailing\n.\n\n! /b/\n")
+    assert read_ignore_file(tmp_path) == ["a  # trailing", ".", "!b"]
     assert read_ignore_file(tmp_path / "missing") == []
-    assert excluded("x/y", ["*"]) == (True, 0)  # fnmatch: * crosses /
-    assert excluded("b", ["*", "!b"]) == (False, 1)
-    assert excluded("c", ["a"]) == (False, None)
+    assert DockerIgnore(["*"]).excluded("x/y")  # via its parent x
+    assert not DockerIgnore(["*", "!b"]).excluded("b")
+    assert not DockerIgnore(["a"]).excluded("c")
 
 
 def test_modes_preserved_and_uid_zero(tmp_path: Path) -> None:

@@ -13,32 +13,30 @@ is read), so no entry name leaves the context. The tar is written to an
 anonymous temporary file and streamed to the daemon: memory stays flat
 whatever the workspace's size.
 
-Ignore rules (TorchX's, not Docker's matcher): each ``.dockerignore`` line is
-cut at the first ``#`` and stripped; empty lines and ``.`` are dropped; paths
-relative to the project root are matched with :func:`fnmatch.fnmatch` (so ``*``
-also matches ``/``); ``!pattern`` re-includes; the last matching pattern wins.
-An excluded directory is not descended into; inside a directory that a pattern
-re-included, only the patterns after that one apply. The root and the root's
-``Dockerfile.asyncsched`` are never excluded.
+Ignore rules are Docker's (:mod:`.dockerignore`), as ``docker build`` applies
+them: ``**/.env`` leaves out ``.env`` at every depth, ``/secrets`` the root's
+``secrets``, ``*.pem`` only the root's ``.pem`` files, and ``!keep`` re-includes.
+An excluded directory is walked only when an exception names something below
+it (``!dir/keep``). At a project mapped to the context root, ``.dockerignore``
+and ``Dockerfile.asyncsched`` are always sent, as the Docker CLI sends them:
+the daemon reads them, then drops those that ``.dockerignore`` excludes, so
+they are not copied into the image.
 
 Example:
-    >>> excluded("dir/file", ["dir?", "*/file"])
-    (True, 1)
-    >>> excluded("keep", ["*", "!keep"])
-    (False, 1)
+    >>> rules = DockerIgnore(["**/.env", "/secrets"])
+    >>> rules.excluded(".env"), rules.excluded("secrets/key"), rules.excluded("a")
+    (True, True, False)
 """
 
 from __future__ import annotations
 
-import fnmatch
 import io
 import logging
 import os
-import posixpath
 import stat
 import tarfile
 import tempfile
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -51,6 +49,7 @@ from aiodocker.images import DockerImages
 from asyncsched.errors import SchedulerError, SchedulerUnavailableError, SpecError
 from asyncsched.schedulers.shared.docker_daemon import registry_of
 from asyncsched.schedulers.shared.docker_errors import docker_errors
+from asyncsched.schedulers.shared.dockerignore import DockerIgnore, read_patterns
 from asyncsched.specs import Workspace
 
 __all__ = [
@@ -60,7 +59,6 @@ __all__ = [
     "build_context",
     "build_image",
     "check_target",
-    "excluded",
     "open_context",
     "push_failure",
     "push_image",
@@ -75,6 +73,9 @@ DOCKERFILE = "Dockerfile.asyncsched"
 IGNORE_FILE = ".dockerignore"
 GENERATED_DOCKERFILE = "ARG IMAGE\nFROM $IMAGE\n\nCOPY . .\n"
 
+# what the Docker CLI always sends from the context root: the daemon reads
+# them, then removes those that .dockerignore excludes
+_ALWAYS_SENT = frozenset({DOCKERFILE, IGNORE_FILE})
 _CHUNK = 1024 * 1024  # bytes read per worker-thread hop while streaming the context
 _SPECIAL_KINDS = {
     stat.S_IFSOCK: "socket",
@@ -85,7 +86,8 @@ _SPECIAL_KINDS = {
 
 
 def read_ignore_file(root: Path) -> list[str]:
-    """The patterns of ``root/.dockerignore`` (none when it does not exist).
+    """The patterns of ``root/.dockerignore``, read as Docker reads them (none
+    when it does not exist).
 
     Raises:
         SchedulerError: it exists but is not a regular file.
@@ -97,55 +99,69 @@ def read_ignore_file(root: Path) -> list[str]:
         text = path.read_text(errors="replace")
     except FileNotFoundError:
         return []
-    patterns = []
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if line and line != ".":
-            patterns.append(line)
-    return patterns
+    return read_patterns(text)
 
 
-def excluded(
-    path: str, patterns: Sequence[str], start: int = 0
-) -> tuple[bool, int | None]:
-    """Whether ``path`` is excluded, and the index of the last pattern that matched."""
-    path = posixpath.normpath(path)
-    verdict, last = False, None
-    for i in range(start, len(patterns)):
-        pattern = patterns[i]
-        negated = pattern.startswith("!")
-        if negated:
-            pattern = pattern[1:]
-        if fnmatch.fnmatch(path, posixpath.normpath(pattern)):
-            verdict, last = not negated, i
-    return verdict, last
-
-
-def walk(root: Path, patterns: Sequence[str]) -> Iterator[tuple[Path, str]]:
+def walk(
+    root: Path, patterns: Sequence[str], *, always: Collection[str] = ()
+) -> Iterator[tuple[Path, str]]:
     """Yield ``(file, relative posix path)`` for every file that is not ignored.
 
+    ``always`` names files of the root that are yielded even when excluded.
     Directories are not yielded (empty directories are not part of a context).
+    A file sent although TorchX's rules would have left it out (``*.pem`` and
+    ``a/b.pem``) is named in a warning, once per pattern.
+
+    Raises:
+        SchedulerError: a pattern is invalid.
     """
-    yield from _walk(root, "", patterns, 0)
+    try:
+        rules = DockerIgnore(patterns)
+    except SchedulerError as exc:
+        raise SchedulerError(f"{str(root / IGNORE_FILE)!r}: {exc}") from None
+    read_otherwise: dict[str, list[str]] = {}
+    yield from _walk(
+        root, "", rules, [False] * len(rules.patterns), always, read_otherwise
+    )
+    for pattern, paths in read_otherwise.items():
+        more = f" and {len(paths) - 1} more" if len(paths) > 1 else ""
+        logger.warning(
+            "%s: the pattern %r leaves out %r under TorchX's rules but not under"
+            " Docker's, which asyncsched follows: it is sent%s (write '**/%s' to"
+            " leave it out at every depth)",
+            root / IGNORE_FILE,
+            pattern,
+            paths[0],
+            more,
+            pattern,
+        )
 
 
 def _walk(
-    directory: Path, rel: str, patterns: Sequence[str], start: int
+    directory: Path,
+    rel: str,
+    rules: DockerIgnore,
+    parents: list[bool],
+    always: Collection[str],
+    read_otherwise: dict[str, list[str]],
 ) -> Iterator[tuple[Path, str]]:
     with os.scandir(directory) as entries:
         children = sorted(entries, key=lambda e: e.name)
     for entry in children:
         child_rel = f"{rel}/{entry.name}" if rel else entry.name
-        if child_rel == DOCKERFILE:
-            yield Path(entry.path), child_rel
-            continue
-        is_out, last = excluded(child_rel, patterns, start)
-        if is_out:
-            continue
-        if entry.is_dir(follow_symlinks=False):
-            child_start = start if last is None else last + 1
-            yield from _walk(Path(entry.path), child_rel, patterns, child_start)
-        else:
+        is_out, matched = rules.match(child_rel, parents)
+        is_dir = entry.is_dir(follow_symlinks=False)
+        if is_out and child_rel in always and not is_dir:
+            is_out = False
+        if is_dir:
+            if not is_out or rules.walk_into(child_rel):
+                yield from _walk(
+                    Path(entry.path), child_rel, rules, matched, (), read_otherwise
+                )
+        elif not is_out:
+            torchx = rules.torchx_reading(child_rel)
+            if torchx is not None:  # a TorchX user's secret may be in the image
+                read_otherwise.setdefault(torchx, []).append(child_rel)
             yield Path(entry.path), child_rel
 
 
@@ -213,7 +229,7 @@ def write_context(workspace: str | Workspace, out: IO[bytes]) -> None:
 
     Blocking: run it in a worker thread. A project mapped to ``""`` lands at
     the root, others under their sub-directory; each project applies its own
-    ``.dockerignore``. File modes are kept, owners are root. Symbolic links
+    ``.dockerignore`` with Docker's rules (:class:`DockerIgnore`). File modes are kept, owners are root. Symbolic links
     are stored as links; sockets, FIFOs and device nodes are skipped with a
     warning naming them. Files are copied in chunks, so memory does not grow
     with their size.
@@ -231,7 +247,8 @@ def write_context(workspace: str | Workspace, out: IO[bytes]) -> None:
             if not root.is_dir():
                 raise SchedulerError(f"workspace {str(root)!r} is not a directory")
             try:
-                for path, rel in walk(root, read_ignore_file(root)):
+                always = _ALWAYS_SENT if not dst else ()
+                for path, rel in walk(root, read_ignore_file(root), always=always):
                     arcname = f"{dst}/{rel}" if dst else rel
                     if _add(tar, path, arcname, layout):
                         has_dockerfile = has_dockerfile or arcname == DOCKERFILE
