@@ -91,16 +91,20 @@ def write_json_atomic(path: str, data: Any) -> None:
     writers never share one; the rename makes readers see old or new, never
     a torn file. The file is private (``0600``, whatever the umask: records
     hold the apps' environments); missing parent directories are created
-    ``0700``.
+    ``0700``. The temp file is always created anew (``O_EXCL``, never through
+    a symlink): a name planted in the app dir is removed, not written through.
     """
     directory, name = os.path.split(path)
     tmp = os.path.join(directory, f".tmp-{os.getpid()}-{threading.get_ident()}-{name}")
     payload = _dump(data)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         fd = os.open(tmp, flags, PRIVATE_FILE_MODE)
     except FileNotFoundError:
         makedirs_private(directory)
+        fd = os.open(tmp, flags, PRIVATE_FILE_MODE)
+    except FileExistsError:  # left by a crash, or planted: unlink only the name
+        os.unlink(tmp)
         fd = os.open(tmp, flags, PRIVATE_FILE_MODE)
     try:
         try:
