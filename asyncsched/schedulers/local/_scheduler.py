@@ -109,6 +109,7 @@ from asyncsched.schedulers.shared.lines import (
 )
 from asyncsched.schedulers.shared.state_dir import (
     PRIVATE_DIR_MODE,
+    check_state_dir,
     makedirs_private,
     tighten_dir,
 )
@@ -246,6 +247,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         self.cancel_grace = cancel_grace
         self.close_grace = close_grace
         self.state_dir = state_dir or records.default_state_dir()
+        self._state_dir_checked = False
         self._pdeathsig: PdeathsigMode = pdeathsig
         self._apps: dict[str, LocalApp] = {}
         self._record_reader = Coalescer(self._fetch_records)
@@ -363,6 +365,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
         async with self._runtime_lock:
             await self._host.group()
             if self._spawn_cfg is None:
+                # before anything starts: an unsafe state dir is refused
+                await anyio.to_thread.run_sync(self._check_state_dir)
                 setpriv, use_preexec = await resolve_pdeathsig(self._pdeathsig)
                 guardian = Guardian()
                 guardian.start()
@@ -757,6 +761,17 @@ class LocalScheduler(Scheduler[LocalOpts]):
 
     # -- observation ----------------------------------------------------------------------
 
+    def _check_state_dir(self) -> None:
+        """(worker thread) Refuse a state dir others own or may write to
+        (:func:`check_state_dir`); once it passed, not checked again."""
+        if not self._state_dir_checked:
+            self._state_dir_checked = check_state_dir(self.state_dir)
+
+    def _listed(self, known: set[str]) -> builtins.list[tuple[str, dict[str, Any]]]:
+        """(worker thread) The session's records not in ``known``."""
+        self._check_state_dir()
+        return _load_listed(self.state_dir, self.session_name, known)
+
     def _read_record(self, app_id: str) -> dict[str, Any] | None:
         """(worker thread) The app's pointer, then its record."""
         pointer = records.find_pointer(self.state_dir, self.session_name, app_id)
@@ -766,6 +781,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
 
     def _read_records(self, app_ids: frozenset[str]) -> dict[str, dict[str, Any]]:
         """(worker thread) The records of ``app_ids`` that exist."""
+        self._check_state_dir()
         found = {}
         for app_id in app_ids:
             record = self._read_record(app_id)
@@ -853,9 +869,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
                 await app.settled()
         result = [self._snapshot(a) for a in self._apps.values()]
         known = set(self._apps)
-        found = await anyio.to_thread.run_sync(
-            _load_listed, self.state_dir, self.session_name, known
-        )
+        found = await anyio.to_thread.run_sync(self._listed, known)
         result.extend(remote.snapshot_record(record) for _, record in found)
         return result
 
