@@ -169,3 +169,36 @@ def test_the_guardian_never_kills_group_1_or_its_own() -> None:
         start_new_session=True,
     )
     assert done.stdout.strip() == "canary: alive", (done.stdout, done.stderr)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="giving a file to another user needs root"
+)
+async def test_a_record_owned_by_another_user_is_never_trusted(
+    state_dir: Path,
+) -> None:
+    # e.g. planted in a log_dir others can write to: it names a real leader
+    victim = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        app_id, path = await _running_record(state_dir)
+        record = json.loads(path.read_text())
+        for reps in record["roles"].values():
+            for r in reps:
+                r["pid"] = victim.pid
+                r["start_time"] = _start_time(victim.pid)
+        path.write_text(json.dumps(record))
+        os.chown(path, 65534, 65534)
+        async with LocalScheduler("s") as sched:
+            assert await sched.describe(app_id) is None
+            await sched.cancel(app_id)  # an unknown app: a no-op
+            assert [a.app_id for a in await sched.list()] == []
+        with pytest.raises(subprocess.TimeoutExpired):
+            victim.wait(timeout=0.5)
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def _start_time(pid: int) -> int:
+    data = Path(f"/proc/{pid}/stat").read_bytes()
+    return int(data[data.rfind(b")") + 2 :].split()[19])

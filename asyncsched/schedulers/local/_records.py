@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
+import stat
 import threading
 from typing import Any
 
@@ -49,6 +51,8 @@ __all__ = [
     "write_json_atomic",
     "write_pointer",
 ]
+
+logger = logging.getLogger(__name__)
 
 RECORD_NAME = "app.json"
 RECORD_VERSION = 1
@@ -122,12 +126,33 @@ def write_json_atomic(path: str, data: Any) -> None:
 
 
 def read_json(path: str) -> dict[str, Any] | None:
-    """Load a JSON object, or None when it is missing or unreadable (blocking)."""
+    """Load a JSON object, or None when it is missing or unreadable (blocking).
+
+    Only a regular file of this (effective) user is read: records and pointers
+    are always written by their user, so one owned by someone else (planted
+    in a ``log_dir`` others can write to) is ignored, with a warning; a FIFO
+    never blocks the reader.
+    """
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
         return None
+    with open(fd, encoding="utf-8", closefd=True) as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        if st.st_uid != os.geteuid():
+            logger.warning(
+                "ignoring %s: it is owned by uid %d, not by you (uid %d)",
+                path,
+                st.st_uid,
+                os.geteuid(),
+            )
+            return None
+        try:
+            data = json.load(f)
+        except (OSError, ValueError):
+            return None
     return data if isinstance(data, dict) else None
 
 
