@@ -6,6 +6,7 @@ of an unrelated process."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -175,7 +176,7 @@ def test_the_guardian_never_kills_group_1_or_its_own() -> None:
     os.geteuid() != 0, reason="giving a file to another user needs root"
 )
 async def test_a_record_owned_by_another_user_is_never_trusted(
-    state_dir: Path,
+    state_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     # e.g. planted in a log_dir others can write to: it names a real leader
     victim = subprocess.Popen(["sleep", "60"], start_new_session=True)
@@ -189,7 +190,12 @@ async def test_a_record_owned_by_another_user_is_never_trusted(
         path.write_text(json.dumps(record))
         os.chown(path, 65534, 65534)
         async with LocalScheduler("s") as sched:
-            assert await sched.describe(app_id) is None
+            with caplog.at_level(logging.WARNING):
+                assert await sched.describe(app_id) is None
+            assert any(
+                str(path) in r.getMessage() and "uid 65534" in r.getMessage()
+                for r in caplog.records
+            )
             await sched.cancel(app_id)  # an unknown app: a no-op
             assert [a.app_id for a in await sched.list()] == []
         with pytest.raises(subprocess.TimeoutExpired):

@@ -5,11 +5,15 @@ points at."""
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+import anyio
+import pytest
 
 from asyncsched.schedulers.local._records import read_json, write_json_atomic
 from asyncsched.schedulers.local_scheduler import LocalScheduler
@@ -63,6 +67,35 @@ async def test_index_files_planted_as_links_are_not_written_through(
     _untouched(victim)
 
 
+@pytest.mark.timeout(60)
+async def test_a_fifo_planted_as_an_index_neither_freezes_the_supervisor_nor_log_iter(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # opening a FIFO with no reader for writing blocks: on the event loop, it
+    # would freeze the scheduler
+    script = 'mkfifo "$(dirname "$TORCHELASTIC_ERROR_FILE")/stdout.idx"; echo out'
+    async with LocalScheduler("s") as sched:
+        with caplog.at_level(logging.WARNING):
+            app_id = await sched.submit(app_of(sh_role(script)), {})
+            desc = await sched.wait(app_id, timeout=30)
+        assert desc is not None
+        assert desc.state == AppState.SUCCEEDED
+        assert any(
+            "cannot create the index" in r.getMessage()
+            and "stdout.idx" in r.getMessage()
+            for r in caplog.records
+        )
+        since = datetime.now(UTC) - timedelta(hours=1)
+        with anyio.fail_after(10):
+            stdout = [
+                x
+                async for x in sched.log_iter(
+                    app_id, "worker", since=since, streams="stdout"
+                )
+            ]
+        assert stdout == ["out\n"]
+
+
 async def test_a_hardlinked_error_reply_keeps_the_linked_files_mode(
     tmp_path: Path,
 ) -> None:
@@ -75,6 +108,9 @@ async def test_a_hardlinked_error_reply_keeps_the_linked_files_mode(
         desc = await sched.wait(app_id, timeout=60)
         assert desc is not None
         assert desc.state == AppState.FAILED
+        # the reply is still read (its text is the victim's), only not chmodded
+        replica = desc.roles_statuses[0].replicas[0]
+        assert "the user's own file" in replica.structured_error_msg
     _untouched(victim)
 
 

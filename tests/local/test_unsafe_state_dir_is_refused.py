@@ -10,9 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
 from asyncsched.errors import UnsafeStateDirError
+from asyncsched.schedulers.local import Retention, prune
 from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.schedulers.slurm._registry import JobRecord, Registry
 from asyncsched.specs import AppState
@@ -41,6 +43,8 @@ async def _refused(state_dir: Path, tmp_path: Path, *needles: str) -> None:
             await sched.cancel("app-from-elsewhere")
     assert not marker.exists()
     with pytest.raises(UnsafeStateDirError):
+        await anyio.to_thread.run_sync(prune, str(state_dir), Retention(max_apps=0))
+    with pytest.raises(UnsafeStateDirError):
         await Registry(str(state_dir)).all()  # the Slurm backend's job registry
     with pytest.raises(UnsafeStateDirError):
         await Registry(str(state_dir)).add(JobRecord("1", 0.0, "a", "/", {}))
@@ -67,6 +71,22 @@ async def test_a_state_dir_writable_by_others_is_refused(
         f"mode {mode:04o}",
         f"chmod go-w {state_dir}",
     )
+
+
+async def test_a_symlinked_state_dir_is_judged_by_its_target(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "shared"
+    target.mkdir()
+    target.chmod(0o777)
+    state_dir.symlink_to(target)
+    await _refused(state_dir, tmp_path, "mode 0777")
+    target.chmod(0o700)
+    async with LocalScheduler("s") as sched:
+        app_id = await sched.submit(app_of(sh_role("true")), {})
+        desc = await sched.wait(app_id, timeout=60)
+        assert desc is not None
+        assert desc.state == AppState.SUCCEEDED
 
 
 @as_root

@@ -181,7 +181,10 @@ class LocalScheduler(Scheduler[LocalOpts]):
         state_dir: Where apps are indexed for other processes (default
             ``$ASYNCSCHED_STATE_DIR``, ``$XDG_STATE_HOME/asyncsched`` or
             ``~/.local/state/asyncsched``); apps without a ``log_dir`` keep
-            their logs and records in its ``logs`` folder until pruned.
+            their logs and records in its ``logs`` folder until pruned. It
+            must be owned by you and not writable by group or others:
+            otherwise submit, describe, list and cancel raise
+            :class:`~asyncsched.errors.UnsafeStateDirError`.
         retention: Which finished apps of the state dir are kept (default:
             the newest 100, at most 14 days old); applied once, off the event
             loop, before the scheduler starts its first app. It never removes
