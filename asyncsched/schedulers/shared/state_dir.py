@@ -50,6 +50,7 @@ def _user(uid: int) -> str:
         return f"uid {uid}"
 
 
+_OWN_DIR = "set ASYNCSCHED_STATE_DIR to a directory of your own"
 _PLANT = "could plant app records (a record says which processes cancel signals)"
 
 
@@ -59,16 +60,13 @@ def _problem(path: str, st: os.stat_result) -> tuple[str, str] | None:
     mode = stat.S_IMODE(st.st_mode)
     if not stat.S_ISDIR(st.st_mode):
         reason = f"{path} is not a directory (mode {mode:04o})"
-        hint = "remove it, or set ASYNCSCHED_STATE_DIR to a directory of your own"
+        hint = f"remove it, or {_OWN_DIR}"
     elif st.st_uid != me:
         reason = (
             f"{path} is owned by {_user(st.st_uid)}, not by you ({_user(me)}),"
             f" mode {mode:04o}: its owner {_PLANT}"
         )
-        hint = (
-            "set ASYNCSCHED_STATE_DIR to a directory of your own, or, if this one"
-            f" is yours, `chown -R {me} {path}`"
-        )
+        hint = f"{_OWN_DIR}, or, if this one is yours, `chown -R {me} {path}`"
     elif mode & 0o022:
         who = {0o022: "its group and others", 0o020: "its group", 0o002: "others"}
         reason = (
@@ -110,8 +108,10 @@ def check_state_dir(state_dir: str) -> bool:
             if path == state_dir:
                 return False
             continue
-        except NotADirectoryError:
-            continue  # reported for the state dir itself
+        except OSError as exc:  # no search permission, a file on the way...
+            raise UnsafeStateDirError(
+                state_dir, f"{path} cannot be examined: {exc.strerror}", _OWN_DIR
+            ) from exc
         problem = _problem(path, st)
         if problem is not None:
             raise UnsafeStateDirError(state_dir, *problem)
