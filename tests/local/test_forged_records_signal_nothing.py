@@ -60,7 +60,7 @@ def _sandbox() -> list[str] | None:
     return argv if probe.returncode == 0 else None
 
 
-@pytest.mark.parametrize("case", ["0", "1", "-1", "own-group"])
+@pytest.mark.parametrize("case", ["0", "1", "-1", "own-group", "caller-group"])
 async def test_cancel_refuses_a_record_naming_pid_0_1_negative_or_its_own_group(
     case: str, state_dir: Path
 ) -> None:
