@@ -17,6 +17,7 @@ that describes it best, so ``except ValueError`` and friends keep working::
     ├── UnknownNamedResourceError(KeyError)           no named resource by that name
     ├── AppStatusError(RuntimeError)                  raise_for_status() on a non-SUCCEEDED app
     ├── SchedulerUnavailableError(RuntimeError)       missing extra, daemon unreachable; .hint
+    ├── UnsafeStateDirError(RuntimeError)             state dir not private to the user; .path
     ├── UnsupportedOperationError(NotImplementedError)  the backend cannot do that (logs, workspaces)
     ├── SchedulerError(RuntimeError)                  the backend failed to do what was asked
     │   └── SubmitError                               an app could not be (fully) submitted
@@ -73,6 +74,7 @@ __all__ = [
     "UnknownNamedResourceError",
     "UnknownReplicaError",
     "UnknownSchedulerException",
+    "UnsafeStateDirError",
     "UnsupportedOperationError",
     "WaitTimeoutError",
 ]
@@ -257,6 +259,23 @@ class SchedulerUnavailableError(AsyncschedError, RuntimeError):
         self.hint = hint
 
     _init_args = ("scheduler", "reason", "hint")
+
+
+class UnsafeStateDirError(AsyncschedError, RuntimeError):
+    """The state dir (or a folder asyncsched keeps in it) is owned by another
+    user or writable by others, so its records cannot be trusted: refused
+    before anything is read, written or started.
+
+    ``reason`` names the owner and the mode, ``hint`` how to fix it.
+    """
+
+    def __init__(self, path: str, reason: str, hint: str) -> None:
+        super().__init__(f"unsafe state dir {path}: {reason}; {hint}")
+        self.path = path
+        self.reason = reason
+        self.hint = hint
+
+    _init_args = ("path", "reason", "hint")
 
 
 class SchedulerError(AsyncschedError, RuntimeError):

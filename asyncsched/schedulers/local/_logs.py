@@ -34,6 +34,7 @@ import bisect
 import contextlib
 import logging
 import os
+import stat
 import struct
 import sys
 import time
@@ -72,7 +73,11 @@ _OPEN_TIMEOUT = 60.0
 _READ_SIZE = 1 << 20  # one read of a log file (a worker-thread hop each)
 _FEED_SIZE = 1 << 17  # ...assembled in slices that stay in the CPU cache
 _COMBINED_PARTIAL_LIMIT = 1 << 16  # an unterminated line longer than this is flushed
-_APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+#: a log or index file is always created here, never opened: a name a replica
+#: planted first (a symlink, a hardlink, a FIFO) fails instead of being written
+_CREATE = (
+    os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_APPEND | os.O_CLOEXEC
+)
 
 #: ``await follow(offset)`` -> True: more may come (re-read), False: the log is final
 Follow = Callable[[int], Awaitable[bool]]
@@ -89,22 +94,24 @@ def index_path(replica_dir: str, stream: str) -> str:
 
 
 def open_log_fds(replica_dir: str) -> dict[str, tuple[int, int]]:
-    """Create the replica dir and open ``{stream: (log_fd, -1)}`` for append.
+    """Create the replica dir and its log files: ``{stream: (log_fd, -1)}``.
 
-    Blocking (runs in a worker thread). Existing files are appended to.
-    Directories are created ``0700`` and files are ``0600``, whatever the
-    umask: logs may hold secrets. The index files are created by :class:`ReplicaLog` on the first write of each
-    stream (file creation is the expensive part of starting a replica).
+    Blocking (runs in a worker thread). The files must not exist yet
+    (``FileExistsError``): they are created, never opened through a name
+    someone else made. Directories are created ``0700`` and files are
+    ``0600``, whatever the umask: logs may hold secrets. The index files are
+    created by :class:`ReplicaLog` on the first write of each stream (file
+    creation is the expensive part of starting a replica), the same way.
     """
     makedirs_private(replica_dir)
     fds: dict[str, tuple[int, int]] = {}
     try:
         for stream in STREAMS:
             fd = os.open(
-                os.path.join(replica_dir, f"{stream}.log"), _APPEND, PRIVATE_FILE_MODE
+                os.path.join(replica_dir, f"{stream}.log"), _CREATE, PRIVATE_FILE_MODE
             )
             fds[stream] = (fd, -1)
-            os.fchmod(fd, PRIVATE_FILE_MODE)  # whatever the umask (or an old file)
+            os.fchmod(fd, PRIVATE_FILE_MODE)  # whatever the umask (a new file)
     except OSError:
         close_log_fds(fds)
         raise
@@ -155,16 +162,20 @@ class ReplicaLog:
             _write_all(idx_fd, INDEX_ENTRY.pack(self.sizes[stream], now))
 
     def _open_index(self, stream: str) -> int:
-        """Create the index of ``stream`` on its first write (-2: cannot)."""
+        """Create the index of ``stream`` on its first write (-2: cannot).
+
+        The replica runs by then and may write in its dir: a name it planted
+        (a symlink, a hardlink to another file) makes the creation fail, and
+        that stream goes without an index, rather than being followed.
+        """
         log_fd, idx_fd = self._fds[stream]
         if idx_fd == -1:
+            path = index_path(self.dir, stream)
             try:
-                idx_fd = os.open(
-                    index_path(self.dir, stream), _APPEND, PRIVATE_FILE_MODE
-                )
+                idx_fd = os.open(path, _CREATE, PRIVATE_FILE_MODE)
                 os.fchmod(idx_fd, PRIVATE_FILE_MODE)
             except OSError as exc:
-                logger.warning("cannot create the index of %s: %s", self.dir, exc)
+                logger.warning("cannot create the index %s: %s", path, exc)
                 idx_fd = -2
             self._fds[stream] = (log_fd, idx_fd)
         return idx_fd
@@ -304,10 +315,17 @@ class _Index:
         self.times: list[float] = []
 
     def _open(self) -> int | None:
+        """The index file, or None when missing or not a regular file of its own
+        (a symlink or FIFO a replica put there is not read: no times)."""
+        flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
         try:
-            return os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
+            fd = os.open(self._path, flags)
+        except OSError:
             return None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        return fd
 
     def start_offset(self, since: float) -> int:
         """The log offset before which every line arrived before ``since``

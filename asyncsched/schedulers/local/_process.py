@@ -33,11 +33,15 @@ import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from queue import SimpleQueue
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import anyio
 
-from asyncsched.errors import SchedulerClosedError, SchedulerUnavailableError
+from asyncsched.errors import (
+    InvalidArgumentError,
+    SchedulerClosedError,
+    SchedulerUnavailableError,
+)
 
 __all__ = [
     "Child",
@@ -47,9 +51,13 @@ __all__ = [
     "SpawnTimeoutError",
     "Spawner",
     "find_executable",
+    "leads_own_group",
+    "own_groups",
+    "pid_alive",
     "pid_start_time",
     "resolve_pdeathsig",
     "signal_group",
+    "signal_recorded_group",
 ]
 
 logger = logging.getLogger(__name__)
@@ -133,7 +141,14 @@ def find_executable(cmd: str, path: str, cwd: str | None) -> str | None:
     return None
 
 
-def _proc_stat(pid: int) -> tuple[str, int] | None:
+class _ProcStat(NamedTuple):
+    state: str  # field 3
+    pgrp: int  # field 5
+    session: int  # field 6
+    start_time: int  # field 22
+
+
+def _proc_stat(pid: int) -> _ProcStat | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
@@ -142,7 +157,7 @@ def _proc_stat(pid: int) -> tuple[str, int] | None:
     # the command name (field 2) may contain spaces and parentheses
     rest = data[data.rfind(b")") + 2 :].split()
     try:
-        return rest[0].decode(), int(rest[19])  # field 3 and field 22
+        return _ProcStat(rest[0].decode(), int(rest[2]), int(rest[3]), int(rest[19]))
     except (IndexError, ValueError):
         return None
 
@@ -152,15 +167,27 @@ def pid_start_time(pid: int) -> int | None:
 
     None when the process does not exist (or on systems without ``/proc``).
     """
+    if pid <= 0:  # /proc/0 and /proc/-1 name no process
+        return None
     stat = _proc_stat(pid)
-    return stat[1] if stat is not None else None
+    return stat.start_time if stat is not None else None
 
 
 def pid_alive(pid: int, start_time: int | None) -> bool:
-    """True when ``pid`` runs (not a zombie) and, where known, started at ``start_time``."""
+    """True when ``pid`` runs (not a zombie) and, where known, started at ``start_time``.
+
+    A pid <= 0 names no single process (``kill(0)`` and ``kill(-1)`` reach
+    groups): never alive.
+    """
+    if pid <= 0:
+        return False
     if _IS_LINUX and start_time is not None:
         stat = _proc_stat(pid)
-        return stat is not None and stat[0] not in ("Z", "X") and stat[1] == start_time
+        return (
+            stat is not None
+            and stat.state not in ("Z", "X")
+            and stat.start_time == start_time
+        )
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -170,16 +197,88 @@ def pid_alive(pid: int, start_time: int | None) -> bool:
     return True
 
 
+def own_groups() -> frozenset[int]:
+    """This process's pid, process group and session: ids never signalled.
+
+    Example:
+        >>> os.getpid() in own_groups()
+        True
+    """
+    return frozenset((os.getpid(), os.getpgrp(), os.getsid(0)))
+
+
 def signal_group(pgid: int, sig: int) -> bool:
     """Send ``sig`` to process group ``pgid``; False when it is gone.
 
     Any OSError counts as "gone" (macOS raises EPERM for a reaped group).
+
+    Raises:
+        InvalidArgumentError: ``pgid`` is <= 1 (``killpg(1)`` is ``kill(-1)``:
+            every process the caller may signal; ``killpg(0)`` is the caller's
+            own group), or the pid, group or session of this process.
+
+    Example:
+        >>> try:
+        ...     signal_group(1, 0)
+        ... except InvalidArgumentError as exc:
+        ...     print(str(exc).split(":")[0])
+        refusing to signal process group 1
     """
+    if pgid <= 1:
+        raise InvalidArgumentError(
+            f"refusing to signal process group {pgid}: a group id <= 1 reaches"
+            " every process (1), the caller's own group (0) or nothing valid"
+        )
+    if pgid in own_groups():
+        raise InvalidArgumentError(
+            f"refusing to signal process group {pgid}: it is this process's own"
+            " pid, process group or session"
+        )
     try:
         os.killpg(pgid, sig)
     except OSError:
         return False
     return True
+
+
+def leads_own_group(pid: int, start_time: int | None) -> bool:
+    """True when ``pid`` is a live replica leader as recorded (blocking).
+
+    That is: a pid > 1 that is not this process's pid, group or session,
+    leading its own session and process group (each replica starts one) and,
+    on Linux, started at ``start_time`` (``/proc/<pid>/stat``): a pid reused
+    by another process fails. Without a start time on Linux it is False: an
+    unverified pid is never signalled. Elsewhere (no ``/proc``) the start time
+    cannot be checked; the session and group are.
+    """
+    if pid <= 1 or pid in own_groups():
+        return False
+    if _IS_LINUX:
+        if start_time is None:
+            return False
+        stat = _proc_stat(pid)
+        return (
+            stat is not None
+            and stat.state not in ("Z", "X")
+            and stat.start_time == start_time
+            and stat.pgrp == pid
+            and stat.session == pid
+        )
+    try:
+        return os.getpgid(pid) == pid and os.getsid(pid) == pid
+    except OSError:
+        return False
+
+
+def signal_recorded_group(pid: int, start_time: int | None, sig: int) -> bool:
+    """Signal the process group a record names, only after :func:`leads_own_group`.
+
+    The check runs just before the signal; False when it fails (nothing sent)
+    or the group is gone.
+    """
+    if not leads_own_group(pid, start_time):
+        return False
+    return signal_group(pid, sig)
 
 
 class Child:
@@ -300,11 +399,11 @@ while True:
     buf += data
     *lines, buf = buf.split(b"\n")
     for line in lines:
-        if line[:1] == b"+":
+        if line[:1] == b"+" and int(line[1:]) > 1:
             groups.add(int(line[1:]))
         elif line[:1] == b"-":
             groups.discard(int(line[1:]))
-for pgid in groups:
+for pgid in groups - {os.getpid(), os.getpgrp(), os.getsid(0)}:
     try:
         os.killpg(pgid, signal.SIGKILL)
     except OSError:

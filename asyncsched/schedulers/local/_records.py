@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
+import stat
 import threading
 from typing import Any
 
@@ -49,6 +51,8 @@ __all__ = [
     "write_json_atomic",
     "write_pointer",
 ]
+
+logger = logging.getLogger(__name__)
 
 RECORD_NAME = "app.json"
 RECORD_VERSION = 1
@@ -91,16 +95,20 @@ def write_json_atomic(path: str, data: Any) -> None:
     writers never share one; the rename makes readers see old or new, never
     a torn file. The file is private (``0600``, whatever the umask: records
     hold the apps' environments); missing parent directories are created
-    ``0700``.
+    ``0700``. The temp file is always created anew (``O_EXCL``, never through
+    a symlink): a name planted in the app dir is removed, not written through.
     """
     directory, name = os.path.split(path)
     tmp = os.path.join(directory, f".tmp-{os.getpid()}-{threading.get_ident()}-{name}")
     payload = _dump(data)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         fd = os.open(tmp, flags, PRIVATE_FILE_MODE)
     except FileNotFoundError:
         makedirs_private(directory)
+        fd = os.open(tmp, flags, PRIVATE_FILE_MODE)
+    except FileExistsError:  # left by a crash, or planted: unlink only the name
+        os.unlink(tmp)
         fd = os.open(tmp, flags, PRIVATE_FILE_MODE)
     try:
         try:
@@ -118,12 +126,33 @@ def write_json_atomic(path: str, data: Any) -> None:
 
 
 def read_json(path: str) -> dict[str, Any] | None:
-    """Load a JSON object, or None when it is missing or unreadable (blocking)."""
+    """Load a JSON object, or None when it is missing or unreadable (blocking).
+
+    Only a regular file of this (effective) user is read: records and pointers
+    are always written by their user, so one owned by someone else (planted
+    in a ``log_dir`` others can write to) is ignored, with a warning; a FIFO
+    never blocks the reader.
+    """
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
         return None
+    with open(fd, encoding="utf-8", closefd=True) as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        if st.st_uid != os.geteuid():
+            logger.warning(
+                "ignoring %s: it is owned by uid %d, not by you (uid %d)",
+                path,
+                st.st_uid,
+                os.geteuid(),
+            )
+            return None
+        try:
+            data = json.load(f)
+        except (OSError, ValueError):
+            return None
     return data if isinstance(data, dict) else None
 
 

@@ -25,7 +25,11 @@ from typing import Any
 import anyio
 
 from asyncsched.errors import SchedulerError
-from asyncsched.schedulers.local._process import pid_alive, signal_group
+from asyncsched.schedulers.local._process import (
+    own_groups,
+    pid_alive,
+    signal_recorded_group,
+)
 from asyncsched.schedulers.local._reasons import replica_outcome
 from asyncsched.schedulers.local._records import (
     CANCEL_MARKER,
@@ -54,6 +58,8 @@ __all__ = [
 ]
 
 _STATES = frozenset(AppState.__members__)
+#: why a recorded pid <= 1 is refused rather than signalled
+_PID_TRAP = "(<= 1: signalling it would reach every process, or the caller's own group)"
 
 
 def _is_int(value: object) -> bool:
@@ -71,6 +77,8 @@ def _replica_problem(where: str, r: object) -> str | None:
         value = r.get(key)
         if value is not None and not _is_int(value):
             return f"{where}.{key} is not an integer: {value!r}"
+    if r.get("pid") is not None and r["pid"] <= 1:
+        return f"{where}.pid is not a process id: {r['pid']} {_PID_TRAP}"
     if not isinstance(r.get("log_dir"), str):
         return f"{where}.log_dir is not a path: {r.get('log_dir')!r}"
     return None
@@ -93,6 +101,8 @@ def record_problem(record: dict[str, Any]) -> str | None:
     sup_pid = (record.get("supervisor") or {}).get("pid")
     if sup_pid is not None and not _is_int(sup_pid):
         return f"supervisor.pid is not an integer: {sup_pid!r}"
+    if sup_pid is not None and sup_pid <= 1:
+        return f"supervisor.pid is not a process id: {sup_pid} {_PID_TRAP}"
     roles = record.get("roles") or {}
     if not isinstance(roles, dict):
         return f"roles is not an object: {roles!r}"
@@ -235,12 +245,35 @@ def record_done(record: dict[str, Any] | None) -> bool:
     )
 
 
+def _live_replicas(record: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """``(role, replica)`` of each replica of a checked record without an exit code."""
+    return [
+        (name, r)
+        for name, reps in (record.get("roles") or {}).items()
+        for r in reps
+        if r.get("exit_code") is None and isinstance(r.get("pid"), int)
+    ]
+
+
+def _refuse_own_group(record: dict[str, Any]) -> None:
+    """Raise when a replica the record names is this process or its group/session."""
+    own = own_groups()
+    for name, r in _live_replicas(record):
+        if r["pid"] in own:
+            raise SchedulerError(
+                f"refusing to cancel {record.get('app_id')}: the record"
+                f" {record_path(record)} names replica {name}/{r['replica_id']}"
+                f" as pid {r['pid']}, the pid, process group or session of this"
+                f" process (pid {os.getpid()}); nothing was signalled. Cancel the"
+                " app from a process outside it."
+            )
+
+
 def _signal_replicas(record: dict[str, Any], sig: int) -> int:
+    """Signal each replica group whose leader is verified (see ``leads_own_group``)."""
     sent = 0
-    for reps in (record.get("roles") or {}).values():
-        for r in reps:
-            if r.get("exit_code") is None and not replica_gone(r):
-                sent += signal_group(int(r["pid"]), sig)
+    for _, r in _live_replicas(record):
+        sent += signal_recorded_group(r["pid"], r.get("start_time"), sig)
     return sent
 
 
@@ -248,15 +281,21 @@ def cancel_remote(app_dir: str) -> dict[str, Any] | None:
     """Cancel an app another process supervises (blocking; no waiting).
 
     Writes the cancel marker (so the supervisor records CANCELLED), then
-    SIGTERMs each live replica group after checking its pid's start time. With
-    no live supervisor the groups get SIGKILL and the record is updated here.
-    Returns the record read, or None.
+    SIGTERMs each live replica group after checking that its leader is the
+    recorded process (same start time, leading its own session and group).
+    With no live supervisor the groups get SIGKILL and the record is updated
+    here. Returns the record read, or None.
+
+    Raises:
+        SchedulerError: a replica the record names is this process's pid,
+            process group or session (nothing is signalled).
     """
     record = load_record(app_dir)
     if record is None or record_problem(record) is not None:
         return None
     if is_terminal(AppState[record.get("state", "UNKNOWN")]):
         return record
+    _refuse_own_group(record)
     write_json_atomic(os.path.join(app_dir, CANCEL_MARKER), {"requested": time.time()})
     if supervisor_alive(record):
         _signal_replicas(record, signal.SIGTERM)

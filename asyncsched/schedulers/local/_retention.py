@@ -28,6 +28,7 @@ from typing import Any
 from asyncsched.errors import InvalidArgumentError
 from asyncsched.schedulers.local._records import RECORD_NAME, read_json
 from asyncsched.schedulers.local._remote import supervisor_alive
+from asyncsched.schedulers.shared.state_dir import check_state_dir
 
 __all__ = [
     "AUTOMATIC_MIN_AGE_SECONDS",
@@ -149,7 +150,12 @@ def prune(
     dir (logs and record) is deleted too when it lies in
     :func:`managed_logs_dir` -- a ``log_dir`` the user chose is never deleted.
     A pointer whose app dir is gone is removed as dangling.
+
+    Raises:
+        UnsafeStateDirError: the state dir is not private to this user
+            (see :func:`~asyncsched.schedulers.shared.state_dir.check_state_dir`).
     """
+    check_state_dir(state_dir)
     now = time.time() if now is None else now
     report = PruneReport()
     finished: list[_Entry] = []

@@ -110,6 +110,7 @@ from asyncsched.schedulers.shared.lines import (
 from asyncsched.schedulers.shared.replica_limits import render_off_loop
 from asyncsched.schedulers.shared.state_dir import (
     PRIVATE_DIR_MODE,
+    check_state_dir,
     makedirs_private,
     tighten_dir,
 )
@@ -181,7 +182,10 @@ class LocalScheduler(Scheduler[LocalOpts]):
         state_dir: Where apps are indexed for other processes (default
             ``$ASYNCSCHED_STATE_DIR``, ``$XDG_STATE_HOME/asyncsched`` or
             ``~/.local/state/asyncsched``); apps without a ``log_dir`` keep
-            their logs and records in its ``logs`` folder until pruned.
+            their logs and records in its ``logs`` folder until pruned. It
+            must be owned by you and not writable by group or others:
+            otherwise submit, describe, list and cancel raise
+            :class:`~asyncsched.errors.UnsafeStateDirError`.
         retention: Which finished apps of the state dir are kept (default:
             the newest 100, at most 14 days old); applied once, off the event
             loop, before the scheduler starts its first app. It never removes
@@ -247,6 +251,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         self.cancel_grace = cancel_grace
         self.close_grace = close_grace
         self.state_dir = state_dir or records.default_state_dir()
+        self._state_dir_checked = False
         self._pdeathsig: PdeathsigMode = pdeathsig
         self._apps: dict[str, LocalApp] = {}
         self._record_reader = Coalescer(self._fetch_records)
@@ -364,6 +369,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
         async with self._runtime_lock:
             await self._host.group()
             if self._spawn_cfg is None:
+                # before anything starts: an unsafe state dir is refused
+                await anyio.to_thread.run_sync(self._check_state_dir)
                 setpriv, use_preexec = await resolve_pdeathsig(self._pdeathsig)
                 guardian = Guardian()
                 guardian.start()
@@ -760,6 +767,17 @@ class LocalScheduler(Scheduler[LocalOpts]):
 
     # -- observation ----------------------------------------------------------------------
 
+    def _check_state_dir(self) -> None:
+        """(worker thread) Refuse a state dir others own or may write to
+        (:func:`check_state_dir`); once it passed, not checked again."""
+        if not self._state_dir_checked:
+            self._state_dir_checked = check_state_dir(self.state_dir)
+
+    def _listed(self, known: set[str]) -> builtins.list[tuple[str, dict[str, Any]]]:
+        """(worker thread) The session's records not in ``known``."""
+        self._check_state_dir()
+        return _load_listed(self.state_dir, self.session_name, known)
+
     def _read_record(self, app_id: str) -> dict[str, Any] | None:
         """(worker thread) The app's pointer, then its record."""
         pointer = records.find_pointer(self.state_dir, self.session_name, app_id)
@@ -769,6 +787,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
 
     def _read_records(self, app_ids: frozenset[str]) -> dict[str, dict[str, Any]]:
         """(worker thread) The records of ``app_ids`` that exist."""
+        self._check_state_dir()
         found = {}
         for app_id in app_ids:
             record = self._read_record(app_id)
@@ -856,9 +875,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
                 await app.settled()
         result = [self._snapshot(a) for a in self._apps.values()]
         known = set(self._apps)
-        found = await anyio.to_thread.run_sync(
-            _load_listed, self.state_dir, self.session_name, known
-        )
+        found = await anyio.to_thread.run_sync(self._listed, known)
         result.extend(remote.snapshot_record(record) for _, record in found)
         return result
 

@@ -298,7 +298,9 @@ def _read_reply(path: str, *, private: bool) -> tuple[str, float] | None:
 
     None when ``path`` is missing, a symlink (never followed), not a regular
     file (a FIFO would block, a device never end) or unreadable. With
-    ``private`` the file is made ``0600`` (it sits among the replica's logs).
+    ``private`` the file is made ``0600`` (it sits among the replica's logs),
+    unless it has other names: a hardlink the replica made to another file
+    keeps that file's mode.
     """
     flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
     try:
@@ -309,7 +311,7 @@ def _read_reply(path: str, *, private: bool) -> tuple[str, float] | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return None
-        if private:
+        if private and st.st_nlink == 1:
             with contextlib.suppress(OSError):
                 os.fchmod(fd, PRIVATE_FILE_MODE)
         chunks: list[bytes] = []

@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 
-from asyncsched.schedulers.shared.state_dir import makedirs_private
+from asyncsched.schedulers.shared.state_dir import check_state_dir, makedirs_private
 
 __all__ = ["JobRecord", "Registry"]
 
@@ -68,6 +68,8 @@ class Registry:
 
     def __init__(self, state_dir: str) -> None:
         self.path = os.path.join(state_dir, "slurm", "jobs.jsonl")
+        self._state_dir = state_dir
+        self._checked = False
         self._cache: dict[str, JobRecord] = {}
         self._stamp: tuple[int, int] | None = None
 
@@ -77,6 +79,7 @@ class Registry:
         await anyio.to_thread.run_sync(self._append, record.to_json() + "\n")
 
     def _append(self, line: str) -> None:
+        self._check()
         makedirs_private(os.path.dirname(self.path))  # 0700, as the local state
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
@@ -95,7 +98,13 @@ class Registry:
             return self._cache[app_id]
         return (await self.all()).get(app_id)
 
+    def _check(self) -> None:
+        """Refuse a state dir others own or may write to (once it passed)."""
+        if not self._checked:
+            self._checked = check_state_dir(self._state_dir)
+
     def _load(self) -> dict[str, JobRecord]:
+        self._check()
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
