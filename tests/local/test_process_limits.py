@@ -16,7 +16,7 @@ import pytest
 from asyncsched.errors import InvalidRunConfigException
 from asyncsched.schedulers.local._capacity import default_max_running_replicas
 from asyncsched.schedulers.local_scheduler import LocalScheduler
-from asyncsched.specs import AppState, Resource, StatusReason
+from asyncsched.specs import AppState, CfgVal, Resource, StatusReason
 
 from ._helpers import IGNORES_TERM, running
 from .conftest import app_of, py_role, sh_role
@@ -126,7 +126,7 @@ async def test_enforce_memory_off_lets_a_replica_exceed_mem_mb(
 ) -> None:
     role = py_role(_ALLOCATE)
     role.resource = Resource(cpu=1, gpu=0, memMB=64)
-    cfg = {"log_dir": str(log_dir), "enforce_memory": False}
+    cfg: dict[str, CfgVal] = {"log_dir": str(log_dir), "enforce_memory": False}
     app_id = await sched.submit(app_of(role), cfg)
     assert (await _final(sched, app_id))[0] == AppState.SUCCEEDED
 
@@ -144,7 +144,7 @@ async def test_time_limit_stops_the_app_with_time_limit_reason(
 ) -> None:
     async with LocalScheduler("test", cancel_grace=0.5) as sched:
         app = app_of(sh_role(IGNORES_TERM), sh_role("exit 0", name="quick"))
-        cfg = {"log_dir": str(log_dir), "time_limit": 1}
+        cfg: dict[str, CfgVal] = {"log_dir": str(log_dir), "time_limit": 1}
         app_id = await sched.submit(app, cfg)
         desc = await sched.describe(app_id)
         assert desc is not None
@@ -167,7 +167,7 @@ async def test_time_limit_stops_the_app_with_time_limit_reason(
 async def test_app_ending_within_its_time_limit_is_untouched(
     sched: LocalScheduler, log_dir: Path
 ) -> None:
-    cfg = {"log_dir": str(log_dir), "time_limit": 3600}
+    cfg: dict[str, CfgVal] = {"log_dir": str(log_dir), "time_limit": 3600}
     app_id = await sched.submit(app_of(sh_role("exit 3")), cfg)
     assert await _final(sched, app_id) == (
         AppState.FAILED,
