@@ -3,6 +3,7 @@ option, on real processes."""
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import subprocess
@@ -13,12 +14,13 @@ from pathlib import Path
 import anyio
 import pytest
 
-from asyncsched.errors import InvalidRunConfigException
+from asyncsched.errors import AsyncschedWarning, InvalidRunConfigException
 from asyncsched.schedulers.local._capacity import default_max_running_replicas
+from asyncsched.schedulers.local._oom import has_oom_marker
 from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.specs import AppState, CfgVal, Resource, StatusReason
 
-from ._helpers import IGNORES_TERM, running
+from ._helpers import IGNORES_TERM, finished_record, lines, running, until_ready
 from .conftest import app_of, py_role, sh_role
 
 pytestmark = pytest.mark.anyio
@@ -35,13 +37,15 @@ _NOFILE_PROBE = textwrap.dedent(
     from asyncsched.specs import AppDef, Role
 
     async def main():
-        async with LocalScheduler("limits") as sched:
+        async with LocalScheduler("limits", raise_nofile=sys.argv[1] == "1") as sched:
             role = Role("n", image="/", entrypoint="sh", args=["-c", "ulimit -Sn"])
             app_id = await sched.submit(AppDef("n", roles=[role]), {})
             await sched.wait(app_id, timeout=60)
             child = [line async for line in sched.log_iter(app_id, "n")]
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
             print(json.dumps({
-                "soft": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+                "soft": soft,
+                "hard": hard,
                 "max_running_replicas": sched.max_running_replicas,
                 "child": child,
             }))
@@ -51,7 +55,7 @@ _NOFILE_PROBE = textwrap.dedent(
 )
 
 
-def _probe_under(soft: int, hard: int) -> dict[str, object]:
+def _probe_under(soft: int, hard: int, *, raise_nofile: bool) -> dict[str, object]:
     """Run the probe in a fresh interpreter started with these limits."""
     result = subprocess.run(
         [
@@ -61,6 +65,7 @@ def _probe_under(soft: int, hard: int) -> dict[str, object]:
             sys.executable,
             "-c",
             _NOFILE_PROBE,
+            "1" if raise_nofile else "0",
         ],
         capture_output=True,
         text=True,
@@ -72,10 +77,22 @@ def _probe_under(soft: int, hard: int) -> dict[str, object]:
 
 @needs_prlimit
 async def test_soft_open_file_limit_is_raised_and_replicas_get_the_original() -> None:
-    probe = await anyio.to_thread.run_sync(_probe_under, 1024, 4096)
-    assert probe["soft"] == 4096
+    probe = await anyio.to_thread.run_sync(
+        functools.partial(_probe_under, 1024, 4096, raise_nofile=True)
+    )
+    assert (probe["soft"], probe["hard"]) == (4096, 4096)
     assert probe["max_running_replicas"] == default_max_running_replicas(4096)
     assert probe["max_running_replicas"] == 426  # not 85
+    assert probe["child"] == ["1024\n"]
+
+
+@needs_prlimit
+async def test_raise_nofile_false_leaves_the_open_file_limit_alone() -> None:
+    probe = await anyio.to_thread.run_sync(
+        functools.partial(_probe_under, 1024, 4096, raise_nofile=False)
+    )
+    assert (probe["soft"], probe["hard"]) == (1024, 4096)
+    assert probe["max_running_replicas"] == 85
     assert probe["child"] == ["1024\n"]
 
 
@@ -106,6 +123,80 @@ async def test_replica_over_its_memory_limit_fails_with_oom_killed(
     # another process reads the same reason from the app's record
     async with LocalScheduler("test") as other:
         assert await _final(other, app_id) == (state, replicas)
+
+
+@needs_prlimit
+async def test_mem_mb_is_the_replicas_data_limit_in_mib(
+    sched: LocalScheduler, log_dir: Path
+) -> None:
+    role = sh_role("ulimit -S -d; ulimit -H -d")  # in KiB
+    role.resource = Resource(cpu=1, gpu=0, memMB=64)
+    app_id = await sched.submit(app_of(role), {"log_dir": str(log_dir)})
+    assert (await _final(sched, app_id))[0] == AppState.SUCCEEDED
+    assert await lines(sched, app_id) == ["65536\n", "65536\n"]
+
+
+@needs_prlimit
+async def test_out_of_memory_is_retried_like_any_failure(
+    sched: LocalScheduler, log_dir: Path
+) -> None:
+    role = py_role(_ALLOCATE, max_retries=1)
+    role.resource = Resource(cpu=1, gpu=0, memMB=64)
+    app_id = await sched.submit(app_of(role), {"log_dir": str(log_dir)})
+    state, replicas = await _final(sched, app_id)
+    assert (state, replicas) == (
+        AppState.FAILED,
+        [(AppState.FAILED, StatusReason.OOM_KILLED)],
+    )
+    status = await sched.describe(app_id)
+    assert status is not None
+    assert status.roles_statuses[0].replicas[0].num_restarts == 1
+
+
+@needs_prlimit
+async def test_a_caught_memory_error_is_reported_by_its_exit_code(
+    sched: LocalScheduler, log_dir: Path
+) -> None:
+    code = f"try:\n    {_ALLOCATE}\nexcept MemoryError:\n    raise SystemExit(3)"
+    role = py_role(code)
+    role.resource = Resource(cpu=1, gpu=0, memMB=64)
+    app_id = await sched.submit(app_of(role), {"log_dir": str(log_dir)})
+    assert await _final(sched, app_id) == (
+        AppState.FAILED,
+        [(AppState.FAILED, StatusReason.EXIT_CODE)],
+    )
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        b"Traceback (most recent call last):\nMemoryError\n",
+        b"fatal error: runtime: out of memory\n",
+        b"bash: fork: Cannot allocate memory\n",
+        b"terminate called after throwing an instance of 'std::bad_alloc'\n",
+        b"memory allocation of 1048576 bytes failed\n",
+        b'Exception in thread "main" java.lang.OutOfMemoryError: Java heap space\n',
+    ],
+)
+def test_out_of_memory_words_of_each_runtime_are_recognised(words: bytes) -> None:
+    assert has_oom_marker(words)
+    assert not has_oom_marker(b"ValueError: bad input\n")
+
+
+async def test_dry_run_warns_when_mem_mb_cannot_be_enforced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bin_dir = tmp_path / "bin"  # a PATH with sh but without prlimit
+    bin_dir.mkdir()
+    sh = shutil.which("sh")
+    assert sh is not None
+    (bin_dir / "sh").symlink_to(sh)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    role = sh_role("true")
+    role.resource = Resource(cpu=1, gpu=0, memMB=64)
+    async with LocalScheduler("test") as sched:
+        with pytest.warns(AsyncschedWarning, match="memMB is not enforced"):
+            await sched.submit_dryrun(app_of(role), {})
 
 
 @needs_prlimit
@@ -162,6 +253,25 @@ async def test_time_limit_stops_the_app_with_time_limit_reason(
         assert "time limit of 1 s" in status.msg
     async with LocalScheduler("test") as other:
         assert await _final(other, app_id) == (state, replicas)
+
+
+async def test_cancel_before_the_time_limit_wins(
+    sched: LocalScheduler, log_dir: Path
+) -> None:
+    # the replica ignores SIGTERM: the limit passes during the cancel's grace
+    cfg: dict[str, CfgVal] = {"log_dir": str(log_dir), "time_limit": 1}
+    app_id = await sched.submit(app_of(sh_role(IGNORES_TERM)), cfg)
+    await until_ready(sched, app_id)
+    await sched.cancel(app_id)
+    desc = await sched.describe(app_id)
+    assert desc is not None
+    assert desc.ui_url is not None
+    rec = await finished_record(Path(desc.ui_url.removeprefix("file://")))
+    assert [r["state"] for r in rec["roles"]["worker"]] == ["CANCELLED"]
+    assert await _final(sched, app_id) == (
+        AppState.CANCELLED,
+        [(AppState.CANCELLED, StatusReason.CANCELLED)],
+    )
 
 
 async def test_app_ending_within_its_time_limit_is_untouched(

@@ -50,7 +50,10 @@ async def test_handles_arrive_while_later_apps_wait_for_room(
                 seen.append((index, handle))
                 if len(seen) == 2:  # early stopping: enough seen
                     break
-    for _, handle in seen:
+    for _, handle in seen:  # the caller's apps keep running until cancelled
+        status = await runner.status(handle)
+        assert status is not None
+        assert status.state == AppState.RUNNING
         await runner.cancel(handle)
     # the submissions in flight end once the cancelled apps make room
     with anyio.fail_after(30):
