@@ -374,8 +374,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
             f"the app has {total} replicas, more than the {self.max_running_replicas}"
             f" this {self.backend} scheduler may run at once (max_running_replicas;"
             f" each running replica holds {FDS_PER_REPLICA} file descriptors, the"
-            " default follows RLIMIT_NOFILE): ask for fewer replicas, or raise"
-            " `ulimit -n` or max_running_replicas",
+            " default follows the hard RLIMIT_NOFILE): ask for fewer replicas, or"
+            " raise the hard open-file limit (`ulimit -Hn`) or max_running_replicas",
         )
 
     # -- lifecycle ---------------------------------------------------------------------
