@@ -12,6 +12,7 @@ import pytest
 from asyncsched.errors import RunManyError, SpecError
 from asyncsched.runner import Runner
 from asyncsched.specs import AppDef, AppHandle, AppState, Role
+from asyncsched.sync import SyncRunner
 from tests.runner.helpers import sh_app
 
 pytestmark = pytest.mark.anyio
@@ -109,3 +110,15 @@ async def test_failed_submissions_are_raised_after_the_handles(
     assert [type(e) for e in err.exceptions] == [SpecError]
     assert err.handles[1] is None
     assert len(err.started) == 2
+
+
+def test_sync_facade_yields_each_handle_as_it_is_accepted(tmp_path: Path) -> None:
+    params = {"state_dir": str(tmp_path / "state"), "close_grace": 0.5}
+    apps = [sh_app("exit 0", name=f"ok{i}") for i in range(3)]
+    with SyncRunner("sweep", scheduler_params=params) as runner:
+        got = dict(runner.run_many_iter(apps, "local_cwd", {"log_dir": str(tmp_path)}))
+        assert sorted(got) == [0, 1, 2]
+        for handle in got.values():
+            status = runner.wait(handle, timeout=30)
+            assert status is not None
+            assert status.state == AppState.SUCCEEDED
