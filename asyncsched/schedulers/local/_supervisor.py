@@ -476,9 +476,9 @@ class LocalApp:
         assert self.time_limit is not None
         with self._deadline:
             await anyio.sleep(self.time_limit)
-            self.time_is_up()
+            self._time_is_up()
 
-    def time_is_up(self) -> None:
+    def _time_is_up(self) -> None:
         """The time limit has passed: stop every replica; those stopped FAIL
         with reason TIME_LIMIT (a cancel, or an app already over, wins)."""
         if self.cancelled or self.closing or is_terminal(self.state):
