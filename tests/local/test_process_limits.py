@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -55,11 +56,16 @@ _NOFILE_PROBE = textwrap.dedent(
 )
 
 
-def _probe_under(soft: int, hard: int, *, raise_nofile: bool) -> dict[str, object]:
-    """Run the probe in a fresh interpreter started with these limits."""
+def _probe_under(
+    soft: int, hard: int, *, raise_nofile: bool, path: str | None = None
+) -> dict[str, object]:
+    """Run the probe in a fresh interpreter started with these limits (and PATH)."""
+    prlimit = shutil.which("prlimit")
+    assert prlimit is not None
+    env = dict(os.environ, PATH=path) if path is not None else None
     result = subprocess.run(
         [
-            "prlimit",
+            prlimit,
             f"--nofile={soft}:{hard}",
             "--",
             sys.executable,
@@ -71,6 +77,7 @@ def _probe_under(soft: int, hard: int, *, raise_nofile: bool) -> dict[str, objec
         text=True,
         timeout=120,
         check=True,
+        env=env,
     )
     return dict(json.loads(result.stdout.splitlines()[-1]))
 
@@ -84,6 +91,24 @@ async def test_soft_open_file_limit_is_raised_and_replicas_get_the_original() ->
     assert probe["max_running_replicas"] == default_max_running_replicas(4096)
     assert probe["max_running_replicas"] == 426  # not 85
     assert probe["child"] == ["1024\n"]
+
+
+@needs_prlimit
+async def test_without_prlimit_replicas_inherit_the_raised_limit(
+    tmp_path: Path,
+) -> None:
+    bin_dir = tmp_path / "bin"  # a PATH with sh but without prlimit
+    bin_dir.mkdir()
+    sh = shutil.which("sh")
+    assert sh is not None
+    (bin_dir / "sh").symlink_to(sh)
+    probe = await anyio.to_thread.run_sync(
+        functools.partial(
+            _probe_under, 1024, 4096, raise_nofile=True, path=str(bin_dir)
+        )
+    )
+    assert probe["soft"] == 4096
+    assert probe["child"] == ["4096\n"]
 
 
 @needs_prlimit
