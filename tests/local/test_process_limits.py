@@ -260,10 +260,12 @@ async def test_time_limit_stops_the_app_with_time_limit_reason(
 ) -> None:
     async with LocalScheduler("test", cancel_grace=0.5) as sched:
         app = app_of(sh_role(IGNORES_TERM), sh_role("exit 0", name="quick"))
-        cfg: dict[str, CfgVal] = {"log_dir": str(log_dir), "time_limit": 1}
+        cfg: dict[str, CfgVal] = {"log_dir": str(log_dir), "time_limit": 2}
         app_id = await sched.submit(app, cfg)
+        await until_ready(sched, app_id)  # SIGTERM is ignored from now on
         desc = await sched.describe(app_id)
         assert desc is not None
+        assert desc.state == AppState.RUNNING  # the limit has not passed yet
         pid = desc.roles_statuses[0].replicas[0].pid
         assert pid is not None
         state, replicas = await _final(sched, app_id)
@@ -275,7 +277,8 @@ async def test_time_limit_stops_the_app_with_time_limit_reason(
         assert not running(pid)  # SIGKILLed after the grace
         status = await sched.describe(app_id)
         assert status is not None
-        assert "time limit of 1 s" in status.msg
+        assert "time limit of 2 s" in status.msg
+        assert status.roles_statuses[0].replicas[0].exit_code == 137
     async with LocalScheduler("test") as other:
         assert await _final(other, app_id) == (state, replicas)
 
