@@ -111,6 +111,34 @@ async def test_without_prlimit_replicas_inherit_the_raised_limit(
     assert probe["child"] == ["4096\n"]
 
 
+def _soft_nofile_after(code: str) -> int:
+    """The soft open-file limit after ``code`` ran in a fresh interpreter (1024:4096)."""
+    prlimit = shutil.which("prlimit")
+    assert prlimit is not None
+    script = (
+        f"import resource\n{code}\nprint(resource.getrlimit(resource.RLIMIT_NOFILE)[0])"
+    )
+    result = subprocess.run(
+        [prlimit, "--nofile=1024:4096", "--", sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return int(result.stdout.split()[-1])
+
+
+@needs_prlimit
+async def test_open_file_limit_is_raised_with_an_explicit_max_running_replicas() -> (
+    None
+):
+    code = (
+        "from asyncsched.schedulers.local_scheduler import LocalScheduler\n"
+        "LocalScheduler('limits', max_running_replicas=5)"
+    )
+    assert await anyio.to_thread.run_sync(_soft_nofile_after, code) == 4096
+
+
 @needs_prlimit
 async def test_raise_nofile_false_leaves_the_open_file_limit_alone() -> None:
     probe = await anyio.to_thread.run_sync(

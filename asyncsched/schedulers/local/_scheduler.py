@@ -242,15 +242,16 @@ class LocalScheduler(Scheduler[LocalOpts]):
             raise InvalidArgumentError(
                 f"cache_size must be greater than zero, got {cache_size}"
             )
-        if max_running_replicas is None:
-            max_running_replicas = default_max_running_replicas(
-                raise_nofile_limit() if raise_nofile else None
-            )
-        elif not _is_positive_int(max_running_replicas):
+        if max_running_replicas is not None and not _is_positive_int(
+            max_running_replicas
+        ):
             raise InvalidArgumentError(
                 "max_running_replicas must be an int greater than zero, got"
                 f" {max_running_replicas!r}"
             )
+        nofile = raise_nofile_limit() if raise_nofile else None
+        if max_running_replicas is None:
+            max_running_replicas = default_max_running_replicas(nofile)
         #: replicas that may run at once; submits beyond it wait
         self.max_running_replicas = max_running_replicas
         self._slots = ReplicaSlots(max_running_replicas)
