@@ -505,6 +505,22 @@ class SyncRunner(_Facade):
             )
         )
 
+    def run_many_iter(
+        self,
+        apps: Iterable[AppDef],
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = None,
+    ) -> Iterator[tuple[int, AppHandle]]:
+        """Yield ``(index, handle)`` as each app is accepted (see
+        ``Runner.run_many_iter``); stopping early submits no further app.
+
+        Raises:
+            RunManyError: after the last handle, when some apps failed.
+        """
+        return self._iterate(
+            partial(self._runner.run_many_iter, builtins.list(apps), scheduler, cfg)
+        )
+
     @contextmanager
     def running(
         self,

@@ -11,9 +11,11 @@ from __future__ import annotations
 import builtins
 import copy
 import logging
+import math
 import warnings
 from collections import OrderedDict
 from collections.abc import (
+    AsyncGenerator,
     AsyncIterator,
     Awaitable,
     Callable,
@@ -27,6 +29,7 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from asyncsched.errors import (
     InvalidArgumentError,
@@ -513,6 +516,109 @@ class Runner(AsyncClosable):
             cancelled=cancel_on_error,
         )
 
+    def run_many_iter(
+        self,
+        apps: Iterable[AppDef],
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None = None,
+    ) -> AsyncGenerator[tuple[int, AppHandle], None]:
+        """Submit every app concurrently; yield ``(index, handle)`` as each is accepted.
+
+        The streaming form of :meth:`run_many`: the caller can watch, use or
+        cancel an app as soon as it is submitted, instead of once every
+        submission has ended (on the local backend, submissions beyond
+        ``max_running_replicas`` wait for running apps to end, so the last
+        handle may come long after the first). Handles arrive in submission
+        order of completion; ``index`` is the app's position in ``apps``.
+
+        Stopping early (``break``, an exception or a cancel in the loop body)
+        submits no further app; apps whose submission was in flight are
+        cancelled as soon as they are submitted, since nobody holds their
+        handle. Apps already yielded are the caller's: they keep running.
+        Close the iterator at once with ``contextlib.aclosing``.
+
+        Raises:
+            RunManyError: after the last handle, when some apps could not be
+                submitted (``.handles[i]`` as in :meth:`run_many`; the others
+                keep running).
+
+        Example:
+            >>> async def sweep(runner: Runner, apps: list[AppDef]) -> None:
+            ...     submitted = runner.run_many_iter(apps, "local_cwd")
+            ...     async with contextlib.aclosing(submitted) as handles:
+            ...         async for index, handle in handles:
+            ...             print(index, handle)
+        """
+        return self._run_many_iter(builtins.list(apps), scheduler, cfg)
+
+    async def _run_many_iter(
+        self,
+        apps: builtins.list[AppDef],
+        scheduler: str,
+        cfg: Mapping[str, CfgVal] | None,
+    ) -> AsyncGenerator[tuple[int, AppHandle], None]:
+        if not apps:
+            return
+        self._check_open()
+        send, recv = anyio.create_memory_object_stream[
+            tuple[int, AppHandle | Exception]
+        ](math.inf)
+        todo = iter(enumerate(apps))
+        abandoned = anyio.Event()  # set once the consumer is gone
+
+        async def worker() -> None:
+            for i, app in todo:
+                if abandoned.is_set():
+                    return
+                result: AppHandle | Exception
+                try:
+                    result = await self.run(app, scheduler, cfg)
+                except Exception as exc:  # noqa: BLE001 - collected into RunManyError
+                    result = exc
+                if not abandoned.is_set():
+                    send.send_nowait((i, result))
+                elif not isinstance(result, Exception):
+                    await self._cancel_quietly([result])  # nobody has its handle
+
+        async def run_all() -> None:
+            with send:  # closed however this ends: the consumer sees the end
+                async with anyio.create_task_group() as tg:
+                    for _ in range(min(len(apps), self._max_submits)):
+                        tg.start_soon(worker)
+
+        await self._host.start_soon(run_all, name="runner-run-many-iter")
+        handles: builtins.list[AppHandle | None] = [None] * len(apps)
+        errors: dict[int, Exception] = {}
+        done = 0
+        try:
+            async for i, result in recv:
+                done += 1
+                if isinstance(result, Exception):
+                    errors[i] = result
+                    continue
+                handles[i] = result
+                yield i, result
+        finally:
+            abandoned.set()
+            unclaimed = _drain(recv)
+            recv.close()
+            if unclaimed and not self._closed:
+                self._host.spawn(
+                    self._cancel_quietly, unclaimed, name="runner-unclaimed"
+                )
+        if done < len(apps):
+            raise SchedulerClosedError(
+                f"the runner closed while {len(apps) - done} apps were being submitted"
+            )
+        if errors:
+            started = [h for h in handles if h is not None]
+            raise RunManyError(
+                f"{len(errors)} of {len(apps)} apps could not be submitted"
+                f" ({len(started)} started, still running)",
+                [errors[i] for i in sorted(errors)],
+                handles,
+            )
+
     async def _cancel_quietly(self, handles: builtins.list[AppHandle]) -> None:
         """Cancel ``handles`` (shielded, at most ``CANCEL_TIMEOUT`` s); log failures."""
 
@@ -790,6 +896,19 @@ class Runner(AsyncClosable):
         """
         handles = self._validate_handles(app_handles)
         return await self._fan.wait_all(handles, timeout)
+
+
+def _drain(
+    recv: MemoryObjectReceiveStream[tuple[int, AppHandle | Exception]],
+) -> builtins.list[AppHandle]:
+    """The handles still buffered in ``recv`` (submitted, never yielded)."""
+    found: builtins.list[AppHandle] = []
+    with suppress(anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+        while True:
+            _, result = recv.receive_nowait()
+            if not isinstance(result, Exception):
+                found.append(result)
+    return found
 
 
 def get_runner(

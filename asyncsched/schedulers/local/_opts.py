@@ -1,7 +1,8 @@
 """The local backend's run options as a TypedDict (TorchX's ``LocalOpts``).
 
-Keys and types mirror ``LocalScheduler.run_opts()``; ``fail_fast`` is an
-asyncsched addition (TorchX never stops surviving replicas).
+Keys and types mirror ``LocalScheduler.run_opts()``; ``fail_fast`` (TorchX
+never stops surviving replicas), ``time_limit`` and ``enforce_memory`` are
+asyncsched additions.
 
 Example:
     >>> cfg: LocalOpts = {"log_dir": "/tmp/logs", "prepend_cwd": True}
@@ -21,3 +22,5 @@ class LocalOpts(TypedDict, total=False):
     prepend_cwd: bool
     auto_set_cuda_visible_devices: bool
     fail_fast: bool
+    time_limit: int | None
+    enforce_memory: bool

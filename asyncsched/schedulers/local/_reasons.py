@@ -28,13 +28,19 @@ def shell_exit_code(returncode: int | None) -> int | None:
 
 
 def replica_outcome(
-    state: AppState, returncode: int | None, *, app_failed: bool, app_msg: str = ""
+    state: AppState,
+    returncode: int | None,
+    *,
+    app_failed: bool,
+    app_msg: str = "",
+    limit: tuple[StatusReason, str] | None = None,
 ) -> tuple[int | None, StatusReason | None, str]:
     """Exit code, reason and message of a local replica in ``state``.
 
     A CANCELLED replica was stopped by the user's cancel, or (``app_failed``)
     by fail-fast after another replica failed. A FAILED replica without an
-    exit code failed to (re)start: the app's message says why.
+    exit code failed to (re)start: the app's message says why. A FAILED
+    replica that a ``limit`` ended (OOM_KILLED, TIME_LIMIT) reports it.
     """
     code = shell_exit_code(returncode)
     if state == AppState.CANCELLED:
@@ -43,6 +49,11 @@ def replica_outcome(
         return code, StatusReason.CANCELLED, "cancelled by the user"
     if state != AppState.FAILED:
         return code, None, ""
+    if limit is not None:
+        limit_reason, limit_message = limit
+        if code is not None:
+            limit_message = f"{limit_message}; {explain_exit_code(code)[1]}"
+        return code, limit_reason, limit_message
     if code is None:
         return code, StatusReason.LAUNCH_FAILED, app_msg
     reason, message = explain_exit_code(code)

@@ -41,6 +41,7 @@ from asyncsched.schedulers.snapshot import AppSnapshot, ReplicaSnapshot
 from asyncsched.specs import (
     NONE,
     AppState,
+    StatusReason,
     is_terminal,
     role_from_dict,
 )
@@ -195,6 +196,7 @@ def snapshot_record(record: dict[str, Any]) -> AppSnapshot:
                 r.get("exit_code"),
                 app_failed=state == AppState.FAILED,
                 app_msg=msg,
+                limit=_limit_of(r),
             )
             replicas.append(
                 ReplicaSnapshot(
@@ -225,6 +227,15 @@ def snapshot_record(record: dict[str, Any]) -> AppSnapshot:
         ],
         native=record,
     )
+
+
+def _limit_of(replica: dict[str, Any]) -> tuple[StatusReason, str] | None:
+    """The limit that ended a recorded replica (see ``Replica.limit_reason``)."""
+    try:
+        reason = StatusReason(str(replica.get("limit_reason")))
+    except ValueError:  # None (no limit hit), or written by another version
+        return None
+    return reason, str(replica.get("limit_message") or "")
 
 
 def record_path(record: dict[str, Any]) -> str:

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pprint import pformat
 from typing import Any
 
-from asyncsched.errors import SpecError
+from asyncsched.errors import InvalidRunConfigException, SpecError
 from asyncsched.schedulers.local._env import replica_env, role_PATH
 from asyncsched.schedulers.local._gpus import assign_cuda_devices
 from asyncsched.schedulers.local._logs import log_paths
@@ -145,6 +145,9 @@ class PopenRequest:
     """What ``schedule`` launches: per role, one :class:`ReplicaParam` per replica.
 
     ``log_dir`` is the app's log dir ``<base>/<session>/<app_id>``.
+    ``memory_mb`` holds the memory limit of each role that has one (its
+    ``resource.memMB``, unless the ``enforce_memory`` run option is off);
+    ``time_limit`` is the ``time_limit`` run option (seconds, or None).
     """
 
     app_id: str
@@ -154,6 +157,8 @@ class PopenRequest:
     app_name: str = ""
     fail_fast: bool = True
     roles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    memory_mb: dict[str, int] = field(default_factory=dict)
+    time_limit: int | None = None
 
 
 def format_request(request: PopenRequest) -> str:
@@ -278,4 +283,28 @@ def render_request(
         app_name=app.name,
         fail_fast=bool(cfg.get("fail_fast", True)),
         roles={role.name: role_to_dict(role) for role in app.roles},
+        memory_mb={
+            role.name: role.resource.memMB
+            for role in app.roles
+            if cfg.get("enforce_memory", True) and role.resource.memMB > 0
+        },
+        time_limit=_time_limit(cfg.get("time_limit")),
     )
+
+
+def _time_limit(value: CfgVal) -> int | None:
+    """The ``time_limit`` run option: None, or whole seconds greater than zero.
+
+    Raises:
+        InvalidRunConfigException: not an int greater than zero.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InvalidRunConfigException(
+            f"Run option: time_limit, must be a number of seconds greater than"
+            f" zero, but was: {value!r}",
+            "time_limit",
+            {"time_limit": value},
+        )
+    return value

@@ -55,6 +55,13 @@ from asyncsched.schedulers.local._env import (
     join_PATH,
 )
 from asyncsched.schedulers.local._gpus import count_gpus
+from asyncsched.schedulers.local._limits import (
+    MEBIBYTE,
+    child_limit_argv,
+    find_prlimit,
+    original_nofile,
+    raise_nofile_limit,
+)
 from asyncsched.schedulers.local._logs import (
     Follow,
     ReplicaLog,
@@ -173,8 +180,12 @@ class LocalScheduler(Scheduler[LocalOpts]):
             no semaphore; an app with more replicas than this is refused at
             once with a ``SpecError``. Default: what the open-file limit
             allows, ``(RLIMIT_NOFILE - 256) // 9`` (each running replica holds
-            9 descriptors here), at most 2048 -- 85 for the common limit of
-            1024.
+            9 descriptors here), at most 2048 -- after ``raise_nofile``.
+        raise_nofile: Raise this process's soft ``RLIMIT_NOFILE`` to its hard
+            limit (once per process, never lowered; replicas get the original
+            soft limit back), as Go programs do: the common soft limit of
+            1024 would let only 85 replicas run at once. ``False`` leaves the
+            limit alone.
         extra_paths: Directories put in front of each role's PATH.
         cancel_grace: Seconds between SIGTERM and SIGKILL on cancel,
             fail-fast and restarts.
@@ -229,19 +240,23 @@ class LocalScheduler(Scheduler[LocalOpts]):
         retention: Retention | None = DEFAULT_RETENTION,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         max_running_replicas: int | None = None,
+        raise_nofile: bool = True,
     ) -> None:
         super().__init__("local", session_name, max_line_bytes)
         if cache_size <= 0:
             raise InvalidArgumentError(
                 f"cache_size must be greater than zero, got {cache_size}"
             )
-        if max_running_replicas is None:
-            max_running_replicas = default_max_running_replicas()
-        elif not _is_positive_int(max_running_replicas):
+        if max_running_replicas is not None and not _is_positive_int(
+            max_running_replicas
+        ):
             raise InvalidArgumentError(
                 "max_running_replicas must be an int greater than zero, got"
                 f" {max_running_replicas!r}"
             )
+        nofile = raise_nofile_limit() if raise_nofile else None
+        if max_running_replicas is None:
+            max_running_replicas = default_max_running_replicas(nofile)
         #: replicas that may run at once; submits beyond it wait
         self.max_running_replicas = max_running_replicas
         self._slots = ReplicaSlots(max_running_replicas)
@@ -277,6 +292,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
         self._draining: builtins.list[LocalApp] = []
         self._executables: dict[tuple[str, str, str | None], str] = {}
         self._gpu_count: int | None = None
+        self._prlimit: str | None = None
+        self._prlimit_probed = False
 
     def _run_opts(self) -> runopts:
         opts = runopts()
@@ -307,6 +324,22 @@ class LocalScheduler(Scheduler[LocalOpts]):
             default=True,
             help="when a replica fails for good, terminate the others and report"
             " FAILED at once (False: let the others finish)",
+        )
+        opts.add(
+            "time_limit",
+            type_=int,
+            default=None,
+            help="seconds the app may run, counted from its start (restarts"
+            " included); then its replicas are stopped (SIGTERM, SIGKILL after"
+            " cancel_grace) and the app FAILS with reason TIME_LIMIT",
+        )
+        opts.add(
+            "enforce_memory",
+            type_=bool,
+            default=True,
+            help="limit each replica's memory to its role's resource.memMB"
+            " (RLIMIT_DATA, an approximation: see docs/backends/local.md); a"
+            " replica that runs out FAILS with reason OOM_KILLED",
         )
         return opts
 
@@ -348,8 +381,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
             f"the app has {total} replicas, more than the {self.max_running_replicas}"
             f" this {self.backend} scheduler may run at once (max_running_replicas;"
             f" each running replica holds {FDS_PER_REPLICA} file descriptors, the"
-            " default follows RLIMIT_NOFILE): ask for fewer replicas, or raise"
-            " `ulimit -n` or max_running_replicas",
+            " default follows the hard RLIMIT_NOFILE): ask for fewer replicas, or"
+            " raise the hard open-file limit (`ulimit -Hn`) or max_running_replicas",
         )
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -464,6 +497,19 @@ class LocalScheduler(Scheduler[LocalOpts]):
             self._gpu_count = await count_gpus()
         return self._gpu_count
 
+    async def _limit_tool(self) -> str | None:
+        """util-linux ``prlimit`` (sets replicas' limits): looked up once."""
+        if not self._prlimit_probed:
+            self._prlimit = await anyio.to_thread.run_sync(find_prlimit)
+            self._prlimit_probed = True
+            if self._prlimit is None and original_nofile() is not None:
+                logger.warning(
+                    "prlimit (util-linux) not found: replicas inherit the raised"
+                    " open-file limit and memory limits (resource.memMB) are not"
+                    " enforced"
+                )
+        return self._prlimit
+
     async def _submit_dryrun(
         self, app: AppDef, cfg: LocalOpts
     ) -> AppDryRunInfo[PopenRequest]:
@@ -485,6 +531,14 @@ class LocalScheduler(Scheduler[LocalOpts]):
             provider=self._image_provider_class(values),
             host=host,
         )
+        if request.memory_mb and await self._limit_tool() is None:
+            warnings.warn(
+                "resource.memMB is not enforced: util-linux prlimit, which sets"
+                " the replicas' memory limit, is not installed (roles:"
+                f" {', '.join(sorted(request.memory_mb))})",
+                AsyncschedWarning,
+                stacklevel=2,
+            )
         return AppDryRunInfo(request, format_request)
 
     # -- schedule ------------------------------------------------------------------------------
@@ -552,10 +606,17 @@ class LocalScheduler(Scheduler[LocalOpts]):
                 self._executables[key] = found
         return found
 
-    def _launches(self, request: PopenRequest) -> builtins.list[ReplicaLaunch]:
+    def _launches(
+        self, request: PopenRequest, prlimit: str | None
+    ) -> builtins.list[ReplicaLaunch]:
         parent_env = dict(os.environ)
         launches: builtins.list[ReplicaLaunch] = []
         for role_idx, (role_name, params) in enumerate(request.role_params.items()):
+            memory_mb = request.memory_mb.get(role_name)
+            memory = memory_mb * MEBIBYTE if memory_mb and prlimit else None
+            limits = child_limit_argv(
+                prlimit, nofile=original_nofile(), data_bytes=memory
+            )
             for i, param in enumerate(params):
                 if param.cwd is not None and not os.path.isdir(param.cwd):
                     raise SpecError(
@@ -574,7 +635,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
                     ReplicaLaunch(
                         role=role_name,
                         replica_id=i,
-                        args=list(param.args),
+                        args=[*limits, *param.args],
                         env=env,
                         cwd=param.cwd,
                         log_dir=replica_dir,
@@ -582,6 +643,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
                             "TORCHELASTIC_ERROR_FILE",
                             os.path.join(replica_dir, "error.json"),
                         ),
+                        memory_mb=memory_mb if memory is not None else None,
                     )
                 )
         return launches
@@ -641,12 +703,13 @@ class LocalScheduler(Scheduler[LocalOpts]):
     ) -> LocalApp:
         if self._submit_limiter is None:
             self._submit_limiter = anyio.Semaphore(_SUBMIT_CONCURRENCY)
+        prlimit = await self._limit_tool()
         async with self._submit_limiter:
             self._check_open()
             if request.app_id in self._apps:
                 raise SubmitError(f"app {request.app_id} was already scheduled")
             # validate first: a request that cannot launch evicts nothing
-            launches = self._launches(request)
+            launches = self._launches(request, prlimit)
             self._evict_if_needed()
             self._submits_in_flight += 1
             try:
@@ -746,6 +809,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
             changes=self._changes,
             on_finished=functools.partial(self._slots.release, len(replicas)),
             on_done=functools.partial(self._app_done, request.app_id),
+            time_limit=request.time_limit,
         )
         return app
 
@@ -834,7 +898,13 @@ class LocalScheduler(Scheduler[LocalOpts]):
         replicas = []
         for r in app.replicas:
             code, reason, message = replica_outcome(
-                r.state, r.exit_code, app_failed=app.failed, app_msg=app.msg
+                r.state,
+                r.exit_code,
+                app_failed=app.failed,
+                app_msg=app.msg,
+                limit=(r.limit_reason, r.limit_message)
+                if r.limit_reason is not None
+                else None,
             )
             replicas.append(
                 ReplicaSnapshot(
@@ -1147,6 +1217,7 @@ _SCHEDULER_PARAMS = (
     "pdeathsig",
     "max_line_bytes",
     "max_running_replicas",
+    "raise_nofile",
 )
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 
 from asyncsched.schedulers.local._logs import ReplicaLog, pump
+from asyncsched.schedulers.local._oom import out_of_memory
 from asyncsched.schedulers.local._process import (
     Child,
     Guardian,
@@ -43,7 +44,14 @@ from asyncsched.schedulers.local._state import (
 from asyncsched.schedulers.shared.changes import ChangeNotifier, ChangeSignal
 from asyncsched.schedulers.shared.state_dir import PRIVATE_FILE_MODE
 from asyncsched.schedulers.shared.taskhost import TaskHost, describe_error
-from asyncsched.specs import NONE, AppState, RetryPolicy, is_terminal, rollup_state
+from asyncsched.specs import (
+    NONE,
+    AppState,
+    RetryPolicy,
+    StatusReason,
+    is_terminal,
+    rollup_state,
+)
 
 __all__ = [
     "LocalApp",
@@ -256,6 +264,8 @@ class ReplicaLaunch:
     cwd: str | None
     log_dir: str
     error_file: str
+    #: the memory limit the replica runs under (``resource.memMB``), or None
+    memory_mb: int | None = None
 
 
 @dataclass
@@ -275,6 +285,9 @@ class Replica:
     structured_error: str = NONE
     error_mtime: float | None = None
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    #: why a limit ended the last attempt (OOM_KILLED, TIME_LIMIT), and how
+    limit_reason: StatusReason | None = None
+    limit_message: str = ""
 
 
 @dataclass(frozen=True)
@@ -405,6 +418,7 @@ class LocalApp:
         changes: ChangeNotifier | None = None,
         on_finished: Callable[[], None] | None = None,
         on_done: Callable[[], None] | None = None,
+        time_limit: int | None = None,
     ) -> None:
         self.app_id = app_id
         self.name = name
@@ -443,6 +457,11 @@ class LocalApp:
         self._on_finished = on_finished
         #: called once, when the app becomes terminal
         self._on_done = on_done
+        #: seconds the app may run (the ``time_limit`` run option), or None
+        self.time_limit = time_limit
+        #: set when the time limit stopped the app
+        self.timed_out = False
+        self._deadline = anyio.CancelScope()
 
     # -- start -------------------------------------------------------------------
 
@@ -451,7 +470,45 @@ class LocalApp:
         for replica, st in zip(self.replicas, started, strict=True):
             self._attach(replica, st)
         self.state = AppState.RUNNING
+        if self.time_limit is not None:
+            self._host.spawn(self._enforce_time_limit, name=f"deadline:{self.app_id}")
         self._mark_dirty()
+
+    async def _enforce_time_limit(self) -> None:
+        assert self.time_limit is not None
+        with self._deadline:
+            await anyio.sleep(self.time_limit)
+            self._time_is_up()
+
+    def _time_is_up(self) -> None:
+        """The time limit has passed: stop every replica; those stopped FAIL
+        with reason TIME_LIMIT (a cancel, or an app already over, wins)."""
+        if self.cancelled or self.closing or is_terminal(self.state):
+            return
+        self.timed_out = True
+        if not self.failed:
+            self.msg = f"stopped at its time limit of {self.time_limit} s (time_limit)"
+        self._restart_batch.clear()
+        for r in self.replicas:
+            r.restarting = False
+            if r.child is None and not is_terminal(r.state):
+                r.state = AppState.FAILED
+                self._limit_hit(r, StatusReason.TIME_LIMIT)
+        self._terminate_all(self.cancel_grace)
+        self._after_change()
+
+    def _limit_hit(self, replica: Replica, reason: StatusReason) -> None:
+        replica.limit_reason = reason
+        if reason == StatusReason.TIME_LIMIT:
+            replica.limit_message = (
+                f"stopped at the app's time limit of {self.time_limit} s (time_limit)"
+            )
+        else:
+            replica.limit_message = (
+                "ran out of memory under its limit of"
+                f" {replica.launch.memory_mb} MB (resource.memMB, enforced as"
+                " RLIMIT_DATA)"
+            )
 
     def _spawn(self, replica: Replica) -> None:
         self._attach(replica, spawn_child(replica.launch, self._spawn_cfg))
@@ -465,6 +522,8 @@ class LocalApp:
         replica.start_time = child.start_time
         replica.exit_code = None
         replica.state = AppState.RUNNING
+        replica.limit_reason = None
+        replica.limit_message = ""
         replica.attempts.append(
             {
                 "attempt": len(replica.attempts),
@@ -535,6 +594,18 @@ class LocalApp:
                             replica.attempts[-1]["started"],
                         )
                 pumps.cancel_scope.deadline = anyio.current_time() + DRAIN_TIMEOUT
+            if rc and replica.launch.memory_mb is not None:
+                # read once the pipes are drained: the last words are in the log
+                with (
+                    anyio.CancelScope(shield=True),
+                    anyio.move_on_after(REAP_TIMEOUT),
+                ):
+                    if await anyio.to_thread.run_sync(
+                        out_of_memory,
+                        replica.log.paths["stderr"],
+                        replica.attempts[-1]["offsets"]["stderr"],
+                    ):
+                        self._limit_hit(replica, StatusReason.OOM_KILLED)
         except Exception as exc:  # noqa: BLE001 - e.g. an unwritable log: fail the app
             error = exc
         finally:
@@ -613,6 +684,10 @@ class LocalApp:
             replica.error_mtime = facts.error_mtime
         if self.cancelled or self.closing:
             replica.state = AppState.SUCCEEDED if rc == 0 else AppState.CANCELLED
+        elif self.timed_out:
+            replica.state = AppState.SUCCEEDED if rc == 0 else AppState.FAILED
+            if rc != 0:
+                self._limit_hit(replica, StatusReason.TIME_LIMIT)
         elif replica.restarting:
             replica.state = AppState.PENDING
         elif self.failed and (self.fail_fast or self.internal_error is not None):
@@ -640,7 +715,12 @@ class LocalApp:
         )
         if action == RetryAction.FAIL:
             replica.state = AppState.FAILED
-            if not self.failed:
+            if not self.failed and replica.limit_reason == StatusReason.OOM_KILLED:
+                self.msg = (
+                    f"replica {launch.role}/{launch.replica_id} ran out of memory"
+                    f" under its limit of {launch.memory_mb} MB (resource.memMB)"
+                )
+            elif not self.failed:
                 self.msg = (
                     f"replica {launch.role}/{launch.replica_id} exited with code "
                     f"{replica.exit_code}"
@@ -716,6 +796,7 @@ class LocalApp:
                 all(r.child is None for r in self.replicas)
                 and not self.finished.is_set()
             ):
+                self._deadline.cancel()
                 for r in self.replicas:
                     r.log.close()
                 self.finished.set()
@@ -840,6 +921,8 @@ class LocalApp:
                     "log_dir": r.launch.log_dir,
                     "error_file": r.launch.error_file,
                     "attempts": [dict(a) for a in r.attempts],
+                    "limit_reason": r.limit_reason,
+                    "limit_message": r.limit_message,
                 }
             )
         return {
