@@ -686,6 +686,13 @@ def _only(exc: BaseException, kind: type[Exception]) -> bool:
     return isinstance(exc, kind)
 
 
+def _first(exc: BaseException) -> BaseException:
+    """``exc``, or the first exception of a group, at any depth."""
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
 class _ClientGone(Exception):
     """A send to the client did not complete within the response's send timeout."""
 
@@ -759,9 +766,13 @@ class EventStream(StreamingResponse):
                 await self.produce(self.buffer)
             except Exception as exc:  # noqa: BLE001 -- told to the client as an event
                 if _only(exc, Stalled):
-                    logger.warning("%s: dropped a stalled client: %s", self.path, exc)
+                    stalled = _first(exc)  # one follower's, for a log stream
+                    logger.warning(
+                        "%s: dropped a stalled client: %s", self.path, stalled
+                    )
                     error = (
-                        f"this stream was stopped: {exc}; open it again to start over"
+                        f"this stream was stopped: {stalled}; open it again to"
+                        " start over"
                     )
                     self.buffer.close(_frame("lagged", {"error": error}), drop=True)
                 elif not scope.cancel_called:  # not merely a client that left
