@@ -17,11 +17,17 @@ Routes (JSON unless noted; every state is a name such as ``"RUNNING"``):
 - ``GET /apps/{app_id}/events``: SSE, an ``event: status`` on every change, then
   ``event: end`` with the final status (app and replicas final).
 - ``GET /apps/{app_id}/logs``: SSE, one message ``{"role", "replica", "line"}``
-  per line of every replica while the app runs, then ``event: end``.
+  per line of every replica while the app runs (a line over 64 KiB comes in
+  pieces marked ``"partial": true``), then ``event: end``.
+
+A stream whose client reads nothing while 1 MiB waits for it ends with
+``event: lagged`` (see :class:`EventStream`); past 256 open streams a new one
+answers 503 with ``Retry-After``.
 
 Errors answer ``{"error": message, "type": class name}`` with the status given by
 :data:`ERROR_STATUS` (bad input 400, unknown app 404, ...); requests that
-:class:`RequestGuard` refuses answer the same shape (403, 413, 421).
+:class:`RequestGuard` refuses answer the same shape (403, 408, 413, 421).
+Every response carries :data:`SECURITY_HEADERS` (no framing by other sites).
 
 One :class:`~asyncsched.runner.Runner` lives as long as the app (the lifespan);
 leaving it stops the local apps still running. Only the async API is used: the
@@ -45,6 +51,11 @@ oversized bodies); it does not authenticate anyone. Settings, read at import:
 - ``ASYNCSCHED_WEB_ALLOWED_ORIGINS``: comma-separated origins (such as
   ``http://localhost:3000``) that may POST/DELETE besides the page's own.
 - ``ASYNCSCHED_WEB_MAX_BODY``: the largest request body in bytes, default 1 MiB.
+- ``ASYNCSCHED_WEB_BODY_TIMEOUT``: seconds to receive a request body, default 10.
+- ``ASYNCSCHED_WEB_MAX_STREAMS``: open SSE streams, default 256.
+- ``ASYNCSCHED_WEB_SSE_BUFFER``: bytes queued per SSE stream, default 1 MiB.
+- ``ASYNCSCHED_WEB_SSE_STALL_TIMEOUT``: seconds a stream's client may read
+  nothing while its buffer is full, default 30.
 """
 
 from __future__ import annotations

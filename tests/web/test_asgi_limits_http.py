@@ -27,6 +27,7 @@ FRAME_BLOCKING = {
     "x-frame-options": "DENY",
     "x-content-type-options": "nosniff",
     "referrer-policy": "no-referrer",
+    "cross-origin-resource-policy": "same-origin",
 }
 WAIT_FOR_FILE = 'echo started; while [ ! -e "$0" ]; do sleep 0.05; done'
 
@@ -53,6 +54,7 @@ async def test_page_api_errors_and_streams_carry_the_frame_blocking_headers(
     assert_frame_blocking_headers(page)
     policy = page.headers["content-security-policy"]
     assert "script-src 'sha256-" in policy  # the page's own inline script only
+    assert "style-src 'sha256-" in policy  # and style
     assert "unsafe-inline" not in policy
     assert "connect-src 'self'" in policy
 
@@ -259,35 +261,45 @@ def parse_events(raw: bytes) -> list[tuple[str, Any]]:
     return events
 
 
+async def chatty_app(client: httpx2.AsyncClient) -> str:
+    """The id of an app that printed 64 MiB in lines of 512 KiB, and ended."""
+    script = (
+        f"for i in $(seq {LINES}); do"
+        f' head -c {LINE_BYTES} /dev/zero | tr "\\0" x; echo; done'
+    )
+    created = await client.post("/apps", json={"cmd": ["sh", "-c", script]})
+    assert created.status_code == 201, created.text
+    app_id: str = created.json()["app_id"]
+    with anyio.fail_after(60):
+        while (await client.get(f"/apps/{app_id}")).json()["state"] != "SUCCEEDED":
+            await anyio.sleep(0.1)
+    return app_id
+
+
+def logs_request(app_id: str) -> bytes:
+    return f"GET /apps/{app_id}/logs HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
+
+
 async def test_unread_log_stream_of_a_chatty_app_is_bounded_then_told_to_reconnect(
     stalling: Service,
 ) -> None:
     server = stalling.proc.pid
-    script = f'for i in $(seq {LINES}); do head -c {LINE_BYTES} /dev/zero | tr "\\0" x; echo; done'
     async with httpx2.AsyncClient(base_url=stalling.url, timeout=30) as client:
-        created = await client.post("/apps", json={"cmd": ["sh", "-c", script]})
-        assert created.status_code == 201, created.text
-        app_id = created.json()["app_id"]
-        async with client.stream("GET", f"/apps/{app_id}/events") as watch:
-            async for kind, status in sse_events(watch):
-                if kind == "end":
-                    assert status["state"] == "SUCCEEDED"  # 64 MiB are on disk
+        app_id = await chatty_app(client)
+    Path(f"/proc/{server}/clear_refs").write_text("5")  # VmHWM := VmRSS
+    before = kib("VmRSS", server)
+    with unread_connection(port_of(stalling)) as unread:
+        unread.send(logs_request(app_id))
 
-        Path(f"/proc/{server}/clear_refs").write_text("5")  # VmHWM := VmRSS
-        before = kib("VmRSS", server)
-        with unread_connection(port_of(stalling)) as unread:
-            request = f"GET /apps/{app_id}/logs HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-            unread.send(request.encode())
+        def dropped() -> bool:
+            grown = kib("VmHWM", server) - before
+            assert grown < 16 * 1024, f"the server grew {grown} KiB for one client"
+            return "dropped a stalled client" in stalling.log.read_text()
 
-            def dropped() -> bool:
-                grown = kib("VmHWM", server) - before
-                assert grown < 24 * 1024, f"the server grew {grown} KiB for one client"
-                return "dropped a stalled client" in stalling.log.read_text()
-
-            await eventually(dropped, "the server drops the client", timeout=60)
-            grown_mib = (kib("VmHWM", server) - before) / 1024
-            with anyio.fail_after(30):
-                raw = await read_socket_to_eof(unread)  # the client reads, at last
+        await eventually(dropped, "the server drops the client", timeout=60)
+        grown_mib = (kib("VmHWM", server) - before) / 1024
+        with anyio.fail_after(30):
+            raw = await read_socket_to_eof(unread)  # the client reads, at last
     got = parse_events(raw)
     kind, data = got[-1]
     assert kind == "lagged", got[-3:]
@@ -295,4 +307,37 @@ async def test_unread_log_stream_of_a_chatty_app_is_bounded_then_told_to_reconne
     assert "read nothing for 3 s" in data["error"]
     lines = sum(1 for kind, _ in got if kind == "message")
     assert lines < LINES * LINE_BYTES // (64 * 1024)  # not all 1,024 pieces
-    assert grown_mib < 24
+    assert grown_mib < 16
+
+
+@pytest.fixture(scope="module")
+def one_stream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    """The example serving one SSE stream at a time, stalled after 2 s."""
+    settings = {
+        "ASYNCSCHED_WEB_SSE_STALL_TIMEOUT": "2",
+        "ASYNCSCHED_WEB_MAX_STREAMS": "1",
+    }
+    with serving(tmp_path_factory.mktemp("one-stream"), env=settings) as running:
+        yield running
+
+
+async def test_client_that_never_reads_is_given_up_and_frees_its_stream(
+    one_stream: Service,
+) -> None:
+    async with httpx2.AsyncClient(base_url=one_stream.url, timeout=30) as client:
+        app_id = await chatty_app(client)
+        events = f"/apps/{app_id}/events"
+        with unread_connection(port_of(one_stream)) as unread:
+            unread.send(logs_request(app_id))
+            with anyio.fail_after(10):  # the unread stream holds the only slot
+                while (await client.get(events)).status_code != 503:
+                    await anyio.sleep(0.05)
+
+            def given_up() -> bool:
+                log = one_stream.log.read_text()
+                return "gave the stalled client's connection up" in log
+
+            await eventually(given_up, "the server gives the client up", timeout=60)
+            async with client.stream("GET", events) as stream:  # the slot is free
+                assert stream.status_code == 200
+                assert [e async for e in sse_events(stream)][-1][0] == "end"
