@@ -9,7 +9,9 @@ server, then is told to reconnect.
 from __future__ import annotations
 
 import json
+import os
 import socket
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, contextmanager
@@ -20,7 +22,7 @@ import anyio
 import httpx2
 import pytest
 
-from tests.web.conftest import Service, eventually, serving, sse_events
+from tests.web.conftest import ROOT, Service, eventually, serving, sse_events
 
 MiB = 1024 * 1024
 FRAME_BLOCKING = {
@@ -77,6 +79,49 @@ async def test_page_api_errors_and_streams_carry_the_frame_blocking_headers(
     for response in answers:
         assert_frame_blocking_headers(response)
         assert "default-src 'none'" in response.headers["content-security-policy"]
+
+
+# -- long log lines ---------------------------------------------------------------
+
+
+async def test_log_line_over_64_kib_comes_in_partial_pieces_that_join_back(
+    client: httpx2.AsyncClient,
+) -> None:
+    long = 150 * 1024  # 64 KiB + 64 KiB + 22 KiB
+    cmd = ["sh", "-c", f'head -c {long} /dev/zero | tr "\\0" y; echo; echo short']
+    created = await client.post("/apps", json={"cmd": cmd})
+    assert created.status_code == 201, created.text
+    async with client.stream("GET", f"/apps/{created.json()['app_id']}/logs") as s:
+        messages = [data async for kind, data in sse_events(s) if kind == "message"]
+    assert [len(m["line"]) for m in messages] == [65536, 65536, long - 131072, 5]
+    assert [m.get("partial", False) for m in messages] == [True, True, False, False]
+    assert "".join(m["line"] for m in messages[:3]) == "y" * long
+
+
+# -- settings ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("ASYNCSCHED_WEB_BODY_TIMEOUT", "0"),
+        ("ASYNCSCHED_WEB_BODY_TIMEOUT", "soon"),
+        ("ASYNCSCHED_WEB_SSE_STALL_TIMEOUT", "inf"),
+        ("ASYNCSCHED_WEB_MAX_STREAMS", "0"),
+        ("ASYNCSCHED_WEB_SSE_BUFFER", "1MiB"),
+    ],
+)
+async def test_bad_limit_setting_stops_the_example_from_loading_naming_it(
+    name: str, value: str
+) -> None:
+    result = await anyio.run_process(
+        [sys.executable, "-c", "import docs.examples.asgi_app"],
+        cwd=ROOT,
+        env={**os.environ, name: value},
+        check=False,
+    )
+    assert result.returncode != 0
+    assert f"{name}={value!r}: must be a".encode() in result.stderr
 
 
 # -- request bodies ---------------------------------------------------------------
