@@ -638,6 +638,10 @@ class FrameBuffer:
         self.size += len(frame)
         self._wake("_added")
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self, final: bytes = b"", *, drop: bool = False) -> None:
         """End the stream after the frames queued (none if ``drop``) and ``final``."""
         if drop:
@@ -724,9 +728,10 @@ class EventStream(StreamingResponse):
       :class:`FrameBuffer`): the frames still queued are dropped and the
       client is told to open the stream again.
 
-    A send to the client that blocks for twice ``stall_s`` gives the
-    connection up. Beyond ``slots.limit`` open streams it answers 503
-    ``TooManyStreams`` with ``Retry-After``.
+    Once the producer has ended, a send to the client that blocks for
+    ``stall_s`` gives the connection up (the client read nothing, not even the
+    end). Beyond ``slots.limit`` open streams it answers 503 ``TooManyStreams``
+    with ``Retry-After``.
     """
 
     def __init__(self, request: Request, produce: Produce) -> None:
@@ -736,6 +741,7 @@ class EventStream(StreamingResponse):
         self.slots: StreamSlots = request.app.state.streams
         self.limits: StreamLimits = request.app.state.stream_limits
         self.buffer = FrameBuffer(self.limits.buffer_bytes, self.limits.stall_s)
+        self._sending: anyio.CancelScope | None = None  # the send under way
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         super().__init__(self.buffer, media_type="text/event-stream", headers=headers)
 
@@ -764,12 +770,22 @@ class EventStream(StreamingResponse):
 
     async def stream_response(self, send: Send) -> None:
         async def timed_send(message: Message) -> None:
-            with anyio.move_on_after(2 * self.limits.stall_s) as timer:
+            with anyio.CancelScope() as sending:
+                self._sending = sending
+                if self.buffer.closed:
+                    self._give_up_later()
                 await send(message)
-            if timer.cancelled_caught:
+            self._sending = None
+            if sending.cancelled_caught:
                 raise _ClientGone
 
         await super().stream_response(timed_send)
+
+    def _give_up_later(self) -> None:
+        """The send under way gets ``stall_s`` more seconds, at most."""
+        if self._sending is not None:
+            deadline = anyio.current_time() + self.limits.stall_s
+            self._sending.deadline = min(self._sending.deadline, deadline)
 
     async def _produce(self, scope: anyio.CancelScope) -> None:
         with scope:
@@ -793,6 +809,7 @@ class EventStream(StreamingResponse):
                     self.buffer.close(_frame("stream-error", {"error": str(exc)}))
             finally:
                 self.buffer.close()
+                self._give_up_later()
 
 
 @dataclass(frozen=True)
