@@ -20,9 +20,9 @@ Routes (JSON unless noted; every state is a name such as ``"RUNNING"``):
   per line of every replica while the app runs (a line over 64 KiB comes in
   pieces marked ``"partial": true``), then ``event: end``.
 
-A stream whose client reads nothing while 1 MiB waits for it ends with
-``event: lagged`` (see :class:`EventStream`); past 256 open streams a new one
-answers 503 with ``Retry-After``.
+A stream whose client reads nothing for 30 s while 1 MiB waits for it ends
+with ``event: lagged`` (see :class:`EventStream`); past 256 open streams a new
+one answers 503 with ``Retry-After``.
 
 Errors answer ``{"error": message, "type": class name}`` with the status given by
 :data:`ERROR_STATUS` (bad input 400, unknown app 404, ...); requests that
@@ -636,7 +636,7 @@ class FrameBuffer:
             raise anyio.ClosedResourceError
         self._frames.append(frame)
         self.size += len(frame)
-        self._wake("_added")
+        self._added = _wake(self._added)
 
     @property
     def closed(self) -> bool:
@@ -651,7 +651,7 @@ class FrameBuffer:
             self._frames.append(final)
             self.size += len(final)
         self._closed = True
-        self._wake("_added")
+        self._added = _wake(self._added)
 
     def __aiter__(self) -> FrameBuffer:
         return self
@@ -663,12 +663,14 @@ class FrameBuffer:
             await self._added.wait()
         frame = self._frames.popleft()
         self.size -= len(frame)
-        self._wake("_taken")
+        self._taken = _wake(self._taken)
         return frame
 
-    def _wake(self, name: str) -> None:
-        getattr(self, name).set()
-        setattr(self, name, anyio.Event())
+
+def _wake(event: anyio.Event) -> anyio.Event:
+    """Set ``event`` (its waiters run) and return a fresh one for the next wait."""
+    event.set()
+    return anyio.Event()
 
 
 class StreamSlots:
@@ -935,10 +937,10 @@ def log_message(role: str, replica: int, line: str) -> dict[str, Any]:
         >>> log_message("main", 0, "a long li")
         {'role': 'main', 'replica': 0, 'line': 'a long li', 'partial': True}
     """
-    doc: dict[str, Any] = {"role": role, "replica": replica, "line": line}
-    if not line.endswith("\n"):  # the line goes on in the next message
-        doc["partial"] = True
+    doc: dict[str, Any] = {"role": role, "replica": replica}
     doc["line"] = line.rstrip("\r\n")
+    if not line.endswith("\n"):  # it goes on in the next message (or never ended)
+        doc["partial"] = True
     return doc
 
 

@@ -88,13 +88,15 @@ async def test_log_line_over_64_kib_comes_in_partial_pieces_that_join_back(
     client: httpx2.AsyncClient,
 ) -> None:
     long = 150 * 1024  # 64 KiB + 64 KiB + 22 KiB
-    cmd = ["sh", "-c", f'head -c {long} /dev/zero | tr "\\0" y; echo; echo short']
+    script = f'head -c {long} /dev/zero | tr "\\0" y; echo; echo short; printf end'
+    cmd = ["sh", "-c", script]
     created = await client.post("/apps", json={"cmd": cmd})
     assert created.status_code == 201, created.text
     async with client.stream("GET", f"/apps/{created.json()['app_id']}/logs") as s:
         messages = [data async for kind, data in sse_events(s) if kind == "message"]
-    assert [len(m["line"]) for m in messages] == [65536, 65536, long - 131072, 5]
-    assert [m.get("partial", False) for m in messages] == [True, True, False, False]
+    assert [len(m["line"]) for m in messages] == [65536, 65536, long - 131072, 5, 3]
+    partial = [m.get("partial", False) for m in messages]
+    assert partial == [True, True, False, False, True]  # "end" has no newline
     assert "".join(m["line"] for m in messages[:3]) == "y" * long
 
 
