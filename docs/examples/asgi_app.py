@@ -17,11 +17,17 @@ Routes (JSON unless noted; every state is a name such as ``"RUNNING"``):
 - ``GET /apps/{app_id}/events``: SSE, an ``event: status`` on every change, then
   ``event: end`` with the final status (app and replicas final).
 - ``GET /apps/{app_id}/logs``: SSE, one message ``{"role", "replica", "line"}``
-  per line of every replica while the app runs, then ``event: end``.
+  per line of every replica while the app runs (a line over 64 KiB comes in
+  pieces marked ``"partial": true``), then ``event: end``.
+
+A stream whose client reads nothing for 30 s while 1 MiB waits for it ends
+with ``event: lagged`` (see :class:`EventStream`); past 256 open streams a new
+one answers 503 with ``Retry-After``.
 
 Errors answer ``{"error": message, "type": class name}`` with the status given by
 :data:`ERROR_STATUS` (bad input 400, unknown app 404, ...); requests that
-:class:`RequestGuard` refuses answer the same shape (403, 413, 421).
+:class:`RequestGuard` refuses answer the same shape (403, 408, 413, 421).
+Every response carries :data:`SECURITY_HEADERS` (no framing by other sites).
 
 One :class:`~asyncsched.runner.Runner` lives as long as the app (the lifespan);
 leaving it stops the local apps still running. Only the async API is used: the
@@ -45,22 +51,32 @@ oversized bodies); it does not authenticate anyone. Settings, read at import:
 - ``ASYNCSCHED_WEB_ALLOWED_ORIGINS``: comma-separated origins (such as
   ``http://localhost:3000``) that may POST/DELETE besides the page's own.
 - ``ASYNCSCHED_WEB_MAX_BODY``: the largest request body in bytes, default 1 MiB.
+- ``ASYNCSCHED_WEB_BODY_TIMEOUT``: seconds to receive a request body, default 10.
+- ``ASYNCSCHED_WEB_MAX_STREAMS``: open SSE streams, default 256.
+- ``ASYNCSCHED_WEB_SSE_BUFFER``: bytes queued per SSE stream, default 1 MiB.
+- ``ASYNCSCHED_WEB_SSE_STALL_TIMEOUT``: seconds a stream's client may read
+  nothing while its buffer is full, default 30.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import logging
+import math
 import os
 import re
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import aclosing, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
-from anyio.abc import ObjectSendStream
+from anyio.abc import TaskGroup
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.middleware import Middleware
@@ -92,7 +108,6 @@ SESSION = "web"
 STATUS_POLL_S = 0.2  # replica states can change between app state changes
 CANCEL_TIMEOUT_S = 30.0
 CACHE_SIZE = 500  # finished apps the local scheduler keeps in memory
-SSE_BUFFER = 256  # frames queued per client before its producer waits
 PAGE = Path(__file__).with_name("asgi_app.html")
 
 logger = logging.getLogger("asyncsched.examples.asgi_app")
@@ -129,6 +144,8 @@ async def error_response(request: Request, exc: Exception) -> Response:
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 MAX_BODY_BYTES = 1024 * 1024
+BODY_TIMEOUT_S = 10.0  # to receive a whole request body, from its headers on
+CLOSE = {"Connection": "close"}  # uvicorn closes the connection after the answer
 MAX_JSON_DEPTH = 32  # a submission needs 5 levels; deeper bodies answer 400
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -140,13 +157,21 @@ Origin = tuple[str, str, int]  # (scheme, host, port): ("http", "localhost", 800
 class Refused(Exception):
     """A request this service does not serve: ``{"error", "type"}`` with ``status``."""
 
-    def __init__(self, status: int, kind: str, message: str) -> None:
+    def __init__(
+        self,
+        status: int,
+        kind: str,
+        message: str,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.kind = kind
+        self.headers = headers or {}
 
     def response(self) -> Response:
-        return JSONResponse({"error": str(self), "type": self.kind}, self.status)
+        body = {"error": str(self), "type": self.kind}
+        return JSONResponse(body, self.status, headers=self.headers)
 
 
 def _parse_host(value: str) -> tuple[str, int | None] | None:
@@ -184,7 +209,9 @@ class RequestGuard:
       ``Origin`` (curl, scripts) pass.
     - A body over ``max_body`` bytes answers 413, whether its Content-Length
       says so or it is sent chunked: the guard reads and counts the body, then
-      hands it to the app.
+      hands it to the app. A body not received within ``body_timeout``
+      seconds answers 408 and closes the connection (a client that sends part
+      of a body and stalls is not waited for).
 
     It authenticates no one. Example::
 
@@ -199,6 +226,7 @@ class RequestGuard:
         allowed_hosts: Iterable[str] = LOOPBACK_HOSTS,
         allowed_origins: Iterable[str] = (),
         max_body: int = MAX_BODY_BYTES,
+        body_timeout: float = BODY_TIMEOUT_S,
     ) -> None:
         self.app = app
         self.allowed_hosts = {host.strip().lower() for host in allowed_hosts}
@@ -208,6 +236,7 @@ class RequestGuard:
                 raise ValueError(f"allowed origin {text!r}: give scheme://host[:port]")
             self.allowed_origins.add(origin)
         self.max_body = max_body
+        self.body_timeout = body_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # the lifespan (this app has no WebSocket)
@@ -268,38 +297,52 @@ class RequestGuard:
             )
 
     async def _read_body(self, headers: Headers, receive: Receive) -> Receive:
-        """A ``receive`` that replays the whole body; Refused past ``max_body``."""
+        """A ``receive`` that replays the whole body; Refused past ``max_body``
+        bytes or ``body_timeout`` seconds."""
         length = headers.get("content-length")
         if length is None and "transfer-encoding" not in headers:
             return receive  # no body
-        too_large = Refused(
-            413,
-            "BodyTooLarge",
-            f"the request body is larger than {self.max_body} bytes"
-            " (ASYNCSCHED_WEB_MAX_BODY)",
-        )
         if length is not None and length.isdigit() and int(length) > self.max_body:
-            raise too_large
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":  # the client left
-                pending = [message]
-                break
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > self.max_body:
-                raise too_large
-            if not message.get("more_body", False):
-                body = b"".join(chunks)
-                pending = [{"type": "http.request", "body": body, "more_body": False}]
-                break
+            raise self._too_large()
+        with anyio.move_on_after(self.body_timeout) as timer:
+            pending = await self._receive_body(receive)
+        if timer.cancelled_caught:
+            raise Refused(
+                408,
+                "BodyTimeout",
+                f"the request body did not arrive within {self.body_timeout:g} s"
+                " (ASYNCSCHED_WEB_BODY_TIMEOUT)",
+                CLOSE,
+            )
 
         async def replay() -> Message:
             return pending.pop() if pending else await receive()
 
         return replay
+
+    async def _receive_body(self, receive: Receive) -> list[Message]:
+        """The body as one message (or the client's ``http.disconnect``)."""
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client left
+                return [message]
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_body:
+                raise self._too_large()
+            if not message.get("more_body", False):
+                body = b"".join(chunks)
+                return [{"type": "http.request", "body": body, "more_body": False}]
+
+    def _too_large(self) -> Refused:
+        return Refused(
+            413,
+            "BodyTooLarge",
+            f"the request body is larger than {self.max_body} bytes"
+            " (ASYNCSCHED_WEB_MAX_BODY)",
+        )
 
 
 def _env_list(name: str, default: Iterable[str]) -> list[str]:
@@ -308,13 +351,104 @@ def _env_list(name: str, default: Iterable[str]) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()] if value else [*default]
 
 
-def _env_int(name: str, default: int) -> int:
+def _env_int(name: str, default: int, unit: str = "bytes") -> int:
+    """Environment variable ``name`` as a whole number >= 1 of ``unit``, or ``default``."""
     value = os.environ.get(name, "").strip()
     if not value:
         return default
-    if not value.isdigit():
-        raise ValueError(f"{name}={value!r}: must be a number of bytes")
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{name}={value!r}: must be a number of {unit}")
     return int(value)
+
+
+def _env_seconds(name: str, default: float) -> float:
+    """Environment variable ``name`` as a number of seconds > 0, or ``default``."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds < math.inf:
+        raise ValueError(f"{name}={value!r}: must be a number of seconds > 0")
+    return seconds
+
+
+# -- security headers: on every response --------------------------------------
+
+SECURITY_HEADERS = {
+    "X-Frame-Options": "DENY",  # no page of another site shows this one in a frame
+    "Content-Security-Policy": (
+        "default-src 'none'; frame-ancestors 'none'; base-uri 'none';"
+        " form-action 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",  # JSON is never read as a script or page
+    "Referrer-Policy": "no-referrer",  # app ids in URLs go to no other site
+    "Cross-Origin-Resource-Policy": "same-origin",  # no <script src>, <img> of it
+}
+"""Added to every response that does not set the header itself (the page sets
+its own Content-Security-Policy, see :func:`page_policy`)."""
+
+NONE = "'none'"
+_INLINE = re.compile(r"<(script|style)>(.*?)</\1>", re.DOTALL)
+
+
+def page_policy(html: str) -> str:
+    """The Content-Security-Policy of a page: its own inline ``<script>`` and
+    ``<style>`` blocks (by hash), requests to this server only, no frames.
+
+    Example:
+        >>> page_policy("<style>b{}</style>").split("; ")[2]
+        "style-src 'sha256-7yqHVAesot11p6HczDsgKRipvI5UPgs97z80zNXlans='"
+    """
+    sources: dict[str, list[str]] = {"script": [], "style": []}
+    for tag, text in _INLINE.findall(html):
+        digest = base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
+        sources[tag].append(f"'sha256-{digest}'")
+    return "; ".join(
+        [
+            "default-src 'none'",
+            f"script-src {' '.join(sources['script']) or NONE}",
+            f"style-src {' '.join(sources['style']) or NONE}",
+            "connect-src 'self'",  # fetch and EventSource
+            "img-src 'self'",
+            "form-action 'self'",
+            "base-uri 'none'",
+            "frame-ancestors 'none'",
+        ]
+    )
+
+
+class SecurityHeaders:
+    """ASGI middleware: :data:`SECURITY_HEADERS` on every HTTP response.
+
+    Example::
+
+        Starlette(routes=[...], middleware=[Middleware(SecurityHeaders)])
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.headers = [
+            (name.lower().encode(), value.encode())
+            for name, value in SECURITY_HEADERS.items()
+        ]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                present = {name.lower() for name, _ in headers}
+                headers += [h for h in self.headers if h[0] not in present]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
 
 
 # -- request and response bodies ---------------------------------------------
@@ -449,9 +583,253 @@ def status_json(handle: str, status: AppStatus) -> dict[str, Any]:
     }
 
 
-def _frame(event: str | None, data: object) -> str:
+# -- server-sent events: bounded per client, capped in number ------------------
+
+SSE_BUFFER_BYTES = 1024 * 1024  # frames queued per stream before its producer waits
+SSE_STALL_S = 30.0  # a full buffer the client takes nothing from for this long: dropped
+MAX_STREAMS = 256  # open SSE streams, all clients together; more answer 503
+STREAM_RETRY_AFTER_S = 5  # the Retry-After of that 503
+LOG_LINE_BYTES = 64 * 1024  # a longer log line comes in pieces ("partial": true)
+
+
+class Stalled(Exception):
+    """An SSE client took no frame for ``stall_s`` seconds while its buffer was full."""
+
+
+class FrameBuffer:
+    """The frames waiting for one SSE client, at most ``max_bytes`` of them.
+
+    ``put`` waits while the buffer is full, so a slow client slows its
+    producers down and nothing is skipped (the logs wait on disk). A client
+    that takes nothing for ``stall_s`` seconds while the buffer is full makes
+    ``put`` raise :class:`Stalled`. A frame larger than the bound is let in
+    when the buffer is empty. Iterating takes the frames until :meth:`close`.
+
+    Example::
+
+        buffer = FrameBuffer(max_bytes=1 << 20, stall_s=30)
+        await buffer.put(b"data: 1\\n\\n")  # a producer
+        buffer.close()
+        frames = [frame async for frame in buffer]  # the response
+    """
+
+    def __init__(self, max_bytes: int, stall_s: float) -> None:
+        self.max_bytes = max_bytes
+        self.stall_s = stall_s
+        self.size = 0  # bytes queued
+        self._frames: deque[bytes] = deque()
+        self._closed = False
+        self._taken = anyio.Event()  # set (and replaced) when a frame is taken
+        self._added = anyio.Event()  # set (and replaced) when a frame is added
+
+    async def put(self, frame: bytes) -> None:
+        while self._frames and self.size + len(frame) > self.max_bytes:
+            taken = self._taken
+            with anyio.move_on_after(self.stall_s):
+                await taken.wait()
+            if not taken.is_set():
+                raise Stalled(
+                    f"the client read nothing for {self.stall_s:g} s while"
+                    f" {self.size} bytes waited for it"
+                )
+        if self._closed:
+            raise anyio.ClosedResourceError
+        self._frames.append(frame)
+        self.size += len(frame)
+        self._added = _wake(self._added)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self, final: bytes = b"", *, drop: bool = False) -> None:
+        """End the stream after the frames queued (none if ``drop``) and ``final``."""
+        if drop:
+            self._frames.clear()
+            self.size = 0
+        if final and not self._closed:
+            self._frames.append(final)
+            self.size += len(final)
+        self._closed = True
+        self._added = _wake(self._added)
+
+    def __aiter__(self) -> FrameBuffer:
+        return self
+
+    async def __anext__(self) -> bytes:
+        while not self._frames:
+            if self._closed:
+                raise StopAsyncIteration
+            await self._added.wait()
+        frame = self._frames.popleft()
+        self.size -= len(frame)
+        self._taken = _wake(self._taken)
+        return frame
+
+
+def _wake(event: anyio.Event) -> anyio.Event:
+    """Set ``event`` (its waiters run) and return a fresh one for the next wait."""
+    event.set()
+    return anyio.Event()
+
+
+class StreamSlots:
+    """How many SSE streams are open, at most ``limit``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.open = 0
+
+    def take(self) -> bool:
+        """Count one more stream; False (nothing counted) when ``limit`` are open."""
+        if self.open >= self.limit:
+            return False
+        self.open += 1
+        return True
+
+    def give_back(self) -> None:
+        self.open -= 1
+
+
+def _frame(event: str | None, data: object) -> bytes:
     head = f"event: {event}\n" if event else ""
-    return f"{head}data: {json.dumps(data)}\n\n"
+    return f"{head}data: {json.dumps(data)}\n\n".encode()
+
+
+def _only(exc: BaseException, kind: type[Exception]) -> bool:
+    """``exc`` is a ``kind``, or a group of nothing else."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_only(e, kind) for e in exc.exceptions)
+    return isinstance(exc, kind)
+
+
+def _first(exc: BaseException) -> BaseException:
+    """``exc``, or the first exception of a group, at any depth."""
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
+class _ClientGone(Exception):
+    """A send to the client did not complete within the response's send timeout."""
+
+
+Produce = Callable[[FrameBuffer], Awaitable[None]]
+
+
+class EventStream(StreamingResponse):
+    """An SSE response of the frames ``produce`` puts in a :class:`FrameBuffer`.
+
+    The producer runs in the lifespan's task group, not in the response's
+    iterator: no cancel scope stays open across a ``yield``, and a client that
+    disconnects only has to cancel the producer's scope. It ends the stream:
+
+    - normally, after the frames queued;
+    - with ``event: stream-error``, ``{"error"}``, if it failed;
+    - with ``event: lagged``, ``{"error"}``, if the client stalled (see
+      :class:`FrameBuffer`): the frames still queued are dropped and the
+      client is told to open the stream again.
+
+    Once the producer has ended, a send to the client that blocks for
+    ``stall_s`` gives the connection up (the client read nothing, not even the
+    end). Beyond ``slots.limit`` open streams it answers 503 ``TooManyStreams``
+    with ``Retry-After``.
+    """
+
+    def __init__(self, request: Request, produce: Produce) -> None:
+        self.path = request.url.path
+        self.produce = produce
+        self.tasks: TaskGroup = request.app.state.tasks
+        self.slots: StreamSlots = request.app.state.streams
+        self.limits: StreamLimits = request.app.state.stream_limits
+        self.buffer = FrameBuffer(self.limits.buffer_bytes, self.limits.stall_s)
+        self._sending: anyio.CancelScope | None = None  # the send under way
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        super().__init__(self.buffer, media_type="text/event-stream", headers=headers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self.slots.take():
+            busy = Refused(
+                503,
+                "TooManyStreams",
+                f"{self.slots.limit} streams are open, the most this service"
+                " serves (ASYNCSCHED_WEB_MAX_STREAMS): retry later",
+                {"Retry-After": str(STREAM_RETRY_AFTER_S)},
+            )
+            await busy.response()(scope, receive, send)
+            return
+        producer = anyio.CancelScope()
+        try:
+            self.tasks.start_soon(self._produce, producer)
+            await super().__call__(scope, receive, send)
+        except Exception as exc:
+            if not _only(exc, _ClientGone):
+                raise
+            logger.warning("%s: gave the stalled client's connection up", self.path)
+        finally:
+            producer.cancel()
+            self.slots.give_back()
+
+    async def stream_response(self, send: Send) -> None:
+        async def timed_send(message: Message) -> None:
+            with anyio.CancelScope() as sending:
+                self._sending = sending
+                if self.buffer.closed:
+                    self._give_up_later()
+                await send(message)
+            self._sending = None
+            if sending.cancelled_caught:
+                raise _ClientGone
+
+        await super().stream_response(timed_send)
+
+    def _give_up_later(self) -> None:
+        """The send under way gets ``stall_s`` more seconds, at most."""
+        if self._sending is not None:
+            deadline = anyio.current_time() + self.limits.stall_s
+            self._sending.deadline = min(self._sending.deadline, deadline)
+
+    async def _produce(self, scope: anyio.CancelScope) -> None:
+        with scope:
+            try:
+                await self.produce(self.buffer)
+            except Exception as exc:  # noqa: BLE001 -- told to the client as an event
+                if _only(exc, Stalled):
+                    stalled = _first(exc)  # one follower's, for a log stream
+                    logger.warning(
+                        "%s: dropped a stalled client: %s", self.path, stalled
+                    )
+                    error = (
+                        f"this stream was stopped: {stalled}; open it again to"
+                        " start over"
+                    )
+                    self.buffer.close(_frame("lagged", {"error": error}), drop=True)
+                elif not scope.cancel_called:  # not merely a client that left
+                    while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
+                        exc = exc.exceptions[0]
+                    logger.warning("%s ended: %r", self.path, exc)
+                    self.buffer.close(_frame("stream-error", {"error": str(exc)}))
+            finally:
+                self.buffer.close()
+                self._give_up_later()
+
+
+@dataclass(frozen=True)
+class StreamLimits:
+    """The SSE settings: :data:`MAX_STREAMS`, :data:`SSE_BUFFER_BYTES`,
+    :data:`SSE_STALL_S` unless the environment says otherwise."""
+
+    max_streams: int = MAX_STREAMS
+    buffer_bytes: int = SSE_BUFFER_BYTES
+    stall_s: float = SSE_STALL_S
+
+    @classmethod
+    def from_env(cls) -> StreamLimits:
+        return cls(
+            _env_int("ASYNCSCHED_WEB_MAX_STREAMS", MAX_STREAMS, "streams"),
+            _env_int("ASYNCSCHED_WEB_SSE_BUFFER", SSE_BUFFER_BYTES),
+            _env_seconds("ASYNCSCHED_WEB_SSE_STALL_TIMEOUT", SSE_STALL_S),
+        )
 
 
 # -- endpoints ---------------------------------------------------------------
@@ -489,7 +867,8 @@ async def _until_change(runner: Runner, handle: str, status: AppStatus) -> None:
 
 
 async def page(request: Request) -> Response:
-    return HTMLResponse(await anyio.Path(PAGE).read_text())
+    html = await anyio.Path(PAGE).read_text()
+    return HTMLResponse(html, headers={"Content-Security-Policy": page_policy(html)})
 
 
 async def submit(request: Request) -> Response:
@@ -529,63 +908,40 @@ async def cancel(request: Request) -> Response:
     return JSONResponse(status_json(handle, current))
 
 
-Produce = Callable[[ObjectSendStream[str]], Awaitable[None]]
-
-
-def _sse(request: Request, produce: Produce) -> Response:
-    """Stream the frames ``produce`` sends as server-sent events.
-
-    The producer runs in the lifespan's task group, not in the response
-    generator: no cancel scope stays open across a ``yield``, and a client that
-    disconnects only has to cancel ``scope``. A failure ends the stream with an
-    ``event: stream-error``.
-    """
-    send, receive = anyio.create_memory_object_stream[str](SSE_BUFFER)
-    scope = anyio.CancelScope()
-
-    async def run() -> None:
-        with send, scope:
-            try:
-                await produce(send)
-            except Exception as exc:  # noqa: BLE001 -- sent to the client as an event
-                while isinstance(exc, ExceptionGroup) and len(exc.exceptions) == 1:
-                    exc = exc.exceptions[0]
-                if not scope.cancel_called:  # not merely a client that left
-                    logger.warning("%s ended: %r", request.url.path, exc)
-                    await send.send(_frame("stream-error", {"error": str(exc)}))
-
-    request.app.state.tasks.start_soon(run)
-
-    async def frames() -> AsyncIterator[str]:
-        try:
-            with receive:
-                async for frame in receive:
-                    yield frame
-        finally:
-            scope.cancel()
-
-    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return StreamingResponse(frames(), media_type="text/event-stream", headers=headers)
-
-
 async def status_events(request: Request) -> Response:
     runner, handle = _runner(request), _handle(request)
     await _status(runner, handle)
 
-    async def produce(send: ObjectSendStream[str]) -> None:
+    async def produce(out: FrameBuffer) -> None:
         last: dict[str, Any] | None = None
         while True:
             current = await _status(runner, handle)
             doc = status_json(handle, current)
-            if doc != last:
-                await send.send(_frame("status", doc))
+            if doc != last:  # a client that lags gets the latest status only
+                await out.put(_frame("status", doc))
                 last = doc
             if _settled(current):
-                await send.send(_frame("end", doc))
+                await out.put(_frame("end", doc))
                 return
             await _until_change(runner, handle, current)
 
-    return _sse(request, produce)
+    return EventStream(request, produce)
+
+
+def log_message(role: str, replica: int, line: str) -> dict[str, Any]:
+    """One log line (or piece of a line over :data:`LOG_LINE_BYTES`) as JSON.
+
+    Example:
+        >>> log_message("main", 0, "hi\\n")
+        {'role': 'main', 'replica': 0, 'line': 'hi'}
+        >>> log_message("main", 0, "a long li")
+        {'role': 'main', 'replica': 0, 'line': 'a long li', 'partial': True}
+    """
+    doc: dict[str, Any] = {"role": role, "replica": replica}
+    doc["line"] = line.rstrip("\r\n")
+    if not line.endswith("\n"):  # it goes on in the next message (or never ended)
+        doc["partial"] = True
+    return doc
 
 
 async def logs(request: Request) -> Response:
@@ -593,35 +949,37 @@ async def logs(request: Request) -> Response:
     current = await _status(runner, handle)
     replicas = [(r.role, rep.id) for r in current.roles for rep in r.replicas]
 
-    async def follow(send: ObjectSendStream[str], role: str, k: int) -> None:
+    async def follow(out: FrameBuffer, role: str, k: int) -> None:
         lines = runner.log_lines(handle, role, k, should_tail=True)
         async with aclosing(lines):  # type: ignore[type-var]
             async for line in lines:
-                line = line.rstrip("\r\n")
-                await send.send(
-                    _frame(None, {"role": role, "replica": k, "line": line})
-                )
+                await out.put(_frame(None, log_message(role, k, line)))
 
-    async def produce(send: ObjectSendStream[str]) -> None:
+    async def produce(out: FrameBuffer) -> None:
         async with anyio.create_task_group() as tg:
             for role, k in replicas:
-                tg.start_soon(follow, send, role, k)
+                tg.start_soon(follow, out, role, k)
         final = await runner.wait(handle)
         doc = status_json(handle, final) if final else {"state": "UNKNOWN"}
-        await send.send(_frame("end", doc))
+        await out.put(_frame("end", doc))
 
-    return _sse(request, produce)
+    return EventStream(request, produce)
+
+
+STREAM_LIMITS = StreamLimits.from_env()
 
 
 @asynccontextmanager
 async def lifespan(app: Starlette) -> AsyncIterator[None]:
-    params = {"cache_size": CACHE_SIZE}
+    params = {"cache_size": CACHE_SIZE, "max_line_bytes": LOG_LINE_BYTES}
     async with (
         Runner(SESSION, scheduler_params=params) as runner,
         anyio.create_task_group() as tasks,
     ):
         app.state.runner = runner
         app.state.tasks = tasks
+        app.state.stream_limits = STREAM_LIMITS
+        app.state.streams = StreamSlots(STREAM_LIMITS.max_streams)
         yield
         tasks.cancel_scope.cancel()
 
@@ -638,12 +996,14 @@ app = Starlette(
         Route("/apps/{app_id}/logs", logs),
     ],
     middleware=[
+        Middleware(SecurityHeaders),
         Middleware(
             RequestGuard,
             allowed_hosts=_env_list("ASYNCSCHED_WEB_ALLOWED_HOSTS", LOOPBACK_HOSTS),
             allowed_origins=_env_list("ASYNCSCHED_WEB_ALLOWED_ORIGINS", ()),
             max_body=_env_int("ASYNCSCHED_WEB_MAX_BODY", MAX_BODY_BYTES),
-        )
+            body_timeout=_env_seconds("ASYNCSCHED_WEB_BODY_TIMEOUT", BODY_TIMEOUT_S),
+        ),
     ],
     exception_handlers={AsyncschedError: error_response, Refused: error_response},
     lifespan=lifespan,

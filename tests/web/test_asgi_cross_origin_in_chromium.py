@@ -150,3 +150,32 @@ async def test_page_on_another_site_cannot_start_an_app_and_the_own_page_still_c
         await expect(page.locator("#log")).to_contain_text("main/0 own page works")
         await expect(page.locator("#error")).to_have_text("")
         assert answered()[2:] == ["201"]
+
+
+async def test_page_on_another_site_cannot_show_the_example_in_a_frame(
+    page: Page, tmp_path: Path
+) -> None:
+    (tmp_path / "service").mkdir()
+    with serving(tmp_path / "service") as service:
+        framing = (
+            "<!doctype html><title>another site</title>"
+            f'<iframe id="victim" src="{html.escape(service.url)}/"></iframe>'
+        )
+        refusals: list[str] = []
+        page.on("console", lambda m: refusals.append(m.text))
+        async with other_site(framing) as url:
+            await page.goto(url)  # waits for the frame's load event too
+        assert '"GET / HTTP/1.1" 200' in service.log.read_text()  # it was sent
+        victim = next(f for f in page.frames if f is not page.main_frame)
+        assert not victim.url.startswith(service.url), victim.url  # not shown
+        assert await victim.locator("#submit-form").count() == 0
+        assert any("frame" in text and "'none'" in text for text in refusals), refusals
+
+        # its own page runs under its policy: nothing of it is refused
+        refusals.clear()
+        await page.goto(service.url)
+        await page.fill("#cmd", "echo framed nowhere")
+        await page.click("#submit")
+        await expect(page.locator("#app-state")).to_have_text("SUCCEEDED")
+        await expect(page.locator("#log")).to_contain_text("main/0 framed nowhere")
+        assert not [t for t in refusals if "Content Security Policy" in t], refusals
