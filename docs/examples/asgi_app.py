@@ -96,10 +96,12 @@ from asyncsched.errors import (
     UnknownAppException,
     UnknownReplicaError,
     UnknownSchedulerException,
+    UnsafeStateDirError,
     UnsupportedOperationError,
     WaitTimeoutError,
 )
 from asyncsched.runner import Runner
+from asyncsched.schedulers.shared.state_dir import check_state_dir, default_state_dir
 from asyncsched.specs import AppDef, AppStatus, is_terminal, make_app_handle
 from asyncsched.specs.serialize import app_from_dict
 
@@ -124,6 +126,7 @@ ERROR_STATUS: list[tuple[type[AsyncschedError], int]] = [
     (MalformedAppHandleException, 400),
     (UnknownSchedulerException, 400),
     (SchedulerUnavailableError, 503),
+    (UnsafeStateDirError, 503),  # the state dir became unsafe while serving
     (UnsupportedOperationError, 501),
     (WaitTimeoutError, 504),
     (AsyncschedError, 500),  # the backend failed (SchedulerError, ...)
@@ -971,6 +974,9 @@ STREAM_LIMITS = StreamLimits.from_env()
 
 @asynccontextmanager
 async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    # an unsafe state dir (another user's, or writable by others) stops the
+    # server at startup with UnsafeStateDirError, before any request is served
+    await anyio.to_thread.run_sync(check_state_dir, default_state_dir())
     params = {"cache_size": CACHE_SIZE, "max_line_bytes": LOG_LINE_BYTES}
     async with (
         Runner(SESSION, scheduler_params=params) as runner,

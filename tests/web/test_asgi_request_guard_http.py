@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -16,7 +18,7 @@ import anyio
 import httpx2
 import pytest
 
-from tests.web.conftest import ROOT, Service, serving, sse_events
+from tests.web.conftest import ROOT, SERVE, Service, serving, sse_events
 
 JSON = {"Content-Type": "application/json"}
 MAX_BODY = 1024 * 1024  # the example's default
@@ -452,3 +454,31 @@ async def test_bad_setting_stops_the_example_from_loading_naming_it() -> None:
     )
     assert result.returncode != 0
     assert b"ASYNCSCHED_WEB_MAX_BODY='1MB': must be a number of bytes" in result.stderr
+
+
+def test_server_refuses_to_start_on_a_state_dir_writable_by_others(
+    tmp_path: Path,
+) -> None:
+    """An unsafe state dir stops uvicorn at startup, naming the dir and the fix."""
+    state = tmp_path / "state"
+    state.mkdir()
+    state.chmod(0o777)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    env = {**os.environ, "ASYNCSCHED_STATE_DIR": str(state)}
+    with sock:
+        proc = subprocess.run(
+            [sys.executable, "-c", SERVE, str(sock.fileno())],
+            cwd=ROOT,
+            env=env,
+            pass_fds=[sock.fileno()],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    out = proc.stdout.decode() + proc.stderr.decode()
+    assert proc.returncode != 0, out
+    assert f"unsafe state dir {state}" in out, out
+    assert "Application startup failed" in out, out
+    assert not (state / "local").exists()
