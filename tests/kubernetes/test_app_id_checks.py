@@ -255,4 +255,10 @@ async def test_cli_refuses_a_malformed_app_id_before_any_request(
         assert code == 2, err
         assert f"asyncsched {args[0]}: error: app id" in err, err
         assert "Kubernetes app ids are 'namespace:name'" in err
+    code, err = await cli(
+        "run", "-s", "kubernetes", "-cfg", "namespace=..,queue=default",
+        "--image", "busybox:1.36", "--", "echo", "hi",
+    )  # fmt: skip
+    assert code == 2, err
+    assert "namespace '..' is not a DNS-1123 label" in err
     _no_request_reached(fake)

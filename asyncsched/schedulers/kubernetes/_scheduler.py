@@ -193,8 +193,10 @@ _app_key = app_key
 class KubernetesScheduler(Scheduler[KubernetesOpts]):
     """Run each app as a Volcano Job (default) or as Indexed Jobs.
 
-    App ids are ``namespace:name``. ``cancel`` aborts the app (pods and logs
-    stay readable); :meth:`delete` removes it. Logs are the container's
+    App ids are ``namespace:name`` (a bare ``name``: :attr:`namespace`); one
+    whose namespace is not a DNS-1123 label or whose name is not a DNS-1123
+    subdomain is an ``InvalidArgumentError`` before any request. ``cancel``
+    aborts the app (pods and logs stay readable); :meth:`delete` removes it. Logs are the container's
     output as Kubernetes keeps it: stdout and stderr merged into one stream.
 
     Args:
@@ -551,6 +553,8 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             SubmitError: the server rejected a manifest (409: the name is taken).
             UnsupportedOperationError: ``job_api=indexed`` on a server without
                 Indexed Jobs (Kubernetes < 1.21); nothing was created.
+            InvalidArgumentError: the request's namespace or name was edited
+                into one Kubernetes refuses; nothing was sent.
         """
         job: KubernetesJob = dryrun_info.request
         # a request edited after the dry run: its names go into request paths
@@ -896,6 +900,9 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
 
         Unlike :meth:`cancel`, logs and status are gone afterwards. Unknown
         apps are ignored.
+
+        Raises:
+            InvalidArgumentError: a malformed app id (before any request).
         """
         self._check_open()
         found = await self._lookup(app_id)
