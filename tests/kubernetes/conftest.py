@@ -33,6 +33,7 @@ never are, and fault rules spare them. Fault hooks, for example::
     faults.drop_next_watch(after_events=2, abrupt=True)
     kube_env.fake_server().compact()            # older versions: 410 Expired
     kube_env.fake_server().requests.count("list", "pods")
+    kube_env.fake_server().requests.client_received()  # every arrival, any path
 """
 
 from __future__ import annotations

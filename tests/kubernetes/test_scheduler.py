@@ -203,7 +203,9 @@ async def test_list_shows_own_apps_and_tolerates_jobs_without_status(
         foreign_desc = await sched.describe(f"{kube_env.namespace}:not-ours")
         assert foreign_desc is not None
         assert foreign_desc.state == AppState.SUBMITTED
-        assert await sched.describe(f"{kube_env.namespace}:") is None
+        # an empty name would make "GET .../jobs/" a list of every job
+        with pytest.raises(InvalidArgumentError, match="name after ':' is empty"):
+            await sched.describe(f"{kube_env.namespace}:")
         rows = {row.app_id: row for row in await sched.list()}
     assert set(rows) == {volcano, indexed}
     assert rows[volcano].state == AppState.SUBMITTED

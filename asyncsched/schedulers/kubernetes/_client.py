@@ -38,6 +38,7 @@ import anyio
 from asyncsched.errors import SchedulerError, SchedulerUnavailableError
 from asyncsched.schedulers.kubernetes._credentials import Credentials
 from asyncsched.schedulers.kubernetes._field_validation import report_warnings
+from asyncsched.schedulers.kubernetes._names import check_path
 from asyncsched.schedulers.kubernetes._pacing import (
     DEFAULT_MAX_QPS,
     MAX_THROTTLED,
@@ -267,9 +268,12 @@ class KubeApi:
             SchedulerUnavailableError: the server cannot be reached or did not
                 answer within ``request_timeout``, or it denied access
                 (401/403).
+            InvalidArgumentError: ``path`` is not plain segments (``..``, a
+                ``?``, a ``%``...); nothing is sent.
         """
         import aiohttp
 
+        check_path(method, path)
         attempt = throttles = 0
         refreshed = False
         started: float | None = None
@@ -362,9 +366,11 @@ class KubeApi:
 
         Raises:
             KubernetesApiError: the server answered with an error status.
+            InvalidArgumentError: ``path`` is not plain segments; nothing is sent.
         """
         import aiohttp
 
+        check_path("GET", path)
         timeout = aiohttp.ClientTimeout(
             total=None, connect=self.connect_timeout, sock_read=read_timeout
         )

@@ -33,6 +33,7 @@ from asyncsched.schedulers.kubernetes._client import (
     KubernetesApiError,
     _map_denied,
 )
+from asyncsched.schedulers.kubernetes._names import MAX_LABEL
 from asyncsched.schedulers.kubernetes._render import (
     LABEL_APP_ID,
     LABEL_MANAGED_BY,
@@ -84,6 +85,8 @@ async def read_once(api: KubeApi, ns: Caches, name: str) -> Found | None:
             ns.volcano.upsert(job)
             await read_pods(api, ns, name)
         return "volcano", ns, [job]
+    if not _label_value(name):
+        return None  # no indexed app has it
     try:
         data = await api.request(
             "GET",
@@ -136,7 +139,7 @@ async def read_uncached(api: KubeApi, ns: Caches, name: str) -> Found | None:
             if is_managed(job):  # a job of someone else's is described, not cached
                 ns.volcano.upsert(job)
             return "volcano", ns, [job]
-    if not ns.batch.absent:
+    if not ns.batch.absent and _label_value(name):
         data = await api.request(
             "GET", ns.batch.path, query={"labelSelector": f"{LABEL_APP_ID}={name}"}
         )
@@ -168,7 +171,7 @@ async def read_stale(api: KubeApi, ns: Caches, name: str, key: str) -> Found | N
             return "volcano", ns, [job]
     names = [j["metadata"]["name"] for j in ns.batch.with_key(key)]
     if not names:
-        if ns.batch.absent:
+        if ns.batch.absent or not _label_value(name):
             return None
         try:
             data = await api.request(
@@ -201,6 +204,13 @@ async def read_stale(api: KubeApi, ns: Caches, name: str, key: str) -> Found | N
             ns.batch.upsert(job)
             jobs.append(job)
     return ("indexed", ns, jobs) if jobs else None
+
+
+def _label_value(name: str) -> bool:
+    """``name`` (a valid object name) can be a label value: an indexed app's
+    name is one (its label selects its Jobs and pods); a longer Volcano Job
+    name is never listed by label (the server would refuse the selector)."""
+    return len(name) <= MAX_LABEL
 
 
 async def refresh_pods(api: KubeApi, ns: Caches, jobs: list[JSON]) -> None:

@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 
 from asyncsched.errors import InvalidRunConfigException, SpecError
+from asyncsched.schedulers.kubernetes._names import namespace_problem
 from asyncsched.schedulers.shared.identity import (
     ENV_APP_ID,
     ENV_REPLICA_ID,
@@ -232,9 +233,14 @@ def render_job(
         SpecError: something Kubernetes cannot express (bad mount, port name,
             clashing role names, a ROLE retry policy on Volcano, a
             ``min_replicas`` below ``num_replicas`` on Indexed Jobs).
-        InvalidRunConfigException: a bad ``job_api``, ``queue`` or toleration.
+        InvalidRunConfigException: a bad ``namespace`` (not a DNS-1123 label),
+            ``job_api``, ``queue`` or toleration.
     """
-    namespace = str(cfg.get("namespace") or "default")
+    namespace = cfg.get("namespace") or "default"
+    problem = namespace_problem(namespace)
+    if problem is not None:  # it goes into every request path
+        raise InvalidRunConfigException(problem, "namespace", dict(cfg))
+    assert isinstance(namespace, str)
     job_api = str(cfg.get("job_api") or "volcano")
     if job_api not in JOB_APIS:
         raise InvalidRunConfigException(

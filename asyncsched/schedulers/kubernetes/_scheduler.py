@@ -18,8 +18,16 @@ import contextlib
 import copy
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Mapping,
+)
 from contextlib import aclosing
+from datetime import datetime
 from typing import Any, TypedDict, cast, final
 
 import anyio
@@ -76,6 +84,12 @@ from asyncsched.schedulers.kubernetes._lookup import (
     read_stale,
     read_uncached,
     refresh_pods,
+)
+from asyncsched.schedulers.kubernetes._names import (
+    check_namespace,
+    is_dns_label,
+    namespace_problem,
+    split_app_id,
 )
 from asyncsched.schedulers.kubernetes._pacing import DEFAULT_MAX_QPS
 from asyncsched.schedulers.kubernetes._render import (
@@ -181,8 +195,10 @@ _app_key = app_key
 class KubernetesScheduler(Scheduler[KubernetesOpts]):
     """Run each app as a Volcano Job (default) or as Indexed Jobs.
 
-    App ids are ``namespace:name``. ``cancel`` aborts the app (pods and logs
-    stay readable); :meth:`delete` removes it. Logs are the container's
+    App ids are ``namespace:name`` (a bare ``name``: :attr:`namespace`); one
+    whose namespace is not a DNS-1123 label or whose name is not a DNS-1123
+    subdomain is an ``InvalidArgumentError`` before any request. ``cancel``
+    aborts the app (pods and logs stay readable); :meth:`delete` removes it. Logs are the container's
     output as Kubernetes keeps it: stdout and stderr merged into one stream.
 
     Args:
@@ -286,6 +302,10 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
     ) -> None:
         super().__init__(BACKEND, session_name)
         self.max_line_bytes = check_max_line_bytes(max_line_bytes)
+        if namespace is not None and (problem := namespace_problem(namespace)):
+            raise InvalidRunConfigException(
+                problem, "namespace", {"namespace": namespace}
+            )
         self._client = client
         self._docker_client = docker_client
         self._kubeconfig = kubeconfig
@@ -344,6 +364,15 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                     )
                     client, creds, owns = conn.client, conn.credentials, True
                     namespace = conn.namespace
+                    if self._namespace is None and not is_dns_label(namespace):
+                        await client.close()
+                        raise SchedulerUnavailableError(
+                            BACKEND,
+                            "the default namespace (of the kubeconfig context,"
+                            f" or of the pod's service account) {namespace!r} is"
+                            " not a valid namespace name",
+                            "fix it there, or pass namespace=... to the scheduler",
+                        )
                 if self._namespace is None:
                     self._namespace = namespace
                 self._api_ = KubeApi(
@@ -553,8 +582,13 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             SubmitError: the server rejected a manifest (409: the name is taken).
             UnsupportedOperationError: ``job_api=indexed`` on a server without
                 Indexed Jobs (Kubernetes < 1.21); nothing was created.
+            InvalidArgumentError: the request's namespace or name was edited
+                into one Kubernetes refuses; nothing was sent.
         """
         job: KubernetesJob = dryrun_info.request
+        # a request edited after the dry run: its names go into request paths
+        check_namespace(job.namespace)
+        split_app_id(job.app_id)
         cfg = dryrun_info.cfg or {}
         context = cfg.get("context")
         api = await self._api(str(context) if context else None)
@@ -722,10 +756,12 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 logger.debug("%d finished apps expired from %s", expired, ns.name)
 
     async def _watch_app(self, app_id: str) -> None:
-        """Start the caches of ``app_id``'s namespace (a no-op for a bad id)."""
-        namespace, _, name = app_id.rpartition(":")
-        if not name or "/" in name or "/" in namespace:
-            return
+        """Start the caches of ``app_id``'s namespace.
+
+        Raises:
+            InvalidArgumentError: a malformed app id (before any request).
+        """
+        namespace, _ = split_app_id(app_id)
         await self._api()  # knows the default namespace once connected
         _check_allowed(await self._watch(namespace or self._namespace or "default"))
 
@@ -749,11 +785,9 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         return found
 
     async def _lookup_any(self, app_id: str) -> Found | None:
-        namespace, _, name = app_id.rpartition(":")
-        if not name or "/" in name or "/" in namespace:
-            return None
+        given, name = split_app_id(app_id)  # a malformed id: before any request
         await self._api()  # knows the default namespace once connected
-        namespace = namespace or self._namespace or "default"
+        namespace = given or self._namespace or "default"
         ns = self._namespaces.get(namespace)
         if ns is None:  # no cache runs here: one GET (or labelled list) will do
             return await self._lookup_once(namespace, name)
@@ -895,6 +929,9 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
 
         Unlike :meth:`cancel`, logs and status are gone afterwards. Unknown
         apps are ignored.
+
+        Raises:
+            InvalidArgumentError: a malformed app id (before any request).
         """
         self._check_open()
         found = await self._lookup(app_id)
@@ -923,6 +960,28 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 await changed.wait()
 
     # -- logs ------------------------------------------------------------------
+
+    def log_iter(
+        self,
+        app_id: str,
+        role_name: str,
+        k: int = 0,
+        regex: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        should_tail: bool = False,
+        streams: Stream | str | None = None,
+    ) -> AsyncGenerator[str, None]:
+        """As :meth:`Scheduler.log_iter`; a malformed app id is refused at once.
+
+        Raises:
+            InvalidArgumentError: also for an app id that is not
+                ``namespace:name`` with Kubernetes names (before any request).
+        """
+        split_app_id(app_id)
+        return super().log_iter(
+            app_id, role_name, k, regex, since, until, should_tail, streams
+        )
 
     async def _log_iter(self, app: AppSnapshot, query: LogQuery) -> AsyncIterator[str]:
         role_name, k = query.role_name, query.k

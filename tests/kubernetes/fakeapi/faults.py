@@ -20,7 +20,9 @@ requests arrive:
   requests are exempt, as long-running requests and system traffic are.
 
 :class:`RequestLog` counts requests by verb (``get``, ``list``, ``watch``,
-``create``, ``update``, ``patch``, ``delete``, ``log``) and resource.
+``create``, ``update``, ``patch``, ``delete``, ``log``) and resource, and
+keeps every HTTP request as it arrived (``received``: method and raw target,
+also those to paths the server does not serve).
 
 The same rules can be set over HTTP: ``POST /fake/faults`` with a JSON body
 ``{"fail": {"status": 500, "verb": "get", "resource": "jobs", "times": 1}}``,
@@ -296,14 +298,41 @@ class Faults:
                 )
 
 
+@dataclass(frozen=True)
+class Received:
+    """One HTTP request as it arrived, before authentication and routing.
+
+    ``target`` is the raw request target (path and query, as sent);
+    ``controller``: sent by the fixture controller.
+    """
+
+    method: str
+    target: str
+    controller: bool = False
+
+
 class RequestLog:
-    """Every API request the server answered, countable by verb and resource."""
+    """Every API request the server answered, countable by verb and resource.
+
+    ``received`` also holds every HTTP request that arrived, whatever its
+    path (those the server refused as unknown, unauthorized or test-only
+    too): :meth:`client_received` answers whether a client sent anything.
+    """
 
     def __init__(self) -> None:
         self.requests: list[Request] = []
+        self.received: list[Received] = []
 
     def record(self, req: Request) -> None:
         self.requests.append(req)
+
+    def record_received(self, received: Received) -> None:
+        self.received.append(received)
+
+    def client_received(self) -> list[Received]:
+        """The HTTP requests of clients as they arrived (the fixture
+        controller's left out), in arrival order."""
+        return [r for r in self.received if not r.controller]
 
     def count(
         self,
@@ -350,3 +379,4 @@ class RequestLog:
 
     def reset(self) -> None:
         self.requests.clear()
+        self.received.clear()

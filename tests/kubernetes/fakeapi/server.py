@@ -74,7 +74,7 @@ import yaml
 from aiohttp import web
 
 from .admission import admit_create, admit_update, check_update_precondition
-from .faults import Faults, Request, RequestLog
+from .faults import Faults, Received, Request, RequestLog
 from .kinds import (
     JSON,
     KINDS,
@@ -361,6 +361,14 @@ class FakeKubeServer:
     # -- dispatch -------------------------------------------------------------
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path
+        agent = request.headers.get("User-Agent", "")
+        self.requests.record_received(
+            Received(
+                request.method,
+                request.raw_path,
+                controller=agent.startswith(CONTROLLER_AGENT_PREFIX),
+            )
+        )
         try:
             if path.startswith("/fake/"):
                 return await self._fake(request)
