@@ -90,9 +90,7 @@ async def test_env_secret_is_on_no_command_line_and_in_no_job_output_file(
         dumps = [job_dir / f"env-{k}" for k in range(2)]
         await _until(lambda: all(d.exists() for d in dumps))
         # both replicas (so srun and its tasks) are running now
-        holders = await anyio.to_thread.run_sync(
-            _command_lines_holding, MARK.encode()
-        )
+        holders = await anyio.to_thread.run_sync(_command_lines_holding, MARK.encode())
         assert holders == []
         (env_dir,) = job_dir.glob(f"{ENV_DIR_PREFIX}*")
         assert stat.S_IMODE(env_dir.stat().st_mode) == 0o700

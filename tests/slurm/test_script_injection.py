@@ -6,11 +6,13 @@ test_hostile_values_on_cluster.py)."""
 from __future__ import annotations
 
 import shlex
+import time
 from pathlib import Path
 
 import pytest
 
 from asyncsched.errors import InvalidRunConfigException, SpecError
+from asyncsched.schedulers.slurm._checks import check_roles
 from asyncsched.schedulers.slurm._render import ENV_WRAPPER, render_request
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, Resource, Role
@@ -346,3 +348,18 @@ async def test_hostile_role_field_is_refused_before_any_command(tmp_path: Path) 
             await sched.submit(_app(env={"1BAD-NAME": "x"}))
         assert info.value.field == "roles[0].env['1BAD-NAME']"
         assert sched.cli.total == 0
+
+
+def test_role_checks_cost_the_same_whatever_the_replica_count() -> None:
+    # the role fields are checked once per role, not once per replica: a
+    # huge app is refused or passed without walking its replicas
+    role = Role(
+        "w", image="/", entrypoint="echo", args=["${replica_id}"], num_replicas=100_000
+    )
+    started = time.process_time()
+    check_roles(AppDef("big", roles=[role]))
+    assert time.process_time() - started < 1.0
+    bad = Role("w", image="/", entrypoint="echo", args=[":"], num_replicas=100_000)
+    with pytest.raises(SpecError) as info:
+        check_roles(AppDef("big", roles=[bad]))
+    assert info.value.field == "roles[0].args[0]"

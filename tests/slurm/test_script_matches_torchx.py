@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from asyncsched.errors import InvalidRunConfigException
@@ -126,3 +129,21 @@ def test_invalid_time_is_a_run_config_error(value: str) -> None:
     with pytest.raises(InvalidRunConfigException) as info:
         check_time(value)
     assert info.value.cfg_key == "time"
+
+
+def test_script_and_env_file_in_the_slurm_docs_are_what_is_rendered() -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "backends" / "slurm.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", doc, re.DOTALL)
+    role = Role(
+        "trainer",
+        image="/opt/app",
+        entrypoint="python",
+        args=["train.py"],
+        env={"FOO": "bar"},
+        num_replicas=2,
+        max_retries=2,
+        resource=Resource(cpu=2, gpu=0, memMB=1024),
+    )
+    cfg = {"partition": "debug", "time": "10:00", "comment": "hi"}
+    request = render_request(AppDef("train", roles=[role]), cfg, version="0.1.0")
+    assert blocks[:2] == [request.materialize(), request.env_files()["trainer-0.env"]]

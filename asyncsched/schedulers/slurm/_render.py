@@ -43,6 +43,7 @@ __all__ = [
     "ENV_WRAPPER",
     "GROUP_OPTS",
     "JOB_OPTS",
+    "MAX_COMPONENTS",
     "RANK0_ENV",
     "SCRIPT_NAME",
     "SlurmBatchRequest",
@@ -57,6 +58,10 @@ RANK0_ENV = "SLURM_JOB_NODELIST_HET_GROUP_0"
 SCRIPT_NAME = "asyncsched-sbatch.sh"
 #: run options that go on every component's ``#SBATCH`` line, in this order
 GROUP_OPTS = ("partition", "time", "constraint", "qos")
+#: the most components one ``srun`` can start in a heterogeneous job (Slurm's
+#: ``MAX_HET_JOB_COMPONENTS``, the size of srun's het-group bitmaps; slurmrestd
+#: refuses more at submit): the natural replica maximum of an app on Slurm
+MAX_COMPONENTS = 128
 #: run options given once, on the ``sbatch`` command line
 JOB_OPTS = ("comment", "mail-user", "mail-type")
 #: partitions with at most this much memory per node get no ``--mem``
