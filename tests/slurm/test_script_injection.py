@@ -246,6 +246,7 @@ def test_env_values_are_neither_in_the_script_nor_on_any_command_line() -> None:
     for value in (SECRET, "s3cr3t", "tok-3f9a"):
         assert value not in script
         assert value not in str(request)  # what submit_dryrun prints
+    assert "w-1.env: TOKEN PLAIN ASYNCSCHED_APP_ID" in str(request)
     argv = srun_argv(script, job_id="4242")
     assert not [a for a in argv if b"s3cr3t" in a or b"tok-3f9a" in a]
     for command in component_commands(argv):

@@ -198,9 +198,16 @@ exit $exitcode
 """
 
     def __str__(self) -> str:
+        names = "".join(
+            f"  {r.env_file}: {' '.join(r.env)}\n"
+            for r in self.replicas.values()
+            if r.env
+        )
         return (
-            f"SlurmBatchRequest: {' '.join(map(shlex.quote, self.cmd))} {SCRIPT_NAME}\n"
+            f"SlurmBatchRequest: {' '.join(map(shlex.quote, self.cmd))} {SCRIPT_NAME}"
+            " <env dir>\n"
             f"{SCRIPT_NAME}:\n{self.materialize()}"
+            f"environment files (owner-only; values not shown):\n{names}"
         )
 
 

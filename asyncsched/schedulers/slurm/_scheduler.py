@@ -308,9 +308,14 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             await anyio.to_thread.run_sync(_write_script, script, req.materialize())
             # the values go into owner-only files in the job's working directory,
             # never on a command line nor into the script (echoed by set -x)
-            env_dir = await anyio.to_thread.run_sync(
-                create_env_dir, cwd, req.env_files()
-            )
+            try:
+                env_dir = await anyio.to_thread.run_sync(
+                    create_env_dir, cwd, req.env_files()
+                )
+            except OSError as exc:
+                raise SubmitError(
+                    f"cannot write the job's environment files in {cwd!r}: {exc}"
+                ) from exc
             # the job's output files are created with the job's umask: owner-only
             out = await self.cli.run(
                 [*req.cmd, script, env_dir],
@@ -328,10 +333,6 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             if isinstance(exc, CommandFailed):
                 raise SubmitError(
                     f"sbatch refused the job: {exc.stderr.strip()}"
-                ) from exc
-            if isinstance(exc, OSError):
-                raise SubmitError(
-                    f"cannot write the job's environment files in {cwd!r}: {exc}"
                 ) from exc
             raise
         app_id = out.strip().split(";")[0]
