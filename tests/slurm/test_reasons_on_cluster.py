@@ -8,6 +8,8 @@ word for it.
 
 from __future__ import annotations
 
+import os
+
 import anyio
 import pytest
 
@@ -59,12 +61,17 @@ async def test_job_over_its_time_limit_ends_with_time_limit(
         max_interval=1.0,
     ) as sched:
         desc = await sched.wait(overtime_app.app_id, timeout=150)
+        record = await sched.registry.get(overtime_app.app_id)
     assert desc is not None
     assert desc.state == AppState.FAILED
     assert desc.reason == StatusReason.TIME_LIMIT, desc
     [replica] = desc.roles_statuses[0].replicas
     assert replica.reason == StatusReason.TIME_LIMIT
     assert "TIMEOUT" in replica.message
+    # the job is over for good: wait removed its environment files
+    assert record is not None
+    assert record.env_dir
+    assert not os.path.exists(record.env_dir)
 
 
 async def test_job_cancelled_with_scancel_from_outside_reads_cancelled(

@@ -5,7 +5,9 @@ test_hostile_values_on_cluster.py)."""
 
 from __future__ import annotations
 
+import os
 import shlex
+import subprocess
 import time
 from pathlib import Path
 
@@ -260,12 +262,45 @@ def test_env_values_are_neither_in_the_script_nor_on_any_command_line() -> None:
     assert all("s3cr3t" in text for text in request.env_files().values())
 
 
-def test_script_removes_the_env_files_unless_it_requeues_itself() -> None:
-    script = render_request(_app(), {}).materialize()
-    tail = script[script.index("\nexitcode=$?") :]
-    requeue = tail.index('scontrol requeue "$SLURM_JOB_ID"\n        exit $exitcode')
-    assert requeue < tail.index('rm -rf -- "$env_dir"')
-    assert tail.endswith('rm -rf -- "$env_dir"\nexit $exitcode\n')
+@pytest.mark.parametrize(
+    ("code", "retries", "removed", "requeued"),
+    [(0, 0, True, False), (3, 0, False, False), (3, 2, False, True)],
+)
+def test_script_removes_the_env_files_only_when_the_job_succeeds(
+    tmp_path: Path, code: int, retries: int, removed: bool, requeued: bool
+) -> None:
+    # a failed run may run again (requeued by the script for retries, or by
+    # Slurm, e.g. when preempted) and must find its environment
+    app = _app()
+    app.roles[0].max_retries = retries
+    script = tmp_path / "job.sh"
+    script.write_text(render_request(app, {}).materialize())
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in (("srun", f"exit {code}"), ("scontrol", 'echo "$@" >requeued')):
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    env_dir = tmp_path / ".asyncsched-env-x"
+    env_dir.mkdir()
+    (env_dir / "w-0.env").write_text("A=1\nexport A\n")
+    proc = subprocess.run(
+        ["bash", str(script), str(env_dir)],
+        cwd=tmp_path,
+        capture_output=True,
+        check=False,
+        env={"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "7"},
+    )
+    assert proc.returncode == code, proc.stderr
+    assert env_dir.exists() != removed
+    assert (tmp_path / "requeued").exists() == requeued
+
+
+def test_script_refuses_to_run_without_its_env_dir(tmp_path: Path) -> None:
+    script = tmp_path / "job.sh"
+    script.write_text(render_request(_app(), {}).materialize())
+    proc = subprocess.run(["bash", str(script)], capture_output=True, check=False)
+    assert proc.returncode != 0
+    assert b"the directory of the environment files" in proc.stderr
 
 
 def test_app_id_macro_becomes_the_job_id_inside_any_value(tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ arrives byte for byte), in a directory the script gets as its first argument;
 each task sources its file in a small ``/bin/sh`` wrapper, which then runs
 the entrypoint with ``exec``. So no value is on any command line (``ps``) nor in
 the ``set -x`` trace of the batch log. The script removes the directory when
-the job ends without requeueing itself. A failed run is requeued while
+the job succeeds (a failed run may be requeued, by the script or by Slurm, and
+read it again; the scheduler removes it once the app is over). A failed run is requeued while
 ``TORCHX_MAX_RETRIES`` exceeds ``SLURM_RESTART_COUNT``. Pure: the same AppDef
 and config always give the same script; what the script cannot carry safely is
 refused first (:mod:`._checks`).
@@ -190,11 +191,10 @@ echo "job exited with code $exitcode"
 if [ $exitcode -ne 0 ]; then
     if [ "$TORCHX_MAX_RETRIES" -gt "${{SLURM_RESTART_COUNT:-0}}" ]; then
         scontrol requeue "$SLURM_JOB_ID"
-        exit $exitcode
     fi
+    exit $exitcode
 fi
 rm -rf -- "${_ENV_DIR}"
-exit $exitcode
 """
 
     def __str__(self) -> str:

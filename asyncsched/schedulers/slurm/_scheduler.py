@@ -389,14 +389,23 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         missing = [i for i in query if i not in views]
         if missing:
             views.update(await self._sacct(missing, records, floors))
+        ended: builtins.list[str] = []
         for app_id, view in list(views.items()):
             if not view.settled:
                 views[app_id] = self._settled.get(app_id, view)
             elif is_terminal(view.state):
+                record = records.get(app_id)
+                if app_id not in self._terminal and record and record.env_dir:
+                    ended.append(record.env_dir)
                 self._terminal[app_id] = view
                 self._settled.pop(app_id, None)
             else:
                 self._settled[app_id] = view
+        if ended:
+            # over for good: nothing will read the environment files again (the
+            # script removes them itself only when it succeeds, as a job that
+            # failed may be requeued by Slurm, e.g. when preempted)
+            await anyio.to_thread.run_sync(_remove_env_dirs, ended)
         return {**known, **{i: v for i, v in views.items() if i in ids}}
 
     async def _sacct(
@@ -484,8 +493,8 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         if app.app_id in self._terminal:
             return  # finished: nothing to cancel
         await self.cli.run(["scancel", app.app_id])
-        # a cancelled job never runs again: its environment files can go (the
-        # script removes them itself only when it ends on its own)
+        # a cancelled job never runs again: its environment files can go now,
+        # before its end is seen
         record = await self.registry.get(app.app_id)
         if record is not None and record.env_dir:
             await anyio.to_thread.run_sync(remove_env_dir, record.env_dir)
@@ -517,6 +526,11 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             path, running if query.should_tail else None, self.max_line_bytes
         ):
             yield line
+
+
+def _remove_env_dirs(paths: builtins.list[str]) -> None:
+    for path in paths:
+        remove_env_dir(path)
 
 
 def _write_script(path: str, text: str) -> None:
