@@ -7,13 +7,13 @@ is not in the script: it is written to an owner-only file per component
 (:meth:`SlurmBatchRequest.env_files`, shell-quoted assignments, so every value
 arrives byte for byte), in a directory the script gets as its first argument;
 each task sources its file in a small ``/bin/sh`` wrapper, which then runs
-the entrypoint with ``exec``. So no value is on any command line (``ps``) nor in
-the ``set -x`` trace of the batch log. The script removes the directory when
-the job succeeds (a failed run may be requeued, by the script or by Slurm, and
-read it again; the scheduler removes it once the app is over). A failed run is requeued while
-``TORCHX_MAX_RETRIES`` exceeds ``SLURM_RESTART_COUNT``. Pure: the same AppDef
-and config always give the same script; what the script cannot carry safely is
-refused first (:mod:`._checks`).
+the entrypoint with ``exec``. So no value is on any command line (``ps``) nor
+in the ``set -x`` trace of the batch log. The script removes the directory
+when the job succeeds (a failed run may be requeued, by the script or by
+Slurm, and read it again; the scheduler removes it once the app is over). A
+failed run is requeued while ``TORCHX_MAX_RETRIES`` exceeds
+``SLURM_RESTART_COUNT``. Pure: the same AppDef and config always give the same
+script; what the script cannot carry safely is refused first (:mod:`._checks`).
 
 Example:
     >>> from asyncsched.specs import AppDef, Resource, Role
