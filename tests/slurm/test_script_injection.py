@@ -262,6 +262,28 @@ def test_env_values_are_neither_in_the_script_nor_on_any_command_line() -> None:
     assert all("s3cr3t" in text for text in request.env_files().values())
 
 
+def test_env_file_is_read_untraced_even_when_the_shell_inherits_xtrace(
+    tmp_path: Path,
+) -> None:
+    # where /bin/sh is bash, an exported SHELLOPTS would turn tracing on in
+    # the wrapper: it turns it off before it reads the file
+    request = render_request(_app(env={"TOKEN": SECRET}), {})
+    env_dir = tmp_path / "env"
+    env_dir.mkdir()
+    for name, text in request.env_files().items():
+        (env_dir / name).write_text(text)
+    argv = srun_argv(request.materialize(), env_dir=str(env_dir))
+    command = component_commands(argv)[0]
+    proc = subprocess.run(
+        ["bash", *command[1:]],
+        capture_output=True,
+        check=True,
+        env={"PATH": os.environ["PATH"], "SHELLOPTS": "xtrace:verbose"},
+    )
+    assert proc.stdout == b"hi\n"
+    assert b"tok-3f9a" not in proc.stderr
+
+
 @pytest.mark.parametrize(
     ("code", "retries", "removed", "requeued"),
     [(0, 0, True, False), (3, 0, False, False), (3, 2, False, True)],

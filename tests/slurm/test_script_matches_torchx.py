@@ -18,7 +18,7 @@ from asyncsched.specs import AppDef, Resource, Role
 # the script gets as its argument, which a /bin/sh wrapper sources before it
 # execs the command (docs/torchx-differences.md)
 WRAPPER = (
-    '--export=ALL /bin/sh -c \'. "$2" || exit 127; shift 2; exec "$@"\''
+    '--export=ALL /bin/sh -c \'set +vx; . "$2" || exit 127; shift 2; exec "$@"\''
     ' asyncsched-env "$SLURM_JOB_ID"'
 )
 EXPORT_0 = f'{WRAPPER} "$env_dir"/trainer-0.env'

@@ -69,14 +69,15 @@ JOB_OPTS = ("comment", "mail-user", "mail-type")
 #: (TorchX's workaround for AWS ParallelCluster, which reports no memory)
 MIN_PARTITION_MEM_MB = 1000
 #: what each component runs: ``$1`` is the job id, ``$2`` the component's
-#: environment file, the rest the role's command. The file is sourced (never
-#: traced: a fresh shell), then the command replaces the shell, so neither
+#: environment file, the rest the role's command. The file is sourced with
+#: tracing off (``set +vx``: an inherited ``SHELLOPTS`` may turn it on where
+#: /bin/sh is bash), then the command replaces the shell, so neither
 #: srun's nor the replica's command line holds a value (``srun --export``'s
 #: comma list could not carry a comma either, and kept quotes)
 ENV_WRAPPER = (
     "/bin/sh",
     "-c",
-    '. "$2" || exit 127; shift 2; exec "$@"',
+    'set +vx; . "$2" || exit 127; shift 2; exec "$@"',
     "asyncsched-env",
 )
 #: the script's variable holding the directory of the environment files
