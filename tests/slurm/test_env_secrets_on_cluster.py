@@ -1,6 +1,7 @@
 """A replica's environment reaches it intact, yet no value is on any command line
 on the node (``ps``) or in the job's output files; the values sit in owner-only
-files that go when the job ends or is cancelled (a real cluster)."""
+files that a retried run reads again and that go when the job succeeds or is
+cancelled (a real cluster)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 from asyncsched.schedulers.slurm._envdir import ENV_DIR_PREFIX
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
-from asyncsched.specs import AppDef, AppState, Resource, Role
+from asyncsched.specs import AppDef, AppState, Resource, Role, is_terminal
 
 from .cluster import Cluster
 from .conftest import SETTLE
@@ -135,3 +136,77 @@ async def test_cancel_removes_the_env_files(
         slurm_cluster.run("scancel", app_id)
     assert status is not None
     assert status.state == AppState.CANCELLED, status
+
+
+async def test_a_job_cancelled_from_outside_loses_its_env_files_once_seen(
+    slurm: SlurmScheduler, slurm_cluster: Cluster, tmp_path: Path
+) -> None:
+    job_dir = tmp_path / "job"
+    app_id = await _submit(slurm, job_dir, replicas=1)
+    try:
+        await _until(lambda: (job_dir / "env-0").exists())
+        done = slurm_cluster.run("scancel", app_id)
+        assert done.returncode == 0, done.stderr
+        status = await slurm.wait(app_id, timeout=SETTLE)
+    finally:
+        slurm_cluster.run("scancel", app_id)
+    assert status is not None
+    assert status.state == AppState.CANCELLED, status
+    assert not list(job_dir.glob(f"{ENV_DIR_PREFIX}*"))
+
+
+async def test_a_retried_run_reads_its_environment_again(
+    slurm: SlurmScheduler, slurm_cluster: Cluster, tmp_path: Path
+) -> None:
+    # the first run fails and the script requeues the job: the environment
+    # files stay for the second run, which gets the same values
+    script = (
+        'if [ "${SLURM_RESTART_COUNT:-0}" -ge 1 ]; then env -0 >env-retry; exit 0; fi;'
+        " exit 4"
+    )
+    role = Role(
+        "w",
+        image="/",
+        entrypoint="sh",
+        args=["-c", script],
+        env={"TOKEN": SECRET},
+        max_retries=1,
+        resource=Resource(cpu=1, gpu=0, memMB=32),
+    )
+    job_dir = tmp_path / "job"
+    app_id = await slurm.submit(
+        AppDef("retry", roles=[role]), {"job_dir": str(job_dir)}
+    )
+    try:
+        with anyio.fail_after(SETTLE):
+            while True:
+                desc = await slurm.describe(app_id)
+                assert desc is not None
+                assert desc.state != AppState.FAILED
+                if desc.num_restarts == 1:
+                    break
+                await anyio.sleep(0.1)
+        assert list(job_dir.glob(f"{ENV_DIR_PREFIX}*"))
+        # Slurm delays a requeued job's start: let it start now (asked until
+        # the app is over, as the first run may still be completing)
+        with anyio.fail_after(SETTLE):
+            while not is_terminal(desc.state):
+                await anyio.to_thread.run_sync(
+                    slurm_cluster.run,
+                    "scontrol",
+                    "update",
+                    f"JobId={app_id}",
+                    "StartTime=now",
+                )
+                await anyio.sleep(0.5)
+                desc = await slurm.describe(app_id)
+                assert desc is not None
+        status = await slurm.wait(app_id, timeout=SETTLE)
+    finally:
+        slurm_cluster.run("scancel", app_id)
+    assert status is not None
+    logs = {p.name: p.read_text(errors="replace") for p in job_dir.glob("slurm-*")}
+    assert status.state == AppState.SUCCEEDED, (status, logs)
+    env = _env_of((job_dir / "env-retry").read_bytes())
+    assert env[b"TOKEN"] == SECRET.encode()
+    assert not list(job_dir.glob(f"{ENV_DIR_PREFIX}*"))

@@ -4,7 +4,7 @@ Slurm keeps no trace of which jobs asyncsched started, nor of the app name;
 this append-only file does: job id, submit time (job ids restart at 1 on a
 fresh cluster, so a record is matched by submit time too), app name, roles
 and replica counts, the directory the job runs in (where its logs are) and
-the directory of its environment files (removed once the app is over).
+the directory of its environment files (removed when the job is cancelled).
 It lives in ``{state_dir}/slurm/jobs.jsonl``; the newest line of an id wins.
 
 Example:

@@ -10,7 +10,7 @@ each task sources its file in a small ``/bin/sh`` wrapper, which then runs
 the entrypoint with ``exec``. So no value is on any command line (``ps``) nor
 in the ``set -x`` trace of the batch log. The script removes the directory
 when the job succeeds (a failed run may be requeued, by the script or by
-Slurm, and read it again; the scheduler removes it once the app is over). A
+Slurm, and read it again; the scheduler removes it when the job is cancelled). A
 failed run is requeued while ``TORCHX_MAX_RETRIES`` exceeds
 ``SLURM_RESTART_COUNT``. Pure: the same AppDef and config always give the same
 script; what the script cannot carry safely is refused first (:mod:`._checks`).

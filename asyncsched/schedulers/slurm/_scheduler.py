@@ -64,7 +64,14 @@ from asyncsched.schedulers.slurm._state import (
     parse_squeue,
 )
 from asyncsched.schedulers.slurm._status import StatusBatcher, StatusTracker
-from asyncsched.specs import AppDef, AppDryRunInfo, CfgVal, is_terminal, runopts
+from asyncsched.specs import (
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    CfgVal,
+    is_terminal,
+    runopts,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -395,16 +402,21 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
                 views[app_id] = self._settled.get(app_id, view)
             elif is_terminal(view.state):
                 record = records.get(app_id)
-                if app_id not in self._terminal and record and record.env_dir:
+                if (
+                    view.state == AppState.CANCELLED
+                    and app_id not in self._terminal
+                    and record
+                    and record.env_dir
+                ):
                     ended.append(record.env_dir)
                 self._terminal[app_id] = view
                 self._settled.pop(app_id, None)
             else:
                 self._settled[app_id] = view
         if ended:
-            # over for good: nothing will read the environment files again (the
-            # script removes them itself only when it succeeds, as a job that
-            # failed may be requeued by Slurm, e.g. when preempted)
+            # a cancelled job never runs again: nothing will read its environment
+            # files (cancelled from outside asyncsched; a successful job removes
+            # them itself; a failed one keeps them, as Slurm may run it again)
             await anyio.to_thread.run_sync(_remove_env_dirs, ended)
         return {**known, **{i: v for i, v in views.items() if i in ids}}
 
