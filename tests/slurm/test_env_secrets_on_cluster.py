@@ -162,7 +162,7 @@ async def test_a_retried_run_reads_its_environment_again(
     # files stay for the second run, which gets the same values
     script = (
         'if [ "${SLURM_RESTART_COUNT:-0}" -ge 1 ]; then env -0 >env-retry; exit 0; fi;'
-        " exit 4"
+        ' echo "$SLURMD_NODENAME" >first-node; exit 4'
     )
     role = Role(
         "w",
@@ -187,17 +187,20 @@ async def test_a_retried_run_reads_its_environment_again(
                     break
                 await anyio.sleep(0.1)
         assert list(job_dir.glob(f"{ENV_DIR_PREFIX}*"))
-        # Slurm delays a requeued job's start: let it start now (asked until
-        # the app is over, as the first run may still be completing)
+        # Slurm delays a requeued job's start (its credential stays revoked
+        # on the first run's node for a while): start it now, elsewhere
+        first_node = (job_dir / "first-node").read_text().strip()
         with anyio.fail_after(SETTLE):
             while not is_terminal(desc.state):
-                await anyio.to_thread.run_sync(
-                    slurm_cluster.run,
-                    "scontrol",
-                    "update",
-                    f"JobId={app_id}",
-                    "StartTime=now",
-                )
+                if desc.state == AppState.PENDING:
+                    await anyio.to_thread.run_sync(
+                        slurm_cluster.run,
+                        "scontrol",
+                        "update",
+                        f"JobId={app_id}",
+                        "StartTime=now",
+                        f"ExcNodeList={first_node}",
+                    )
                 await anyio.sleep(0.5)
                 desc = await slurm.describe(app_id)
                 assert desc is not None
