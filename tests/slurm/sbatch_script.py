@@ -5,7 +5,9 @@ opt.c): the script is split at ``\\n`` only; ``#SBATCH`` lines give options,
 whitespace-separated with ``'``/``"`` quotes and ``\\`` escapes, and an unquoted
 ``#`` ends the line; a line that is neither blank nor a comment ends the
 directives; a ``hetjob`` (or ``packjob``) token starts the next component.
-:func:`srun_argv` lets bash itself expand the ``srun`` command line.
+:func:`srun_argv` lets bash itself expand the ``srun`` command line, and
+:func:`run_components` runs what srun would start in each component (here,
+without Slurm), with the environment files in place.
 """
 
 from __future__ import annotations
@@ -13,8 +15,16 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+from pathlib import Path
 
-__all__ = ["HOSTILE", "bash_syntax_ok", "sbatch_directives", "srun_argv"]
+__all__ = [
+    "HOSTILE",
+    "bash_syntax_ok",
+    "component_commands",
+    "run_components",
+    "sbatch_directives",
+    "srun_argv",
+]
 
 #: values that try to leave their line, option or quoting, by what they try
 HOSTILE = {
@@ -113,9 +123,12 @@ def bash_syntax_ok(script: str) -> tuple[bool, str]:
     return proc.returncode == 0, proc.stderr
 
 
-def srun_argv(script: str, job_id: str = "4242") -> list[bytes]:
+def srun_argv(
+    script: str, job_id: str = "4242", env_dir: str = "/env-dir"
+) -> list[bytes]:
     """The arguments bash passes to ``srun`` (bash expands the line, with
-    ``SLURM_JOB_ID=job_id``; the command is printed instead of run)."""
+    ``SLURM_JOB_ID=job_id`` and the script's ``env_dir``; the command is
+    printed instead of run)."""
     start = script.index("\nsrun ") + len("\nsrun ")
     end = script.index("\nexitcode=$?")
     line = script[start:end]
@@ -124,7 +137,48 @@ def srun_argv(script: str, job_id: str = "4242") -> list[bytes]:
         ["bash", "-c", program],
         capture_output=True,
         check=True,
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "SLURM_JOB_ID": job_id},
+        env={
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "SLURM_JOB_ID": job_id,
+            "env_dir": env_dir,
+        },
         input=b"",
     )
     return proc.stdout.split(b"\0")[:-1]
+
+
+def component_commands(argv: list[bytes]) -> list[list[bytes]]:
+    """What srun starts in each component: the words after its options."""
+    groups: list[list[bytes]] = [[]]
+    for arg in argv:
+        if arg == b":":
+            groups.append([])
+        else:
+            groups[-1].append(arg)
+    commands = []
+    for group in groups:
+        k = 0
+        while k < len(group) and group[k].startswith(b"--"):
+            k += 1
+        commands.append(group[k:])
+    return commands
+
+
+def run_components(
+    script: str, env_files: dict[str, str], env_dir: Path, job_id: str = "4242"
+) -> list[bytes]:
+    """Write ``env_files`` into ``env_dir``, run each component's command as
+    srun would (from an environment with only PATH), and return their stdouts."""
+    env_dir.mkdir(mode=0o700, exist_ok=True)
+    for name, text in env_files.items():
+        (env_dir / name).write_bytes(text.encode("utf-8", "surrogateescape"))
+    outputs = []
+    for command in component_commands(srun_argv(script, job_id, str(env_dir))):
+        proc = subprocess.run(
+            command,
+            capture_output=True,
+            check=True,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+        )
+        outputs.append(proc.stdout)
+    return outputs

@@ -8,6 +8,9 @@ word for it.
 
 from __future__ import annotations
 
+import os
+import stat
+
 import anyio
 import pytest
 
@@ -59,12 +62,17 @@ async def test_job_over_its_time_limit_ends_with_time_limit(
         max_interval=1.0,
     ) as sched:
         desc = await sched.wait(overtime_app.app_id, timeout=150)
+        record = await sched.registry.get(overtime_app.app_id)
     assert desc is not None
     assert desc.state == AppState.FAILED
     assert desc.reason == StatusReason.TIME_LIMIT, desc
     [replica] = desc.roles_statuses[0].replicas
     assert replica.reason == StatusReason.TIME_LIMIT
     assert "TIMEOUT" in replica.message
+    # a failed job keeps its environment files, owner-only: Slurm may run a
+    # failed job again (docs/backends/slurm.md)
+    assert record is not None
+    assert stat.S_IMODE(os.stat(record.env_dir).st_mode) == 0o700
 
 
 async def test_job_cancelled_with_scancel_from_outside_reads_cancelled(

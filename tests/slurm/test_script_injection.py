@@ -5,17 +5,28 @@ test_hostile_values_on_cluster.py)."""
 
 from __future__ import annotations
 
+import os
 import shlex
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from asyncsched.errors import InvalidRunConfigException, SpecError
-from asyncsched.schedulers.slurm._render import render_request
+from asyncsched.schedulers.slurm._checks import check_roles
+from asyncsched.schedulers.slurm._render import ENV_WRAPPER, render_request
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, Resource, Role
 
-from .sbatch_script import HOSTILE, bash_syntax_ok, sbatch_directives, srun_argv
+from .sbatch_script import (
+    HOSTILE,
+    bash_syntax_ok,
+    component_commands,
+    run_components,
+    sbatch_directives,
+    srun_argv,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -195,45 +206,136 @@ ROLE_VALUES = [
 ]
 
 
-def test_role_args_and_env_values_reach_srun_byte_for_byte() -> None:
+def _env_of(out: bytes) -> dict[bytes, bytes]:
+    pairs = (item.partition(b"=") for item in out.split(b"\0") if item)
+    return {name: value for name, _, value in pairs}
+
+
+def test_role_args_and_env_values_reach_each_component_byte_for_byte(
+    tmp_path: Path,
+) -> None:
     env = {f"V{i}": v for i, v in enumerate(ROLE_VALUES)}
     app = _app(entrypoint="printf", args=["%s\\0", *ROLE_VALUES], env=env)
-    script = render_request(app, {}).materialize()
+    request = render_request(app, {})
+    script = request.materialize()
     ok, err = bash_syntax_ok(script)
     assert ok, err
-    argv = srun_argv(script, job_id="4242")
-    groups: list[list[bytes]] = [[]]
-    for arg in argv:
-        if arg == b":":
-            groups.append([])
-        else:
-            groups[-1].append(arg)
-    assert len(groups) == 2
-    for k, group in enumerate(groups):
-        assert group[:6] == [
-            f"--output=slurm-4242-w-{k}.out".encode(),
-            f"--error=slurm-4242-w-{k}.err".encode(),
-            b"--wait=60",
-            b"--kill-on-bad-exit=1",
-            b"--export=ALL",
-            b"/usr/bin/env",
-        ]
+    printed = run_components(script, request.env_files(), tmp_path / "env")
+    assert printed == [b"".join(v.encode() + b"\0" for v in ROLE_VALUES)] * 2
+    app = _app(entrypoint="env", args=["-0"], env=env)
+    request = render_request(app, {})
+    outputs = run_components(request.materialize(), request.env_files(), tmp_path / "e")
+    for k, out in enumerate(outputs):
+        got = _env_of(out)
         identity = {
             "ASYNCSCHED_APP_ID": "4242",
             "ASYNCSCHED_ROLE_NAME": "w",
             "ASYNCSCHED_REPLICA_ID": str(k),
             "ASYNCSCHED_NUM_REPLICAS": "2",
         }
-        assignments = [f"{n}={v}".encode() for n, v in {**env, **identity}.items()]
-        command = [b"printf", b"%s\\0", *(v.encode() for v in ROLE_VALUES)]
-        assert group[6:] == assignments + command
+        for name, value in {**env, **identity}.items():
+            assert got[name.encode()] == value.encode(), name
+        assert b"INJ" not in got
 
 
-def test_app_id_macro_becomes_the_job_id_inside_any_value() -> None:
-    app = _app(args=["a'${app_id}'b"], env={"X": "id=${app_id},x"})
-    argv = srun_argv(render_request(app, {}).materialize(), job_id="77")
-    assert b"X=id=77,x" in argv
-    assert argv[argv.index(b"echo") + 1] == b"a'77'b"
+SECRET = "tok-3f9a\nline2 'q' \"dq\" $HOME ünï"
+
+
+def test_env_values_are_neither_in_the_script_nor_on_any_command_line() -> None:
+    app = _app(env={"TOKEN": SECRET, "PLAIN": "s3cr3t"})
+    request = render_request(app, {})
+    script = request.materialize()
+    for value in (SECRET, "s3cr3t", "tok-3f9a"):
+        assert value not in script
+        assert value not in str(request)  # what submit_dryrun prints
+    assert "w-1.env: TOKEN PLAIN ASYNCSCHED_APP_ID" in str(request)
+    argv = srun_argv(script, job_id="4242")
+    assert not [a for a in argv if b"s3cr3t" in a or b"tok-3f9a" in a]
+    for command in component_commands(argv):
+        assert command[:4] == [c.encode() for c in ENV_WRAPPER]
+        # the job id, then the component's file, then the role's command
+        assert command[4] == b"4242"
+        assert command[5].startswith(b"/env-dir/w-")
+        assert command[6:] == [b"echo", b"hi"]
+    # the values are in the environment files only, one per component
+    assert sorted(request.env_files()) == ["w-0.env", "w-1.env"]
+    assert all("s3cr3t" in text for text in request.env_files().values())
+
+
+def test_env_file_is_read_untraced_even_when_the_shell_inherits_xtrace(
+    tmp_path: Path,
+) -> None:
+    # where /bin/sh is bash, an exported SHELLOPTS would turn tracing on in
+    # the wrapper: it turns it off before it reads the file
+    request = render_request(_app(env={"TOKEN": SECRET}), {})
+    env_dir = tmp_path / "env"
+    env_dir.mkdir()
+    for name, text in request.env_files().items():
+        (env_dir / name).write_text(text)
+    argv = srun_argv(request.materialize(), env_dir=str(env_dir))
+    command = component_commands(argv)[0]
+    proc = subprocess.run(
+        ["bash", *command[1:]],
+        capture_output=True,
+        check=True,
+        env={"PATH": os.environ["PATH"], "SHELLOPTS": "xtrace:verbose"},
+    )
+    assert proc.stdout == b"hi\n"
+    assert b"tok-3f9a" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("code", "retries", "removed", "requeued"),
+    [(0, 0, True, False), (3, 0, False, False), (3, 2, False, True)],
+)
+def test_script_removes_the_env_files_only_when_the_job_succeeds(
+    tmp_path: Path, code: int, retries: int, removed: bool, requeued: bool
+) -> None:
+    # a failed run may run again (requeued by the script for retries, or by
+    # Slurm, e.g. when preempted) and must find its environment
+    app = _app()
+    app.roles[0].max_retries = retries
+    script = tmp_path / "job.sh"
+    script.write_text(render_request(app, {}).materialize())
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in (("srun", f"exit {code}"), ("scontrol", 'echo "$@" >requeued')):
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    env_dir = tmp_path / ".asyncsched-env-x"
+    env_dir.mkdir()
+    (env_dir / "w-0.env").write_text("A=1\nexport A\n")
+    proc = subprocess.run(
+        ["bash", str(script), str(env_dir)],
+        cwd=tmp_path,
+        capture_output=True,
+        check=False,
+        env={"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "7"},
+    )
+    assert proc.returncode == code, proc.stderr
+    assert env_dir.exists() != removed
+    assert (tmp_path / "requeued").exists() == requeued
+
+
+def test_script_refuses_to_run_without_its_env_dir(tmp_path: Path) -> None:
+    script = tmp_path / "job.sh"
+    script.write_text(render_request(_app(), {}).materialize())
+    proc = subprocess.run(["bash", str(script)], capture_output=True, check=False)
+    assert proc.returncode != 0
+    assert b"the directory of the environment files" in proc.stderr
+
+
+def test_app_id_macro_becomes_the_job_id_inside_any_value(tmp_path: Path) -> None:
+    app = _app(
+        entrypoint="sh",
+        args=["-c", 'printf "%s\\0" "$X" "$0"', "a'${app_id}'b"],
+        env={"X": "id=${app_id},x"},
+    )
+    request = render_request(app, {})
+    outputs = run_components(
+        request.materialize(), request.env_files(), tmp_path / "e", job_id="77"
+    )
+    assert outputs == [b"id=77,x\0a'77'b\0"] * 2
 
 
 @pytest.mark.parametrize("key", ["1BAD", "A-B", "A B", "A=B", "ÄB", "X\n"])
@@ -252,11 +354,17 @@ def test_lone_colon_argument_is_refused_as_srun_reads_it_as_a_component() -> Non
     assert argv[-2:] == [b"a:b", b":x"]
 
 
-@pytest.mark.parametrize("entrypoint", [":", "A=b", "/opt/x=y/run"])
-def test_entrypoint_that_env_or_srun_would_misread_is_refused(entrypoint: str) -> None:
+def test_lone_colon_entrypoint_is_refused_as_srun_reads_it_as_a_component() -> None:
     with pytest.raises(SpecError) as info:
-        render_request(_app(entrypoint=entrypoint), {})
+        render_request(_app(entrypoint=":"), {})
     assert info.value.field == "roles[0].entrypoint"
+
+
+@pytest.mark.parametrize("entrypoint", ["A=b", "/opt/x=y/run"])
+def test_entrypoint_with_equals_sign_is_run_as_a_command(entrypoint: str) -> None:
+    argv = srun_argv(render_request(_app(entrypoint=entrypoint), {}).materialize())
+    for command in component_commands(argv):
+        assert command[6:] == [entrypoint.encode(), b"hi"]
 
 
 @pytest.mark.parametrize("name", ["hetjob", "my_packjob", "HetJob-x"])
@@ -298,3 +406,18 @@ async def test_hostile_role_field_is_refused_before_any_command(tmp_path: Path) 
             await sched.submit(_app(env={"1BAD-NAME": "x"}))
         assert info.value.field == "roles[0].env['1BAD-NAME']"
         assert sched.cli.total == 0
+
+
+def test_role_checks_cost_the_same_whatever_the_replica_count() -> None:
+    # the role fields are checked once per role, not once per replica: a
+    # huge app is refused or passed without walking its replicas
+    role = Role(
+        "w", image="/", entrypoint="echo", args=["${replica_id}"], num_replicas=100_000
+    )
+    started = time.process_time()
+    check_roles(AppDef("big", roles=[role]))
+    assert time.process_time() - started < 1.0
+    bad = Role("w", image="/", entrypoint="echo", args=[":"], num_replicas=100_000)
+    with pytest.raises(SpecError) as info:
+        check_roles(AppDef("big", roles=[bad]))
+    assert info.value.field == "roles[0].args[0]"

@@ -13,9 +13,9 @@ a line as a component separator. ``bash`` then runs the rest. So:
   ``#SBATCH`` lines also no quote, backslash or ``#``, nor ``hetjob``/``packjob``;
 * free text (``comment``, ``job_dir``) is shell-quoted where the script shows it;
 * role fields are shell-quoted; what quoting cannot protect is refused: an
-  environment name that is not a shell identifier, an argument that is a lone
-  ``:`` (``srun`` starts a new component there), an entrypoint with ``=``
-  (``env`` would read it as a variable), text that cannot be written as UTF-8.
+  environment name that is not a shell identifier, an argument or entrypoint
+  that is a lone ``:`` (``srun`` starts a new component there), text that
+  cannot be written as UTF-8.
 
 Every problem is an :class:`InvalidRunConfigException` naming the option or a
 :class:`SpecError` naming the field, raised before any command runs.
@@ -35,8 +35,8 @@ import unicodedata
 from collections.abc import Mapping
 
 from asyncsched.errors import InvalidRunConfigException, SpecError
-from asyncsched.schedulers.shared.replicas import expand_replicas
-from asyncsched.specs import AppDef, CfgVal
+from asyncsched.schedulers.shared.identity import RANK0_ENV
+from asyncsched.specs import AppDef, CfgVal, Role, macros
 
 __all__ = [
     "SBATCH_LINE_OPTS",
@@ -185,7 +185,8 @@ def check_run_options(cfg: Mapping[str, CfgVal]) -> None:
 def check_roles(app: AppDef) -> None:
     """Raise SpecError for a role field the batch script cannot carry intact.
 
-    Checks every replica after macro substitution (what the script would hold).
+    Checks the fields after macro substitution (what the script and the
+    environment files would hold), once per role whatever its replica count.
 
     Example:
         >>> from asyncsched.specs import Role
@@ -211,27 +212,44 @@ def check_roles(app: AppDef) -> None:
                     "an environment variable name must be a shell identifier"
                     " (letters, digits and '_', not starting with a digit)",
                 )
-    for spec in expand_replicas(app, "${app_id}", img_root=lambda _i, role: role.image):
-        where = f"roles[{spec.role_index}]"
-        role = spec.role
-        if role.entrypoint == ":" or "=" in role.entrypoint:
+    for index, role in enumerate(app.roles):
+        if role.num_replicas < 1:
+            continue
+        _check_replica_fields(index, role)
+
+
+def _check_replica_fields(index: int, role: Role) -> None:
+    """Check the fields of ``role`` as the script would hold them.
+
+    One replica stands for all: the replicas' fields differ only where
+    ``${replica_id}`` became digits, which can neither make nor unmake a lone
+    ``:`` or text that is not UTF-8 (so the check costs the same for 1 or 10^6
+    replicas).
+    """
+    where = f"roles[{index}]"
+    values = macros.Values(
+        img_root=role.image, app_id="${app_id}", replica_id="0", rank0_env=RANK0_ENV
+    )
+    if role.entrypoint == ":":
+        raise SpecError(
+            f"{where}.entrypoint",
+            "a lone ':' is where srun starts another heterogeneous component;"
+            " use a path",
+        )
+    args = [values.substitute(a) for a in role.args]
+    for i, arg in enumerate(args):
+        if arg == ":":
             raise SpecError(
-                f"{where}.entrypoint",
-                f"{role.entrypoint!r}: on Slurm the entrypoint runs through env(1)"
-                " and srun, which read '=' as a variable and a lone ':' as a new"
-                " component; use a path without them",
+                f"{where}.args[{i}]",
+                "a lone ':' is where srun starts another heterogeneous"
+                " component; it cannot be passed as an argument on Slurm"
+                " (e.g. pass it through a shell: sh -c '...')",
             )
-        for i, arg in enumerate(role.args):
-            if arg == ":":
-                raise SpecError(
-                    f"{where}.args[{i}]",
-                    "a lone ':' is where srun starts another heterogeneous"
-                    " component; it cannot be passed as an argument on Slurm"
-                    " (e.g. pass it through a shell: sh -c '...')",
-                )
-        fields = [(f"{where}.entrypoint", role.entrypoint)]
-        fields += [(f"{where}.args[{i}]", a) for i, a in enumerate(role.args)]
-        fields += [(f"{where}.env[{k!r}]", v) for k, v in role.env.items()]
-        for name, value in fields:
-            if _unencodable(value):
-                raise SpecError(name, f"cannot be written as UTF-8: {value!r}")
+    fields = [(f"{where}.entrypoint", role.entrypoint)]
+    fields += [(f"{where}.args[{i}]", a) for i, a in enumerate(args)]
+    fields += [
+        (f"{where}.env[{k!r}]", values.substitute(v)) for k, v in role.env.items()
+    ]
+    for name, value in fields:
+        if _unencodable(value):
+            raise SpecError(name, f"cannot be written as UTF-8: {value!r}")

@@ -3,7 +3,8 @@
 Slurm keeps no trace of which jobs asyncsched started, nor of the app name;
 this append-only file does: job id, submit time (job ids restart at 1 on a
 fresh cluster, so a record is matched by submit time too), app name, roles
-and replica counts, and the directory the job runs in (where its logs are).
+and replica counts, the directory the job runs in (where its logs are) and
+the directory of its environment files (removed when the job is cancelled).
 It lives in ``{state_dir}/slurm/jobs.jsonl``; the newest line of an id wins.
 
 Example:
@@ -36,6 +37,7 @@ class JobRecord:
     work_dir: str
     roles: dict[str, int] = field(default_factory=dict)
     session: str = ""
+    env_dir: str = ""
 
     @property
     def num_components(self) -> int:
@@ -58,6 +60,7 @@ class JobRecord:
                 work_dir=str(data["work_dir"]),
                 roles={str(k): int(v) for k, v in dict(data.get("roles", {})).items()},
                 session=str(data.get("session", "")),
+                env_dir=str(data.get("env_dir", "")),
             )
         except (ValueError, KeyError, TypeError):
             return None

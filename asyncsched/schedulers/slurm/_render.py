@@ -3,11 +3,17 @@
 Every replica of every role is one component of a heterogeneous job, named
 ``{role}-{replica}``; one ``srun`` starts them all, each component writing
 ``slurm-$SLURM_JOB_ID-{role}-{replica}.out|.err``. A component's environment
-is given to ``/usr/bin/env`` as shell-quoted ``NAME=value`` arguments, so every
-value arrives byte for byte. A failed run is requeued while
-``TORCHX_MAX_RETRIES`` exceeds ``SLURM_RESTART_COUNT``. Pure: the same AppDef
-and config always give the same script; what the script cannot carry safely is
-refused first (:mod:`._checks`).
+is not in the script: it is written to an owner-only file per component
+(:meth:`SlurmBatchRequest.env_files`, shell-quoted assignments, so every value
+arrives byte for byte), in a directory the script gets as its first argument;
+each task sources its file in a small ``/bin/sh`` wrapper, which then runs
+the entrypoint with ``exec``. So no value is on any command line (``ps``) nor
+in the ``set -x`` trace of the batch log. The script removes the directory
+when the job succeeds (a failed run may be requeued, by the script or by
+Slurm, and read it again; the scheduler removes it when the job is cancelled). A
+failed run is requeued while ``TORCHX_MAX_RETRIES`` exceeds
+``SLURM_RESTART_COUNT``. Pure: the same AppDef and config always give the same
+script; what the script cannot carry safely is refused first (:mod:`._checks`).
 
 Example:
     >>> from asyncsched.specs import AppDef, Resource, Role
@@ -16,6 +22,8 @@ Example:
     >>> req = render_request(AppDef("a", roles=[role]), {})
     >>> "#SBATCH --job-name=w-0 --requeue" in req.materialize()
     True
+    >>> print(req.env_files()["w-0.env"].splitlines()[0])
+    ASYNCSCHED_APP_ID=''"$1"''
 """
 
 from __future__ import annotations
@@ -33,9 +41,10 @@ from asyncsched.schedulers.slurm._checks import (
 from asyncsched.specs import AppDef, CfgVal, Role
 
 __all__ = [
-    "ENV_PROGRAM",
+    "ENV_WRAPPER",
     "GROUP_OPTS",
     "JOB_OPTS",
+    "MAX_COMPONENTS",
     "RANK0_ENV",
     "SCRIPT_NAME",
     "SlurmBatchRequest",
@@ -50,14 +59,29 @@ RANK0_ENV = "SLURM_JOB_NODELIST_HET_GROUP_0"
 SCRIPT_NAME = "asyncsched-sbatch.sh"
 #: run options that go on every component's ``#SBATCH`` line, in this order
 GROUP_OPTS = ("partition", "time", "constraint", "qos")
+#: the most components one ``srun`` can start in a heterogeneous job (Slurm's
+#: ``MAX_HET_JOB_COMPONENTS``, the size of srun's het-group bitmaps; slurmrestd
+#: refuses more at submit): the natural replica maximum of an app on Slurm
+MAX_COMPONENTS = 128
 #: run options given once, on the ``sbatch`` command line
 JOB_OPTS = ("comment", "mail-user", "mail-type")
 #: partitions with at most this much memory per node get no ``--mem``
 #: (TorchX's workaround for AWS ParallelCluster, which reports no memory)
 MIN_PARTITION_MEM_MB = 1000
-#: sets each component's environment from its arguments (``srun --export``'s
-#: comma list cannot carry a value with a comma, and keeps quotes)
-ENV_PROGRAM = "/usr/bin/env"
+#: what each component runs: ``$1`` is the job id, ``$2`` the component's
+#: environment file, the rest the role's command. The file is sourced with
+#: tracing off (``set +vx``: an inherited ``SHELLOPTS`` may turn it on where
+#: /bin/sh is bash), then the command replaces the shell, so neither
+#: srun's nor the replica's command line holds a value (``srun --export``'s
+#: comma list could not carry a comma either, and kept quotes)
+ENV_WRAPPER = (
+    "/bin/sh",
+    "-c",
+    'set +vx; . "$2" || exit 127; shift 2; exec "$@"',
+    "asyncsched-env",
+)
+#: the script's variable holding the directory of the environment files
+_ENV_DIR = "env_dir"
 _APP_ID = "${app_id}"
 
 
@@ -66,9 +90,10 @@ def replica_name(role: str, replica_id: int) -> str:
     return f"{role}-{replica_id}"
 
 
-def _quote(token: str) -> str:
-    """Shell-quote ``token``; a literal ``${app_id}`` becomes the job id."""
-    return shlex.quote(token).replace(_APP_ID, "'\"$SLURM_JOB_ID\"'")
+def _quote(token: str, job_id: str = "$SLURM_JOB_ID") -> str:
+    """Shell-quote ``token``; a literal ``${app_id}`` becomes ``job_id`` (a
+    shell parameter holding the job id)."""
+    return shlex.quote(token).replace(_APP_ID, f"'\"{job_id}\"'")
 
 
 @dataclass
@@ -97,18 +122,31 @@ class SlurmReplicaRequest:
             *(f"--{k}={v}" for k, v in self.srun_opts.items()),
         ]
         if self.env:
-            tokens += ["--export=ALL", ENV_PROGRAM]
-            tokens += [_quote(f"{k}={v}") for k, v in self.env.items()]
+            tokens += ["--export=ALL", *map(shlex.quote, ENV_WRAPPER)]
+            tokens += ['"$SLURM_JOB_ID"', f'"${_ENV_DIR}"/{self.env_file}']
         tokens += [_quote(t) for t in (self.entrypoint, *self.args)]
         return " ".join(tokens)
+
+    @property
+    def env_file(self) -> str:
+        """The name of the component's environment file (in the job's env dir)."""
+        return f"{self.name}.env"
+
+    def env_text(self) -> str:
+        """The component's environment file: one ``NAME=<shell-quoted value>``
+        line per variable, then one ``export`` of them all; ``${app_id}``
+        becomes ``$1`` (the wrapper's first argument, the job id)."""
+        lines = [f"{k}={_quote(v, '$1')}\n" for k, v in self.env.items()]
+        return "".join(lines) + f"export {' '.join(self.env)}\n"
 
 
 @dataclass
 class SlurmBatchRequest:
-    """The whole job: ``sbatch`` argv, the script, where it runs.
+    """The whole job: ``sbatch`` argv, the script, the environment files, where it runs.
 
-    ``cmd`` is the ``sbatch`` command without the script path; ``job_dir`` (if any) is where the
-    script is written and the job runs (``--chdir``).
+    ``cmd`` is the ``sbatch`` command without the script path and its one
+    argument (the absolute directory holding :meth:`env_files`); ``job_dir``
+    (if any) is where the script is written and the job runs (``--chdir``).
     """
 
     cmd: list[str]
@@ -119,8 +157,13 @@ class SlurmBatchRequest:
     roles: dict[str, int] = field(default_factory=dict)
     version: str = ""
 
+    def env_files(self) -> dict[str, str]:
+        """File name -> text of each component's environment file (holds the
+        values: write it readable by its owner only)."""
+        return {r.env_file: r.env_text() for r in self.replicas.values() if r.env}
+
     def materialize(self) -> str:
-        """The ``sbatch`` script."""
+        """The ``sbatch`` script (it holds no environment value)."""
         header = "\n".join(
             f"#SBATCH {r.sbatch_line()}" for r in self.replicas.values()
         ).replace("\n", "\n#SBATCH hetjob\n")
@@ -138,6 +181,7 @@ set -evx
 export PYTHONUNBUFFERED=1
 export SLURM_UNBUFFEREDIO=1
 export TORCHX_MAX_RETRIES={self.max_retries}
+{_ENV_DIR}=${{1:?the directory of the environment files}}
 
 set +e
 srun {groups}
@@ -151,12 +195,20 @@ if [ $exitcode -ne 0 ]; then
     fi
     exit $exitcode
 fi
+rm -rf -- "${_ENV_DIR}"
 """
 
     def __str__(self) -> str:
+        names = "".join(
+            f"  {r.env_file}: {' '.join(r.env)}\n"
+            for r in self.replicas.values()
+            if r.env
+        )
         return (
-            f"SlurmBatchRequest: {' '.join(map(shlex.quote, self.cmd))} {SCRIPT_NAME}\n"
+            f"SlurmBatchRequest: {' '.join(map(shlex.quote, self.cmd))} {SCRIPT_NAME}"
+            " <env dir>\n"
             f"{SCRIPT_NAME}:\n{self.materialize()}"
+            f"environment files (owner-only; values not shown):\n{names}"
         )
 
 

@@ -47,6 +47,7 @@ from asyncsched.schedulers.shared.state_dir import default_state_dir
 from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.schedulers.slurm._checks import check_roles, check_run_options
 from asyncsched.schedulers.slurm._commands import BACKEND, CommandFailed, SlurmCli
+from asyncsched.schedulers.slurm._envdir import create_env_dir, remove_env_dir
 from asyncsched.schedulers.slurm._logs import iter_file, log_path
 from asyncsched.schedulers.slurm._registry import JobRecord, Registry
 from asyncsched.schedulers.slurm._render import (
@@ -64,7 +65,14 @@ from asyncsched.schedulers.slurm._state import (
     parse_squeue,
 )
 from asyncsched.schedulers.slurm._status import StatusBatcher, StatusTracker
-from asyncsched.specs import AppDef, AppDryRunInfo, CfgVal, is_terminal, runopts
+from asyncsched.specs import (
+    AppDef,
+    AppDryRunInfo,
+    AppState,
+    CfgVal,
+    is_terminal,
+    runopts,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -300,22 +308,37 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
     async def _sbatch(
         self, req: SlurmBatchRequest, script_dir: str, cwd: str, created: bool = False
     ) -> str:
-        """Submit; a ``job_dir`` we ``created`` is removed when nothing was submitted."""
+        """Submit; a ``job_dir`` we ``created`` is removed when nothing was
+        submitted, and so is the environment directory."""
         script = os.path.join(script_dir, SCRIPT_NAME)
         submitted = time.time()
+        env_dir = ""
         try:
             await anyio.to_thread.run_sync(_write_script, script, req.materialize())
-            # the job's files (slurm-<id>.out echoes the srun line, env values
-            # included) are created with the job's umask: owner-only
+            # the values go into owner-only files in the job's working directory,
+            # never on a command line nor into the script (echoed by set -x)
+            try:
+                env_dir = await anyio.to_thread.run_sync(
+                    create_env_dir, cwd, req.env_files()
+                )
+            except OSError as exc:
+                raise SubmitError(
+                    f"cannot write the job's environment files in {cwd!r}: {exc}"
+                ) from exc
+            # the job's output files are created with the job's umask: owner-only
             out = await self.cli.run(
-                [*req.cmd, script], cwd=cwd, extra_env={"SLURM_UMASK": "0077"}
+                [*req.cmd, script, env_dir],
+                cwd=cwd,
+                extra_env={"SLURM_UMASK": "0077"},
             )
         except BaseException as exc:
-            if created:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                if created:
                     await anyio.to_thread.run_sync(
                         functools.partial(shutil.rmtree, script_dir, ignore_errors=True)
                     )
+                elif env_dir:
+                    await anyio.to_thread.run_sync(remove_env_dir, env_dir)
             if isinstance(exc, CommandFailed):
                 raise SubmitError(
                     f"sbatch refused the job: {exc.stderr.strip()}"
@@ -332,6 +355,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
                 work_dir=cwd,
                 roles=dict(req.roles),
                 session=self.session_name,
+                env_dir=env_dir,
             )
         )
         return app_id
@@ -374,14 +398,28 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         missing = [i for i in query if i not in views]
         if missing:
             views.update(await self._sacct(missing, records, floors))
+        ended: builtins.list[str] = []
         for app_id, view in list(views.items()):
             if not view.settled:
                 views[app_id] = self._settled.get(app_id, view)
             elif is_terminal(view.state):
+                record = records.get(app_id)
+                if (
+                    view.state == AppState.CANCELLED
+                    and app_id not in self._terminal
+                    and record
+                    and record.env_dir
+                ):
+                    ended.append(record.env_dir)
                 self._terminal[app_id] = view
                 self._settled.pop(app_id, None)
             else:
                 self._settled[app_id] = view
+        if ended:
+            # a cancelled job never runs again: nothing will read its environment
+            # files (cancelled from outside asyncsched; a successful job removes
+            # them itself; a failed one keeps them, as Slurm may run it again)
+            await anyio.to_thread.run_sync(_remove_env_dirs, ended)
         return {**known, **{i: v for i, v in views.items() if i in ids}}
 
     async def _sacct(
@@ -469,6 +507,11 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         if app.app_id in self._terminal:
             return  # finished: nothing to cancel
         await self.cli.run(["scancel", app.app_id])
+        # a cancelled job never runs again: its environment files can go now,
+        # before its end is seen
+        record = await self.registry.get(app.app_id)
+        if record is not None and record.env_dir:
+            await anyio.to_thread.run_sync(remove_env_dir, record.env_dir)
 
     # -- logs ------------------------------------------------------------------
 
@@ -499,8 +542,13 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             yield line
 
 
+def _remove_env_dirs(paths: builtins.list[str]) -> None:
+    for path in paths:
+        remove_env_dir(path)
+
+
 def _write_script(path: str, text: str) -> None:
-    """Write the batch script readable by its owner only (it holds the env)."""
+    """Write the batch script readable by its owner only."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(text.encode("utf-8", "surrogateescape"))
