@@ -16,4 +16,4 @@ class TestInMemoryContract(SchedulerContract):
     @pytest.fixture
     async def target(self) -> AsyncIterator[ContractTarget]:
         async with InMemoryScheduler("contract") as sched:
-            yield ContractTarget(sched, quick_timeout=10)
+            yield ContractTarget(sched, quick_timeout=10, posix_shell=False)
