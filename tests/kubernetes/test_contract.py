@@ -34,4 +34,6 @@ class TestKubernetesContract(SchedulerContract):
                 cfg=cfg_for(kube_env, request.param),
                 image=IMAGE,
                 quick_timeout=20,
+                # the fake kubelet's shell has no trap (a real busybox does)
+                posix_shell=kube_env.real,
             )
