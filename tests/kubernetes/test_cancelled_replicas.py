@@ -142,3 +142,24 @@ def test_the_pods_cache_remembers_a_bounded_number_of_deleted_pods() -> None:
     assert "p0" not in caches.pods.deleted  # the oldest went first
     total = sum(len(caches.pods.deleted_with_key(f"ns:app{i}")) for i in range(3))
     assert total == KEEP_DELETED_PODS
+
+
+def test_a_pod_deleted_while_it_ran_gives_the_code_the_kubelet_reported() -> None:
+    """Kubernetes 1.20's kubelet reports the container of a pod deleted while
+    it ran only as its last state (137, ContainerStatusUnknown)."""
+    pod = _failed_pod(deleting=True)
+    last = {"exitCode": 137, "reason": "ContainerStatusUnknown"}
+    pod["status"]["containerStatuses"] = [
+        {
+            "name": "worker-0",
+            "state": {"waiting": {"reason": "ContainerCreating"}},
+            "lastState": {"terminated": last},
+        }
+    ]
+    snap = describe_volcano("ns:app", _job("Running"), [pod])
+    [replica] = snap.replicas
+    assert (replica.state, replica.exit_code, replica.reason) == (
+        AppState.CANCELLED,
+        137,
+        StatusReason.CANCELLED,
+    )

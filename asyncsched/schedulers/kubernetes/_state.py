@@ -170,8 +170,13 @@ def _replica(
     status = pod.get("status") or {}
     state = POD_STATE.get(str(status.get("phase")), AppState.UNKNOWN)
     hostname = pod_hostname(pod)
-    cstate = _container_status(pod).get("state") or {}
+    cstatus = _container_status(pod)
+    cstate = cstatus.get("state") or {}
     terminated = cstate.get("terminated") or {}
+    if not terminated and state in (AppState.FAILED, AppState.SUCCEEDED):
+        # a pod deleted while it ran: the kubelet (1.20) may report its end
+        # only as the last state, e.g. 137 ContainerStatusUnknown
+        terminated = (cstatus.get("lastState") or {}).get("terminated") or {}
     exit_code = terminated.get("exitCode")
     name = pod["metadata"]["name"]
     msg = ""
@@ -195,7 +200,7 @@ def _replica(
         exit_code=int(exit_code) if exit_code is not None else None,
         hostname=hostname,
         message=msg or why.message,
-        num_restarts=int(_container_status(pod).get("restartCount") or 0),
+        num_restarts=int(cstatus.get("restartCount") or 0),
         reason=None if state in (AppState.RUNNING, AppState.SUCCEEDED) else why.reason,
     )
 
