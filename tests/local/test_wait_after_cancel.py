@@ -18,6 +18,7 @@ from asyncsched.specs import AppDef, AppState, Role, StatusReason
 
 from ._helpers import running
 from .conftest import alive, app_of, group_pids, py_role, sh_role
+from .test_orphans import owner
 
 pytestmark = pytest.mark.anyio
 
@@ -171,3 +172,30 @@ async def test_a_grandchild_of_a_cancelled_replica_is_gone_when_wait_returns(
         await sched.cancel(app_id)
         await sched.wait(app_id, timeout=30)
         assert not alive(pids)
+
+
+async def test_wait_after_a_cancel_from_another_process_returns_once_all_exited(
+    log_dir: Path,
+) -> None:
+    """The app runs under another process; this one cancels and waits."""
+    script = "trap 'sleep 0.5; exit 5' TERM; echo started; sleep 100 & wait"
+    async for _proc, info in owner(log_dir, script, replicas=2):
+        pids = info["pids"]
+        assert isinstance(pids, list)
+        outs = [log_dir / "owned" / str(info["app_id"]) / "w" / str(k) for k in (0, 1)]
+        with anyio.fail_after(15):  # each replica has set its trap
+            while not all(
+                (out / "stdout.log").exists()
+                and "started" in (out / "stdout.log").read_text()
+                for out in outs
+            ):
+                await anyio.sleep(0.02)
+        async with LocalScheduler("owned") as sched:
+            app_id = str(info["app_id"])
+            await sched.cancel(app_id)
+            desc = await sched.wait(app_id, timeout=30)
+            assert not [pid for pid in pids if running(pid)]
+        assert desc is not None
+        assert desc.state == AppState.CANCELLED
+        for replica in desc.roles_statuses[0].replicas:
+            assert (replica.state, replica.exit_code) == (AppState.CANCELLED, 5)
