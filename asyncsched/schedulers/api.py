@@ -524,11 +524,12 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
             if snapshot.stopped and snapshot.settled:
                 return _response(snapshot)
             ended = [snapshot] if snapshot.stopped else []
+            latest = [snapshot]
             with anyio.move_on_after(timeout):
-                return await self._wait(app_id, ended)
+                return await self._wait(app_id, ended, latest)
             if ended:  # it ended; the timeout cut the wait for its last details
                 return _response(ended[-1])
-        raise WaitTimeoutError(app_id, timeout)
+        raise WaitTimeoutError(app_id, timeout, _still_stopping(latest[-1]))
 
     async def _final_now(self, app_id: str) -> tuple[bool, DescribeAppResponse | None]:
         """Hook: ``(True, final)`` if ``wait`` would return at once (the app
@@ -544,7 +545,10 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
         return False, None
 
     async def _wait(
-        self, app_id: str, ended: builtins.list[AppSnapshot] | None = None
+        self,
+        app_id: str,
+        ended: builtins.list[AppSnapshot] | None = None,
+        latest: builtins.list[AppSnapshot] | None = None,
     ) -> DescribeAppResponse | None:
         """Re-read the app at each change signal until it is stopped.
 
@@ -552,7 +556,8 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
         the caller's timeout: the backend's grace ends them). A stopped app
         whose snapshot is not ``settled`` yet gets up to ``SETTLE_TIMEOUT``
         seconds for its last details to land; meanwhile its latest snapshot
-        is kept in ``ended`` (for a caller's timeout).
+        is kept in ``ended`` (for a caller's timeout), and every snapshot
+        read in ``latest``.
         """
         key = app_id
         delay = 0.0
@@ -562,6 +567,8 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
             snapshot = await self._describe(app_id)
             if snapshot is None:
                 return None
+            if latest is not None:
+                latest[:] = [snapshot]
             if (snapshot.change_key or snapshot.app_id) != key:
                 key = snapshot.change_key or snapshot.app_id
                 continue  # take the right event before reading again
@@ -714,6 +721,17 @@ def final_if_settled(
     if snapshot.stopped and snapshot.settled:
         return True, _response(snapshot)
     return False, None
+
+
+def _still_stopping(app: AppSnapshot) -> str:
+    """Why a terminal app is not over yet ("" when it is not terminal)."""
+    if not app.terminal or app.stopped:
+        return ""
+    live = [f"{r.role}/{r.id}" for r in app.replicas if r.live]
+    shown = ", ".join(live[:5]) + (
+        f" and {len(live) - 5} more" if len(live) > 5 else ""
+    )
+    return f"it is {app.state.name} but replicas still stop: {shown}"
 
 
 def _response(app: AppSnapshot) -> DescribeAppResponse:

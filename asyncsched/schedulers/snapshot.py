@@ -76,6 +76,11 @@ class ReplicaSnapshot:
     structured_error_msg: str = NONE
     reason: StatusReason | None = None
 
+    @property
+    def live(self) -> bool:
+        """True while the replica runs or may still be started."""
+        return self.state in _LIVE
+
     def status(self) -> ReplicaStatus:
         """The TorchX-shaped :class:`~asyncsched.specs.ReplicaStatus`."""
         return ReplicaStatus(**{name: getattr(self, name) for name in _STATUS_FIELDS})
@@ -149,7 +154,7 @@ class AppSnapshot:
             >>> snap.state, snap.stopped
             (CANCELLED (6), False)
         """
-        return self.terminal and not any(r.state in _LIVE for r in self.replicas)
+        return self.terminal and not any(r.live for r in self.replicas)
 
     def role_names(self) -> list[str]:
         """Role names in order of their first replica."""

@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from asyncsched.errors import WaitTimeoutError
 from asyncsched.runner import Runner
 from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.specs import AppDef, AppState, Role, StatusReason
@@ -87,8 +88,12 @@ async def test_wait_with_a_timeout_shorter_than_the_grace_raises(
         described = await sched.describe(app_id)
         assert described is not None
         assert described.state == AppState.CANCELLED  # decided at once
-        with pytest.raises(TimeoutError):
+        with pytest.raises(WaitTimeoutError) as info:
             await sched.wait(app_id, timeout=0)
+        assert str(info.value) == (
+            f"app {app_id!r} did not reach a terminal state within 0s (it is"
+            " CANCELLED but replicas still stop: worker/0)"
+        )
         desc = await sched.wait(app_id, timeout=30)
         assert desc is not None
         assert desc.roles_statuses[0].replicas[0].exit_code == 5
