@@ -109,7 +109,7 @@ class AppSnapshot:
             (default: ``app_id``).
         settled: False while a terminal app's last details (exit codes, the
             final pod status) are known to be on their way; ``wait`` gives
-            them a moment to land.  (Replicas that still run are not a
+            them a moment to land. (Replicas that still run are not a
             detail: ``wait`` waits for them, see :attr:`stopped`.)
         native: The backend's own view of the app, handed back to its hooks.
     """
