@@ -352,16 +352,20 @@ class SchedulerClosedError(AsyncschedError, RuntimeError):
 
 
 class WaitTimeoutError(AsyncschedError, TimeoutError):
-    """``wait(app_id, timeout=...)`` ran out before the app reached a terminal state."""
+    """``wait(app_id, timeout=...)`` ran out before the app was over.
 
-    def __init__(self, app_id: str, timeout: float) -> None:
-        super().__init__(
-            f"app {app_id!r} did not reach a terminal state within {timeout}s"
-        )
+    ``detail`` says more, e.g. that the app is cancelled but replicas still
+    stop (``wait`` returns once they have).
+    """
+
+    def __init__(self, app_id: str, timeout: float, detail: str = "") -> None:
+        text = f"app {app_id!r} did not reach a terminal state within {timeout}s"
+        super().__init__(f"{text} ({detail})" if detail else text)
         self.app_id = app_id
         self.timeout = timeout
+        self.detail = detail
 
-    _init_args = ("app_id", "timeout")
+    _init_args = ("app_id", "timeout", "detail")
 
 
 class AsyncschedWarning(UserWarning):

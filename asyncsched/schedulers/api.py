@@ -520,9 +520,13 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
         app_id: str,
         timeout: float | None = None,  # noqa: ASYNC109 -- TorchX's signature
     ) -> DescribeAppResponse | None:
-        """Wait until the app is terminal and return its description.
+        """Wait until the app is over and return its description.
 
-        Returns None for an unknown app.
+        Over means terminal with every replica ended: after ``cancel`` (or
+        a fail-fast failure) the app reads CANCELLED (FAILED) at once, but
+        ``wait`` returns only once each replica's process, container or pod
+        has stopped (its SIGTERM grace included), every replica in a
+        terminal state. Returns None for an unknown app.
 
         Raises:
             WaitTimeoutError: ``timeout`` seconds passed first (also a TimeoutError).
@@ -537,18 +541,19 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
             snapshot = await self._describe(app_id)
             if snapshot is None:
                 return None
-            if snapshot.terminal and snapshot.settled:
+            if snapshot.stopped and snapshot.settled:
                 return _response(snapshot)
-            ended = [snapshot] if snapshot.terminal else []
+            ended = [snapshot] if snapshot.stopped else []
+            latest = [snapshot]
             with anyio.move_on_after(timeout):
-                return await self._wait(app_id, ended)
+                return await self._wait(app_id, ended, latest)
             if ended:  # it ended; the timeout cut the wait for its last details
                 return _response(ended[-1])
-        raise WaitTimeoutError(app_id, timeout)
+        raise WaitTimeoutError(app_id, timeout, _still_stopping(latest[-1]))
 
     async def _final_now(self, app_id: str) -> tuple[bool, DescribeAppResponse | None]:
         """Hook: ``(True, final)`` if ``wait`` would return at once (the app
-        is terminal and settled, or unknown: ``final`` is None), ``(False,
+        is stopped and settled, or unknown: ``final`` is None), ``(False,
         None)`` if it would wait or cannot tell cheaply.
 
         Fan-outs over thousands of apps check each app once this way and keep
@@ -560,13 +565,19 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
         return False, None
 
     async def _wait(
-        self, app_id: str, ended: builtins.list[AppSnapshot] | None = None
+        self,
+        app_id: str,
+        ended: builtins.list[AppSnapshot] | None = None,
+        latest: builtins.list[AppSnapshot] | None = None,
     ) -> DescribeAppResponse | None:
-        """Re-read the app at each change signal until it is terminal.
+        """Re-read the app at each change signal until it is stopped.
 
-        A terminal app whose snapshot is not ``settled`` yet gets up to
-        ``SETTLE_TIMEOUT`` seconds for its last details to land; meanwhile
-        its latest snapshot is kept in ``ended`` (for a caller's timeout).
+        A terminal app waits for its replicas still running (no bound but
+        the caller's timeout: the backend's grace ends them). A stopped app
+        whose snapshot is not ``settled`` yet gets up to ``SETTLE_TIMEOUT``
+        seconds for its last details to land; meanwhile its latest snapshot
+        is kept in ``ended`` (for a caller's timeout), and every snapshot
+        read in ``latest``.
         """
         key = app_id
         delay = 0.0
@@ -576,11 +587,13 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
             snapshot = await self._describe(app_id)
             if snapshot is None:
                 return None
+            if latest is not None:
+                latest[:] = [snapshot]
             if (snapshot.change_key or snapshot.app_id) != key:
                 key = snapshot.change_key or snapshot.app_id
                 continue  # take the right event before reading again
             pause = math.inf
-            if snapshot.terminal:
+            if snapshot.stopped:
                 if ended is not None:
                     ended[:] = [snapshot]
                 now = anyio.current_time()
@@ -721,13 +734,24 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
 def final_if_settled(
     snapshot: AppSnapshot | None,
 ) -> tuple[bool, DescribeAppResponse | None]:
-    """``(True, response)`` for an app ``wait`` would return at once (terminal
+    """``(True, response)`` for an app ``wait`` would return at once (stopped
     and settled; unknown: None), else ``(False, None)``."""
     if snapshot is None:
         return True, None
-    if snapshot.terminal and snapshot.settled:
+    if snapshot.stopped and snapshot.settled:
         return True, _response(snapshot)
     return False, None
+
+
+def _still_stopping(app: AppSnapshot) -> str:
+    """Why a terminal app is not over yet ("" when it is not terminal)."""
+    if not app.terminal or app.stopped:
+        return ""
+    live = [f"{r.role}/{r.id}" for r in app.replicas if r.live]
+    shown = ", ".join(live[:5]) + (
+        f" and {len(live) - 5} more" if len(live) > 5 else ""
+    )
+    return f"it is {app.state.name} but replicas still stop: {shown}"
 
 
 def _response(app: AppSnapshot) -> DescribeAppResponse:

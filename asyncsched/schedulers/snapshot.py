@@ -37,6 +37,11 @@ from asyncsched.specs import (
 
 __all__ = ["AppSnapshot", "ReplicaSnapshot"]
 
+#: replica states of a process that runs, or may still be started
+_LIVE = frozenset(
+    {AppState.UNSUBMITTED, AppState.SUBMITTED, AppState.PENDING, AppState.RUNNING}
+)
+
 
 @dataclass(frozen=True)
 class ReplicaSnapshot:
@@ -71,6 +76,11 @@ class ReplicaSnapshot:
     structured_error_msg: str = NONE
     reason: StatusReason | None = None
 
+    @property
+    def live(self) -> bool:
+        """True while the replica runs or may still be started."""
+        return self.state in _LIVE
+
     def status(self) -> ReplicaStatus:
         """The TorchX-shaped :class:`~asyncsched.specs.ReplicaStatus`."""
         return ReplicaStatus(**{name: getattr(self, name) for name in _STATUS_FIELDS})
@@ -99,7 +109,8 @@ class AppSnapshot:
             (default: ``app_id``).
         settled: False while a terminal app's last details (exit codes, the
             final pod status) are known to be on their way; ``wait`` gives
-            them a moment to land.
+            them a moment to land. (Replicas that still run are not a
+            detail: ``wait`` waits for them, see :attr:`stopped`.)
         native: The backend's own view of the app, handed back to its hooks.
     """
 
@@ -125,6 +136,25 @@ class AppSnapshot:
     def terminal(self) -> bool:
         """True once the app state is terminal."""
         return is_terminal(self.state)
+
+    @property
+    def stopped(self) -> bool:
+        """True once the app is terminal *and* none of its replicas still
+        runs or waits to run: what ``wait`` returns.
+
+        A cancelled or fail-fast app is terminal at once, while its replicas
+        may still be in their SIGTERM grace; it is stopped only when each of
+        them has ended. A replica whose outcome the engine lost (UNKNOWN) no
+        longer runs.
+
+        Example:
+            >>> snap = AppSnapshot(
+            ...     "app-1", [ReplicaSnapshot("trainer", 0, AppState.RUNNING)],
+            ...     decided=AppState.CANCELLED)
+            >>> snap.state, snap.stopped
+            (CANCELLED (6), False)
+        """
+        return self.terminal and not any(r.live for r in self.replicas)
 
     def role_names(self) -> list[str]:
         """Role names in order of their first replica."""

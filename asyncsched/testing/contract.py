@@ -19,7 +19,9 @@ plugin (it comes with anyio). They run on the event loops of the
 too, e.g. with ``params=["asyncio", "trio"]``, to run them on both).
 
 Scripts stay within ``echo``, ``sleep``, ``exit`` and ``>&2`` so that the
-in-memory scheduler of ``asyncsched.testing`` can run them too.
+in-memory scheduler of ``asyncsched.testing`` can run them too, except in the
+cases that need a real shell (``trap``), skipped for a target made with
+``posix_shell=False``.
 """
 
 from __future__ import annotations
@@ -40,7 +42,15 @@ from asyncsched.errors import (
     WaitTimeoutError,
 )
 from asyncsched.schedulers.api import Scheduler, Stream
-from asyncsched.specs import AppDef, AppState, CfgVal, Resource, Role, is_terminal
+from asyncsched.specs import (
+    AppDef,
+    AppState,
+    CfgVal,
+    Resource,
+    Role,
+    StatusReason,
+    is_terminal,
+)
 
 __all__ = ["ContractTarget", "SchedulerContract"]
 
@@ -58,6 +68,13 @@ class ContractTarget:
     #: the job-completion log): that replica may then read UNKNOWN, never a
     #: wrong state
     independent_replicas: bool = True
+    #: False when replicas do not run a POSIX shell (the in-memory scheduler):
+    #: the cases that need ``trap`` and ``wait`` are skipped
+    posix_shell: bool = True
+    #: False when the engine may report another exit code than the one a
+    #: replica stopped by a cancel exited with (Kubernetes 1.20's kubelet
+    #: says 137 ``ContainerStatusUnknown`` for the container of a deleted pod)
+    stop_codes_kept: bool = True
 
     def app(self, script: str, *, name: str = "app", replicas: int = 1) -> AppDef:
         role = Role(
@@ -92,6 +109,29 @@ async def _lines(
     target: ContractTarget, app_id: str, role: str = "worker", **kwargs: Any
 ) -> builtins.list[str]:
     return [line async for line in target.scheduler.log_iter(app_id, role, **kwargs)]
+
+
+async def _wait_running(target: ContractTarget, app_id: str, replicas: int) -> None:
+    """Wait until each replica of the app's one role has printed ``started``
+    (where the backend has logs), else until each one reads RUNNING."""
+    sched = target.scheduler
+    logs = sched.capabilities.logs
+    with anyio.fail_after(target.quick_timeout):
+        for k in range(replicas):
+            while True:
+                desc = await sched.describe(app_id)
+                assert desc is not None
+                assert not is_terminal(desc.state), desc
+                if sched.capabilities.per_replica_status:
+                    states = {r.id: r.state for r in desc.roles_statuses[0].replicas}
+                    running = states.get(k) == AppState.RUNNING
+                else:
+                    running = desc.state == AppState.RUNNING
+                if running and (
+                    not logs or "started\n" in await _lines(target, app_id, k=k)
+                ):
+                    break
+                await anyio.sleep(0.05)
 
 
 class SchedulerContract:
@@ -320,13 +360,15 @@ class SchedulerContract:
         sched = target.scheduler
         if not sched.capabilities.per_replica_status:
             pytest.skip("cannot tell when one replica has failed")
-        app = target.roles_app({"bad": "exit 3", "long": "sleep 60"})
+        app = target.roles_app({"bad": "sleep 1; exit 3", "long": "sleep 60"})
         app_id = await sched.submit(app, target.cfg)
+        long_ran = False
         with anyio.fail_after(target.quick_timeout):
             while True:
                 desc = await sched.describe(app_id)
                 assert desc is not None
                 states = {r.role: r.replicas[0].state for r in desc.roles_statuses}
+                long_ran = long_ran or states.get("long") == AppState.RUNNING
                 # (an engine that ends the whole job on a failure may be done)
                 if states.get("bad") == AppState.FAILED or is_terminal(desc.state):
                     break
@@ -338,8 +380,83 @@ class SchedulerContract:
         replicas = {r.role: r.replicas[0] for r in desc.roles_statuses}
         lost = () if target.independent_replicas else (AppState.UNKNOWN,)
         assert replicas["bad"].state in (AppState.FAILED, *lost)
-        # stopped by the cancel (or by fail-fast), maybe still in its grace
-        assert replicas["long"].state != AppState.SUCCEEDED
+        # stopped by the cancel (or by fail-fast), and over: wait returns the
+        # app settled, every replica final with what the engine saw
+        long = replicas["long"]
+        assert long.state in (AppState.CANCELLED, *lost), long
+        if long.state != AppState.UNKNOWN:
+            assert long.reason == StatusReason.CANCELLED, long
+            if long_ran:  # it ran, then was stopped: the engine saw it exit
+                assert long.exit_code is not None, long
+
+    async def test_wait_after_cancel_returns_every_replica_stopped(
+        self, target: ContractTarget
+    ) -> None:
+        """``wait`` after ``cancel``: every replica final, with its exit code.
+
+        Users free GPUs, ports and output dirs once ``wait`` returns: the app
+        it returns has no replica left running, and each replica stopped by
+        the cancel says so (CANCELLED, reason CANCELLED, the exit code the
+        engine saw).
+        """
+        sched = target.scheduler
+        app_id = await target.run("echo started; sleep 60", replicas=2)
+        await _wait_running(target, app_id, replicas=2)
+        await sched.cancel(app_id)
+        desc = await sched.wait(app_id, timeout=target.quick_timeout)
+        assert desc is not None
+        assert desc.state == AppState.CANCELLED
+        if not sched.capabilities.per_replica_status:
+            return
+        [role] = desc.roles_statuses
+        assert len(role.replicas) == 2
+        lost = () if target.independent_replicas else (AppState.UNKNOWN,)
+        for replica in role.replicas:
+            assert replica.state in (AppState.CANCELLED, *lost), replica
+            if replica.state == AppState.CANCELLED:
+                assert replica.exit_code is not None, replica
+                assert replica.reason == StatusReason.CANCELLED, replica
+
+    async def test_wait_after_cancel_waits_out_the_replicas_grace(
+        self, target: ContractTarget
+    ) -> None:
+        """Replicas that handle SIGTERM are waited for until they exit.
+
+        Each replica traps SIGTERM, takes a second to shut down, then exits
+        7: ``wait`` returns only after that, so every replica reads the 7
+        it exited with (a ``wait`` that returned during the grace would see
+        replicas still running, or no exit code).
+        """
+        if not target.posix_shell:
+            pytest.skip("replicas do not run a POSIX shell")
+        sched = target.scheduler
+        # ``sleep & wait``: a trapped signal interrupts ``wait`` at once,
+        # also where only the shell (PID 1 of a container) is signalled
+        script = (
+            "trap 'echo stopping; sleep 1; echo stopped; exit 7' TERM;"
+            " echo started; sleep 60 & wait"
+        )
+        app_id = await target.run(script, replicas=2)
+        await _wait_running(target, app_id, replicas=2)
+        cancelled_at = anyio.current_time()
+        await sched.cancel(app_id)
+        desc = await sched.wait(app_id, timeout=target.quick_timeout)
+        # the replicas took a second to stop: wait cannot have returned sooner
+        assert anyio.current_time() - cancelled_at >= 1.0
+        assert desc is not None
+        assert desc.state == AppState.CANCELLED
+        if not sched.capabilities.per_replica_status:
+            return
+        [role] = desc.roles_statuses
+        lost = () if target.independent_replicas else (AppState.UNKNOWN,)
+        for replica in role.replicas:
+            assert replica.state in (AppState.CANCELLED, *lost), replica
+            if replica.state == AppState.CANCELLED:
+                if target.stop_codes_kept:
+                    assert replica.exit_code == 7, replica
+                else:
+                    assert replica.exit_code is not None, replica
+                assert replica.reason == StatusReason.CANCELLED, replica
 
     async def test_unknown_app_role_and_replica_errors_name_the_handle(
         self, target: ContractTarget

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import builtins
 import shlex
+import signal
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -47,8 +48,11 @@ from asyncsched.specs import (
     AppState,
     CfgVal,
     Role,
+    StatusReason,
+    exit_code_of_signal,
     is_terminal,
     macros,
+    reason_of_exit_code,
     runopts,
 )
 
@@ -214,6 +218,8 @@ class InMemoryScheduler(Scheduler[dict[str, CfgVal]]):
         for replica in app.replicas:
             if not is_terminal(replica.state):  # stopped by a cancel or fail-fast
                 replica.state = AppState.CANCELLED
+                if replica.exit_code is None:  # as a shell killed by SIGTERM
+                    replica.exit_code = exit_code_of_signal(signal.SIGTERM)
         app.done.set()
         app.notify()
 
@@ -288,7 +294,12 @@ class InMemoryScheduler(Scheduler[dict[str, CfgVal]]):
 def _snapshot(app: _App) -> AppSnapshot:
     replicas = [
         ReplicaSnapshot(
-            r.role, r.replica_id, r.state, exit_code=r.exit_code, hostname="localhost"
+            r.role,
+            r.replica_id,
+            r.state,
+            exit_code=r.exit_code,
+            hostname="localhost",
+            reason=_reason(r),
         )
         for r in app.replicas
     ]
@@ -301,6 +312,14 @@ def _snapshot(app: _App) -> AppSnapshot:
         roles=builtins.list(app.app.roles),
         native=app,
     )
+
+
+def _reason(replica: _Replica) -> StatusReason | None:
+    if replica.state == AppState.CANCELLED:
+        return StatusReason.CANCELLED
+    if replica.state == AppState.FAILED and replica.exit_code is not None:
+        return reason_of_exit_code(replica.exit_code)
+    return None
 
 
 def _substituted(role: Role, app_id: str, replica_id: int) -> Role:

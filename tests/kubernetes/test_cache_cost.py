@@ -145,7 +145,9 @@ async def test_finished_apps_leave_the_cache_but_not_describe_nor_list(
         )
         assert not ns.is_expired(other)
         await sched.cancel(other)
-        assert (await sched.wait(other, timeout=20)) is not None
+        # wait returns once the pod has stopped: a real kubelet gives a PID 1
+        # that ignores SIGTERM its 30 s grace
+        assert (await sched.wait(other, timeout=60)) is not None
         # gone from the server: gone from list
         await sched.delete(app_id)
         with anyio.fail_after(10):

@@ -33,5 +33,12 @@ class TestKubernetesContract(SchedulerContract):
                 sched,
                 cfg=cfg_for(kube_env, request.param),
                 image=IMAGE,
-                quick_timeout=20,
+                # a cancelled pod whose PID 1 ignores SIGTERM lives out its
+                # 30 s grace on a real kubelet
+                quick_timeout=60 if kube_env.real else 20,
+                # the fake kubelet's shell has no trap (a real busybox does)
+                posix_shell=kube_env.real,
+                # 1.20's kubelet reports 137 (ContainerStatusUnknown) for the
+                # container of a deleted pod, whatever it exited with
+                stop_codes_kept=not kube_env.real,
             )

@@ -149,7 +149,9 @@ async def test_cancel_aborts_keeping_status_and_finished_pods_logs(
                 await anyio.sleep(0.02)
         await sched.cancel(app_id)
         await sched.cancel(app_id)  # idempotent
-        desc = await sched.wait(app_id, timeout=20)
+        # wait returns once the pod has stopped: a real kubelet gives a PID 1
+        # that ignores SIGTERM its 30 s grace
+        desc = await sched.wait(app_id, timeout=60)
         assert desc is not None
         assert desc.state == AppState.CANCELLED
         assert [r.replicas[0].state for r in desc.roles_statuses] == [

@@ -32,7 +32,8 @@ async def test_submit_right_after_wait_with_full_cache(log_dir: Path) -> None:
         pid = (await s.describe(first)).roles_statuses[0].replicas[0].pid  # type: ignore[union-attr]
         assert pid is not None
         await s.cancel(first)
-        desc = await s.wait(first)
+        # CANCELLED at once (wait would return after the grace)
+        desc = await s.describe(first)
         assert desc is not None
         assert desc.state == AppState.CANCELLED
         assert running(pid)  # still in its grace
@@ -57,7 +58,9 @@ async def test_aclose_stops_an_evicted_app_in_its_grace(log_dir: Path) -> None:
         pid = (await s.describe(first)).roles_statuses[0].replicas[0].pid  # type: ignore[union-attr]
         assert pid is not None
         await s.cancel(first)
-        await s.wait(first)
+        desc = await s.describe(first)  # CANCELLED at once, still in its grace
+        assert desc is not None
+        assert desc.state == AppState.CANCELLED
         await s.submit(app_of(sh_role("echo b")), cfg)  # evicts `first`
     assert not exists(pid)
     rec = record(log_dir / "s" / first)

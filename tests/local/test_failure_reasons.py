@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 from pathlib import Path
@@ -14,6 +15,7 @@ from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.specs import AppState, StatusReason
 
 from .conftest import app_of, sh_role
+from .test_orphans import owner
 
 pytestmark = pytest.mark.anyio
 
@@ -113,3 +115,58 @@ async def test_cancel_reads_cancelled_and_fail_fast_names_the_failure(
     assert (first.reason, first.exit_code) == (StatusReason.EXIT_CODE, 4)
     assert second.reason == StatusReason.CANCELLED
     assert "another replica failed" in second.message
+
+
+async def test_the_app_message_gives_a_signal_death_as_its_replica_does(
+    log_dir: Path,
+) -> None:
+    """One convention (128 + N) in the app message, the replica, the files."""
+    cfg = {"log_dir": str(log_dir)}
+    async with LocalScheduler("reasons") as sched:
+        app_id = await sched.submit(app_of(sh_role("echo ready; exec sleep 300")), cfg)
+        os.kill(await _pid_when_ready(sched, app_id), signal.SIGKILL)
+        desc = await sched.wait(app_id, timeout=30)
+    assert desc is not None
+    replica = desc.roles_statuses[0].replicas[0]
+    assert desc.msg == "replica worker/0 killed by SIGKILL (exit code 137)"
+    assert replica.message == "killed by SIGKILL (exit code 137)"
+    assert replica.exit_code == 137
+    app_dir = log_dir / "reasons" / app_id
+    record = json.loads((app_dir / "app.json").read_text())
+    [recorded] = record["roles"]["worker"]
+    assert recorded["exit_code"] == 137
+    assert [a["exit_code"] for a in recorded["attempts"]] == [137]
+    success = json.loads((app_dir / "SUCCESS").read_text())
+    assert success["roles"]["worker"][0]["exitcode"] == 137
+
+
+async def test_a_lost_supervisor_reads_node_failure_not_launch_failed(
+    log_dir: Path,
+) -> None:
+    """Replicas that ran, then went down with their SIGKILLed supervisor."""
+    async for proc, info in owner(log_dir, "echo started; sleep 100", replicas=1):
+        with anyio.fail_after(15):  # the replica ran and printed
+            while not list(log_dir.glob("owned/*/w/0/stdout.log")) or (
+                "started"
+                not in next(log_dir.glob("owned/*/w/0/stdout.log")).read_text()
+            ):
+                await anyio.sleep(0.02)
+        proc.kill()
+        await anyio.to_thread.run_sync(proc.wait)
+        async with LocalScheduler("owned") as sched:
+            app_id = str(info["app_id"])
+            with anyio.fail_after(15):  # until the guardian has stopped it
+                while True:
+                    desc = await sched.describe(app_id)
+                    assert desc is not None
+                    if desc.state == AppState.FAILED:
+                        break
+                    await anyio.sleep(0.05)
+            final = await sched.wait(app_id, timeout=15)
+    assert final is not None
+    assert final.reason == StatusReason.NODE_FAILURE
+    [replica] = final.roles_statuses[0].replicas
+    assert replica.state == AppState.FAILED
+    assert replica.reason == StatusReason.NODE_FAILURE
+    assert f"the supervisor (pid {proc.pid}) died" in replica.message
+    assert "LAUNCH_FAILED" not in desc_format(final)

@@ -87,10 +87,17 @@ async def test_exception_in_callers_task_group(log_dir: Path) -> None:
 
 
 async def owner(
-    log_dir: Path, script: str = SCRIPT
+    log_dir: Path, script: str = SCRIPT, replicas: int = 2
 ) -> AsyncIterator[tuple[subprocess.Popen[bytes], dict[str, object]]]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.local._owner", str(log_dir), script],
+        [
+            sys.executable,
+            "-m",
+            "tests.local._owner",
+            str(log_dir),
+            script,
+            str(replicas),
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
     )

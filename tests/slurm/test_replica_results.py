@@ -16,7 +16,7 @@ from asyncsched.schedulers.slurm._state import (
     parse_squeue,
     replica_result,
 )
-from asyncsched.specs import AppState, is_terminal
+from asyncsched.specs import AppState, StatusReason, is_terminal
 
 # replica 0 exits 0, then replica 1 exits 3 -- sacct -n -P -o SACCT_FIELDS -j 1
 ACCT_OK_THEN_3 = """\
@@ -115,7 +115,9 @@ def test_replica_that_exited_0_succeeded_while_its_peer_failed_the_app() -> None
         ], view.source
 
 
-def test_replica_killed_because_its_peer_failed_reports_the_signal() -> None:
+def test_replica_stopped_because_its_peer_failed_is_cancelled_with_the_signal() -> None:
+    """srun stopped it (fail-fast): CANCELLED, as on every backend, with the
+    exit code of the SIGTERM it got; the peer that failed decides the app."""
     for view in (
         _view(ACCT_3_KILLS_0, "3", source="sacct"),
         _view(JOBCOMP_3_KILLS_0, "3", source="sacct -c"),
@@ -123,9 +125,14 @@ def test_replica_killed_because_its_peer_failed_reports_the_signal() -> None:
     ):
         assert view.state == AppState.FAILED, view.source
         assert _replicas(view) == [
-            (AppState.FAILED, 128 + 15),
+            (AppState.CANCELLED, 128 + 15),
             (AppState.FAILED, 3),
         ], view.source
+        stopped, failed = view.snapshot().replicas
+        assert stopped.reason == StatusReason.CANCELLED, view.source
+        assert stopped.message == "stopped: another replica failed", view.source
+        assert failed.reason == StatusReason.EXIT_CODE, view.source
+        assert view.snapshot().stopped
 
 
 def test_cancelled_app_has_every_replica_cancelled() -> None:

@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
-from asyncsched.specs import AppDef, AppState, Resource, Role
+from asyncsched.specs import AppDef, AppState, Resource, Role, StatusReason
 
 from .cluster import Cluster
 from .conftest import MIXED_RESULT_SCRIPT, SETTLE
@@ -68,8 +68,11 @@ async def test_failing_replica_fails_app_with_its_exit_code(
     replicas = {r.id: r for r in desc.roles_statuses[0].replicas}
     assert replicas[1].exit_code == 3
     assert replicas[1].state == AppState.FAILED
-    # srun --kill-on-bad-exit stops the healthy replica: the job failed as a whole
-    assert replicas[0].state == AppState.FAILED
+    # srun --kill-on-bad-exit stops the healthy replica (fail-fast): it was
+    # stopped, not failed -- and wait returned once it had stopped
+    assert replicas[0].state == AppState.CANCELLED, replicas[0]
+    assert replicas[0].exit_code == 128 + 15
+    assert replicas[0].reason == StatusReason.CANCELLED
 
 
 async def test_replica_that_exits_0_succeeds_while_its_peer_fails_the_app(

@@ -162,10 +162,12 @@ class _WaitSignalling:
         real_wait = sched._wait
 
         async def wait(
-            app_id: str, ended: list[AppSnapshot] | None = None
+            app_id: str,
+            ended: list[AppSnapshot] | None = None,
+            latest: list[AppSnapshot] | None = None,
         ) -> DescribeAppResponse | None:
             self.waiting.set()
-            return await real_wait(app_id, ended)
+            return await real_wait(app_id, ended, latest)
 
         sched._wait = wait  # type: ignore[method-assign]
         return sched

@@ -48,6 +48,9 @@ VOLCANO_JOBS = "/apis/batch.volcano.sh/v1alpha1/namespaces/{ns}/jobs"
 BATCH_JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
 PODS = "/api/v1/namespaces/{ns}/pods"
 SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
+#: deleted pods whose last status the pods cache remembers (per namespace):
+#: the exit codes of replicas stopped by a cancel, whose pods are deleted
+KEEP_DELETED_PODS = 1024
 #: the key a stub carries its app's final state under (never sent anywhere)
 _EXPIRED = "asyncsched.expired"
 
@@ -139,6 +142,7 @@ class Caches:
             SELECTOR,
             slim=slim,
             admit=self._admit_pod,
+            keep_deleted=KEEP_DELETED_PODS,
             **kwargs,
         )
 
@@ -244,3 +248,4 @@ class Caches:
             informer.put(job["metadata"]["name"], _stub(job, state))
         for pod in self.pods.with_key(key):
             self.pods.discard(pod["metadata"]["name"])
+        self.pods.forget_deleted(key)

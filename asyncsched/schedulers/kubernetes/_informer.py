@@ -82,6 +82,10 @@ class Informer:
         slim: What is kept of each object (default: all of it).
         admit: Objects it returns False for are not kept (default: all are).
         page_size: ``limit`` of each list request (``0``: unpaginated).
+        keep_deleted: How many deleted objects to remember as the watch last
+            showed them (:meth:`deleted_with_key`), oldest forgotten first: a
+            pod's final status (its exit code) arrives a moment before its
+            deletion, and a reader that comes later still finds it.
 
     Once a list has succeeded, no answer empties the cache: a failed re-list
     (any status, a 401/403/404 included) keeps the last objects, sets
@@ -103,6 +107,7 @@ class Informer:
         slim: Callable[[JSON], JSON] | None = None,
         admit: Callable[[JSON], bool] | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
+        keep_deleted: int = 0,
     ) -> None:
         self.api = api
         self.path = path
@@ -113,6 +118,10 @@ class Informer:
         self.backoff = backoff
         self.objects: dict[str, JSON] = {}
         self.by_key: dict[str, dict[str, JSON]] = {}
+        self.keep_deleted = keep_deleted
+        #: the last seen version of deleted objects, oldest first, by name
+        self.deleted: dict[str, JSON] = {}
+        self._deleted_by_key: dict[str, dict[str, JSON]] = {}
         self.resource_version = ""
         self.optional = optional
         self.slim = slim
@@ -141,6 +150,16 @@ class Informer:
     def with_key(self, key: str) -> list[JSON]:
         """The cached objects whose key is ``key``."""
         return list(self.by_key.get(key, {}).values())
+
+    def deleted_with_key(self, key: str) -> list[JSON]:
+        """The remembered deleted objects whose key is ``key`` (see
+        ``keep_deleted``)."""
+        return list(self._deleted_by_key.get(key, {}).values())
+
+    def forget_deleted(self, key: str) -> None:
+        """Forget the deleted objects whose key is ``key``."""
+        for name in list(self._deleted_by_key.get(key, {})):
+            self._forget_deleted(name)
 
     def upsert(self, obj: JSON) -> None:
         """Store ``obj`` unless the cache holds a newer version of it."""
@@ -332,6 +351,7 @@ class Informer:
         if name is None:
             return True
         if kind == "DELETED":
+            self._remember_deleted(name, obj)
             self._delete(name)
         else:
             self._store(name, obj)
@@ -347,7 +367,30 @@ class Informer:
     def _admitted(self, obj: JSON) -> bool:
         return self.admit is None or self.admit(obj)
 
+    def _remember_deleted(self, name: str, obj: JSON) -> None:
+        if self.keep_deleted <= 0 or not self._admitted(obj):
+            return
+        self._forget_deleted(name)
+        obj = self._slimmed(obj)
+        self.deleted[name] = obj
+        self._deleted_by_key.setdefault(self.key(obj), {})[name] = obj
+        while len(self.deleted) > self.keep_deleted:
+            self._forget_deleted(next(iter(self.deleted)))
+
+    def _forget_deleted(self, name: str) -> None:
+        old = self.deleted.pop(name, None)
+        if old is None:
+            return
+        key = self.key(old)
+        bucket = self._deleted_by_key.get(key)
+        if bucket is not None:
+            bucket.pop(name, None)
+            if not bucket:
+                del self._deleted_by_key[key]
+
     def _store(self, name: str, obj: JSON) -> None:
+        if self.deleted:
+            self._forget_deleted(name)  # created again under the same name
         old = self.objects.get(name)
         if not self._admitted(obj):
             if old is not None:

@@ -873,9 +873,13 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
     ) -> None:
         """Suspend the role Jobs still running (their pods are deleted)."""
         api = await self._api()
+        watched = False
         for job in jobs:
             if not _unfinished(job):
                 continue
+            if not watched:
+                watched = True
+                ns = await self._watch_stopping(ns)
             meta: JSON = {"annotations": {ANNOTATION_STOPPED: "true"}}
             if cancelled:
                 meta = {"annotations": {ANNOTATION_CANCELLED: "true"}}
@@ -895,12 +899,26 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 continue
             ns.batch.upsert(obj)
 
+    async def _watch_stopping(self, ns: _Namespace) -> _Namespace:
+        """Start the caches of ``ns`` before stopping pods there, and return
+        them: the pods' last status (their exit codes) arrives on the watch
+        just before they are deleted, and the cache keeps it for ``wait``
+        (a refused watch is logged: the stop goes on, ``ns`` is returned)."""
+        if ns.live:
+            return ns
+        try:
+            return await self._watch(ns.name)
+        except Exception as exc:  # noqa: BLE001 -- the stop matters more
+            logger.info("cannot watch %s while stopping pods: %s", ns.name, exc)
+            return ns
+
     async def _cancel(self, app: AppSnapshot) -> None:
         kind, ns, jobs = app.native
         if app.terminal:
             if kind == "indexed":  # a failed app may have roles still running
                 await self._suspend_unfinished(ns, jobs, cancelled=False)
             return
+        ns = await self._watch_stopping(ns)
         api = await self._api()
         if kind == "volcano":
             name = jobs[0]["metadata"]["name"]
@@ -1146,16 +1164,18 @@ def _labels(obj: JSON) -> dict[str, str]:
 def _describe(
     app_id: str, kind: str, ns: _Namespace, jobs: builtins.list[JSON]
 ) -> AppSnapshot:
-    pods = ns.pods.with_key(f"{ns.name}:{_app_key(jobs[0])}")
+    key = f"{ns.name}:{_app_key(jobs[0])}"
+    pods = ns.pods.with_key(key)
+    deleted = ns.pods.deleted_with_key(key)
     expired = expired_state(jobs)
     if expired is not None:  # expired from the cache: its name and final state
         snapshot = AppSnapshot(
             app_id, [], name=_labels(jobs[0]).get(LABEL_APP_NAME, ""), decided=expired
         )
     elif kind == "volcano":
-        snapshot = describe_volcano(app_id, jobs[0], pods)
+        snapshot = describe_volcano(app_id, jobs[0], pods, deleted)
     else:
-        snapshot = describe_indexed(app_id, jobs, pods)
+        snapshot = describe_indexed(app_id, jobs, pods, deleted)
     snapshot.change_key = f"{ns.name}:{_app_key(jobs[0])}"
     snapshot.native = (kind, ns, jobs)
     return snapshot

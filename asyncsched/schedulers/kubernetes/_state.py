@@ -33,7 +33,7 @@ from asyncsched.schedulers.kubernetes._render import (
     LABEL_ROLE_NAME,
 )
 from asyncsched.schedulers.snapshot import AppSnapshot, ReplicaSnapshot
-from asyncsched.specs import AppState, Role, is_terminal
+from asyncsched.specs import AppState, Role, StatusReason, is_terminal
 
 __all__ = [
     "JOB_STATE",
@@ -170,8 +170,13 @@ def _replica(
     status = pod.get("status") or {}
     state = POD_STATE.get(str(status.get("phase")), AppState.UNKNOWN)
     hostname = pod_hostname(pod)
-    cstate = _container_status(pod).get("state") or {}
+    cstatus = _container_status(pod)
+    cstate = cstatus.get("state") or {}
     terminated = cstate.get("terminated") or {}
+    if not terminated and state in (AppState.FAILED, AppState.SUCCEEDED):
+        # a pod deleted while it ran: the kubelet (1.20) may report its end
+        # only as the last state, e.g. 137 ContainerStatusUnknown
+        terminated = (cstatus.get("lastState") or {}).get("terminated") or {}
     exit_code = terminated.get("exitCode")
     name = pod["metadata"]["name"]
     msg = ""
@@ -195,15 +200,37 @@ def _replica(
         exit_code=int(exit_code) if exit_code is not None else None,
         hostname=hostname,
         message=msg or why.message,
-        num_restarts=int(_container_status(pod).get("restartCount") or 0),
+        num_restarts=int(cstatus.get("restartCount") or 0),
         reason=None if state in (AppState.RUNNING, AppState.SUCCEEDED) else why.reason,
     )
 
 
-def _cancel_unfinished(replica: ReplicaSnapshot) -> ReplicaSnapshot:
-    if replica.state in (AppState.SUCCEEDED, AppState.FAILED):
+_POD_LIVE = frozenset({AppState.PENDING, AppState.RUNNING})
+
+
+def _stopped(
+    replica: ReplicaSnapshot, pod: JSON | None, *, deleted: bool
+) -> ReplicaSnapshot:
+    """A replica of an app that a cancel (or fail-fast) is stopping.
+
+    A pod still live (Pending, Running: in its grace) keeps its state, so
+    that ``wait`` waits for it. A pod that ended on the stop (being deleted,
+    or already deleted) or no pod at all reads CANCELLED with the exit code
+    the kubelet reported; one that ended by itself keeps its state.
+    """
+    if pod is not None and not deleted and replica.state in _POD_LIVE:
         return replica
-    return dataclasses.replace(replica, state=AppState.CANCELLED)
+    if replica.state == AppState.SUCCEEDED:
+        return replica
+    killed = pod is None or deleted or bool(pod["metadata"].get("deletionTimestamp"))
+    if replica.state == AppState.FAILED and not killed:
+        return replica
+    return dataclasses.replace(
+        replica,
+        state=AppState.CANCELLED,
+        reason=StatusReason.CANCELLED,
+        message=replica.message or "stopped by the cancel",
+    )
 
 
 def _snapshot(
@@ -239,21 +266,22 @@ def _snapshot(
     return snapshot
 
 
-def describe_volcano(app_id: str, job: JSON, pods: list[JSON]) -> AppSnapshot:
+def describe_volcano(
+    app_id: str, job: JSON, pods: list[JSON], deleted: Iterable[JSON] = ()
+) -> AppSnapshot:
     """Describe a Volcano app from its Job and its (cached) pods.
 
     Roles and replicas come from the Job's task templates (role names as the
     user wrote them, not normalised). The Job's phase is the app-level
-    outcome the replicas are rolled up with.
+    outcome the replicas are rolled up with. ``deleted`` are the app's pods
+    deleted since, as last seen: a replica whose pod the abort deleted
+    reads its final status from there.
     """
     state = volcano_state(job)
     status = job.get("status") or {}
     counts = status.get("taskStatusCount") or {}
-    by_replica: dict[tuple[str, str], list[JSON]] = {}
-    for pod in pods:
-        labels = _labels(pod)
-        key = (labels.get(LABEL_ROLE_NAME, ""), labels.get(LABEL_REPLICA_ID, ""))
-        by_replica.setdefault(key, []).append(pod)
+    by_replica = _by_replica(pods)
+    deleted_by = _by_replica(deleted)
     roles: dict[int, tuple[str, list[ReplicaSnapshot]]] = {}
     for task in (job.get("spec") or {}).get("tasks") or []:
         labels = _labels(task.get("template") or {})
@@ -269,19 +297,28 @@ def describe_volcano(app_id: str, job: JSON, pods: list[JSON]) -> AppSnapshot:
             else (AppState.PENDING if state in _LIVE_JOB else state)
         )
         newest = _newest(by_replica.get((role, replica_id), []))
+        gone = newest is None and state == AppState.CANCELLED
+        if gone:  # deleted by the abort: its last status, if the cache saw it
+            newest = _newest(deleted_by.get((role, replica_id), []))
         replica = _replica(int(replica_id), role, newest, fallback)
         if state == AppState.CANCELLED:
             # the abort deletes the pods still live (those that had failed by
             # themselves are kept): a pod being deleted, or gone with only the
             # task count saying Failed, was stopped by the cancel
-            killed = newest is None or bool(newest["metadata"].get("deletionTimestamp"))
-            if killed and replica.state == AppState.FAILED:
-                replica = dataclasses.replace(replica, state=AppState.CANCELLED)
-            replica = _cancel_unfinished(replica)
+            replica = _stopped(replica, newest, deleted=gone)
         index = int(labels.get(LABEL_ROLE_INDEX, "0"))
         roles.setdefault(index, (role, []))[1].append(replica)
     retries = int(status.get("retryCount") or 0)
     return _snapshot(app_id, [job], state, roles, pods, retries)
+
+
+def _by_replica(pods: Iterable[JSON]) -> dict[tuple[str, str], list[JSON]]:
+    found: dict[tuple[str, str], list[JSON]] = {}
+    for pod in pods:
+        labels = _labels(pod)
+        key = (labels.get(LABEL_ROLE_NAME, ""), labels.get(LABEL_REPLICA_ID, ""))
+        found.setdefault(key, []).append(pod)
+    return found
 
 
 def _condition(job: JSON, kind: str) -> bool:
@@ -338,6 +375,15 @@ def completion_index(pod: JSON) -> int | None:
         return None
 
 
+def _by_index(pods: Iterable[JSON]) -> dict[int, list[JSON]]:
+    found: dict[int, list[JSON]] = {}
+    for pod in pods:
+        index = completion_index(pod)
+        if index is not None:
+            found.setdefault(index, []).append(pod)
+    return found
+
+
 def _index_set(spec: object) -> set[int]:
     """``"0-2,4"`` (a Job's ``completedIndexes``) -> ``{0, 1, 2, 4}``."""
     out: set[int] = set()
@@ -349,20 +395,29 @@ def _index_set(spec: object) -> set[int]:
     return out
 
 
-def describe_indexed(app_id: str, jobs: list[JSON], pods: list[JSON]) -> AppSnapshot:
-    """Describe an ``indexed`` app from its role Jobs and their pods."""
+def describe_indexed(
+    app_id: str, jobs: list[JSON], pods: list[JSON], deleted: Iterable[JSON] = ()
+) -> AppSnapshot:
+    """Describe an ``indexed`` app from its role Jobs and their pods.
+
+    ``deleted`` are the app's pods deleted since, as last seen: the final
+    status of a replica whose pod a cancel (or fail-fast) deleted.
+    """
     state = indexed_state(jobs, pods)
+    deleted = list(deleted)
     roles: dict[int, tuple[str, list[ReplicaSnapshot]]] = {}
     restarts = 0
     for job in jobs:
         labels = _labels(job)
         role = labels.get(LABEL_ROLE_NAME, job["metadata"]["name"])
         job_state = _job_state(job, _role_pods(job, pods))
-        by_index: dict[int, list[JSON]] = {}
-        for pod in _role_pods(job, pods):
-            index = completion_index(pod)
-            if index is not None:
-                by_index.setdefault(index, []).append(pod)
+        by_index = _by_index(_role_pods(job, pods))
+        deleted_by = _by_index(_role_pods(job, deleted))
+        # a cancel, or fail-fast (another role's Job failed: this one is
+        # suspended), stops the replicas of this Job
+        stopping = job_state == AppState.CANCELLED or (
+            state == AppState.FAILED and not is_terminal(job_state)
+        )
         restarts += int((job.get("status") or {}).get("failed") or 0)
         replicas = []
         done = _index_set((job.get("status") or {}).get("completedIndexes"))
@@ -371,9 +426,13 @@ def describe_indexed(app_id: str, jobs: list[JSON], pods: list[JSON]) -> AppSnap
                 fallback = AppState.SUCCEEDED
             else:
                 fallback = job_state if is_terminal(job_state) else AppState.PENDING
-            replica = _replica(i, role, _newest(by_index.get(i, [])), fallback)
-            if job_state == AppState.CANCELLED:
-                replica = _cancel_unfinished(replica)
+            pod = _newest(by_index.get(i, []))
+            gone = pod is None and stopping
+            if gone:
+                pod = _newest(deleted_by.get(i, []))
+            replica = _replica(i, role, pod, fallback)
+            if stopping:
+                replica = _stopped(replica, pod, deleted=gone)
             replicas.append(replica)
         index = int(labels.get(LABEL_ROLE_INDEX, "0"))
         roles[index] = (role, replicas)

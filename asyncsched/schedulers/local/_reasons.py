@@ -15,6 +15,7 @@ from asyncsched.specs import (
     StatusReason,
     exit_code_of_signal,
     explain_exit_code,
+    is_terminal,
 )
 
 __all__ = ["replica_outcome", "shell_exit_code"]
@@ -34,15 +35,25 @@ def replica_outcome(
     app_failed: bool,
     app_msg: str = "",
     limit: tuple[StatusReason, str] | None = None,
+    lost: bool = False,
 ) -> tuple[int | None, StatusReason | None, str]:
     """Exit code, reason and message of a local replica in ``state``.
 
     A CANCELLED replica was stopped by the user's cancel, or (``app_failed``)
-    by fail-fast after another replica failed. A FAILED replica without an
-    exit code failed to (re)start: the app's message says why. A FAILED
-    replica that a ``limit`` ended (OOM_KILLED, TIME_LIMIT) reports it.
+    by fail-fast after another replica failed. A ``lost`` replica ended
+    with its supervising process (killed, or the host went down): like a
+    node failure, ``NODE_FAILURE``. Another FAILED replica without an exit
+    code failed to (re)start: the app's message says why. A FAILED replica
+    that a ``limit`` ended (OOM_KILLED, TIME_LIMIT) reports it.
+
+    Example:
+        >>> replica_outcome(AppState.FAILED, None, app_failed=True, lost=True,
+        ...                 app_msg="the supervisor (pid 7) died")[1]
+        <StatusReason.NODE_FAILURE: 'NODE_FAILURE'>
     """
     code = shell_exit_code(returncode)
+    if lost and code is None and is_terminal(state):
+        return code, StatusReason.NODE_FAILURE, app_msg
     if state == AppState.CANCELLED:
         if app_failed:
             return code, StatusReason.CANCELLED, "stopped: another replica failed"

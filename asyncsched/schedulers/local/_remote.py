@@ -163,17 +163,24 @@ def _effective(
         return state, msg, roles
     sup_pid = (record.get("supervisor") or {}).get("pid")
     lost = False
+    # replicas of a cancelled app that went down with their supervisor were
+    # being stopped anyway: they stay CANCELLED; the others FAILED
+    ended = AppState.CANCELLED if state == AppState.CANCELLED else AppState.FAILED
     for reps in roles.values():
         for r in reps:
             running = r.get("exit_code") is None and not is_terminal(
                 AppState[r["state"]]
             )
             if running and replica_gone(r):
-                r["state"] = AppState.FAILED.name
+                r["state"] = ended.name
+                r["lost"] = True
                 lost = True
     if lost and not is_terminal(state):
         state = AppState.FAILED
-        msg = f"the supervisor (pid {sup_pid}) died before the app finished"
+        msg = (
+            f"the supervisor (pid {sup_pid}) died before the app finished;"
+            " its replicas were stopped with it"
+        )
     return state, msg, roles
 
 
@@ -197,6 +204,7 @@ def snapshot_record(record: dict[str, Any]) -> AppSnapshot:
                 app_failed=state == AppState.FAILED,
                 app_msg=msg,
                 limit=_limit_of(r),
+                lost=replica_state == AppState.FAILED and bool(r.get("lost")),
             )
             replicas.append(
                 ReplicaSnapshot(

@@ -29,6 +29,7 @@ from asyncsched.schedulers.local._process import (
     Spawner,
     pid_start_time,
 )
+from asyncsched.schedulers.local._reasons import shell_exit_code
 from asyncsched.schedulers.local._records import (
     CANCEL_MARKER,
     RECORD_NAME,
@@ -49,6 +50,7 @@ from asyncsched.specs import (
     AppState,
     RetryPolicy,
     StatusReason,
+    explain_exit_code,
     is_terminal,
     rollup_state,
 )
@@ -628,7 +630,7 @@ class LocalApp:
         """The watcher of ``replica`` crashed: fail the app, never leak ``child``."""
         if replica.child is child:
             replica.child = None
-            replica.exit_code = child.returncode
+            replica.exit_code = shell_exit_code(child.returncode)
             stopping = self.cancelled or self.closing
             replica.state = AppState.CANCELLED if stopping else AppState.FAILED
         if replica.exited is not None:
@@ -675,9 +677,11 @@ class LocalApp:
         if replica.child is not child:  # pragma: no cover - defensive
             return
         replica.child = None
-        replica.exit_code = rc
+        # one convention in memory, records, messages: a death by signal N
+        # is 128 + N, as shells and container engines report it
+        replica.exit_code = shell_exit_code(rc)
         attempt = replica.attempts[-1]
-        attempt["exit_code"] = rc
+        attempt["exit_code"] = replica.exit_code
         attempt["finished"] = time.time()
         if rc != 0 and facts.error_text is not None:
             replica.structured_error = facts.error_text
@@ -721,9 +725,10 @@ class LocalApp:
                     f" under its limit of {launch.memory_mb} MB (resource.memMB)"
                 )
             elif not self.failed:
+                code = replica.exit_code
+                _, how = explain_exit_code(code) if code is not None else (None, "")
                 self.msg = (
-                    f"replica {launch.role}/{launch.replica_id} exited with code "
-                    f"{replica.exit_code}"
+                    f"replica {launch.role}/{launch.replica_id} {how or 'failed'}"
                 )
             self.failed = True
             if self.fail_fast:

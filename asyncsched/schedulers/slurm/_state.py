@@ -165,6 +165,21 @@ def _explained(components: list[Component]) -> bool:
     return False
 
 
+#: exit codes of a step srun stopped (SIGTERM, then SIGKILL after KillWait)
+_STOP_CODES = frozenset({128 + 15, 128 + 9})
+_STOPPED = "stopped: another replica failed"
+
+
+def _failed_by_itself(comp: Component, components: list[Component]) -> bool:
+    """Whether another replica than ``comp`` failed with a code of its own
+    that is not srun's stop (so it caused the job's failure)."""
+    for other in components:
+        code = other.own_code or other.step_code
+        if other is not comp and code and code not in _STOP_CODES:
+            return True
+    return False
+
+
 def replica_result(comp: Component, components: list[Component]) -> ReplicaResult:
     """The result of replica ``comp`` of the app made of ``components``.
 
@@ -192,6 +207,9 @@ def replica_result(comp: Component, components: list[Component]) -> ReplicaResul
     if word != "FAILED" or len(components) == 1:
         # a limit, node or preemption hit the whole job; or the only replica
         return ReplicaResult(state, own or comp.job_code, comp.raw_state)
+    if own in _STOP_CODES and _failed_by_itself(comp, components):
+        # srun stopped it when another replica failed (fail-fast)
+        return ReplicaResult(AppState.CANCELLED, own, _STOPPED)
     if own:
         return ReplicaResult(AppState.FAILED, own)
     step = slurm_state(comp.step_state) if comp.step_state else None
@@ -322,6 +340,8 @@ def component_reason(
         return None, result.message
     if result.state not in (AppState.FAILED, AppState.CANCELLED):
         return None, ""
+    if result.message == _STOPPED:
+        return StatusReason.CANCELLED, _STOPPED
     reason, message = state_reason(comp.raw_state)
     if reason is not None and reason != StatusReason.EXIT_CODE:
         return reason, message
