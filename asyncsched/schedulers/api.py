@@ -661,6 +661,7 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
             UnknownReplicaError: (when iterated) no such role or replica.
         """
         self._check_open()
+        self._check_app_id(app_id)
         caps = self.capabilities
         if not caps.logs:
             raise UnsupportedOperationError(
@@ -684,6 +685,16 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
         if pattern is not None:
             return afilter_regex(pattern, lines)  # closing it closes ``lines``
         return lines
+
+    def _check_app_id(self, app_id: str) -> None:
+        """Hook: refuse a malformed ``app_id`` at call time (default: any).
+
+        Called by :meth:`log_iter` before it returns its iterator, so an id
+        the backend can never hold is an error at the call, not on iteration.
+
+        Raises:
+            InvalidArgumentError: the id cannot name an app of this backend.
+        """
 
     async def _replica_log(
         self, app_id: str, query: LogQuery

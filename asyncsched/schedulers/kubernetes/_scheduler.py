@@ -19,7 +19,6 @@ import copy
 import logging
 import time
 from collections.abc import (
-    AsyncGenerator,
     AsyncIterator,
     Awaitable,
     Callable,
@@ -27,7 +26,6 @@ from collections.abc import (
     Mapping,
 )
 from contextlib import aclosing
-from datetime import datetime
 from typing import Any, TypedDict, cast, final
 
 import anyio
@@ -979,27 +977,14 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
 
     # -- logs ------------------------------------------------------------------
 
-    def log_iter(
-        self,
-        app_id: str,
-        role_name: str,
-        k: int = 0,
-        regex: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        should_tail: bool = False,
-        streams: Stream | str | None = None,
-    ) -> AsyncGenerator[str, None]:
-        """As :meth:`Scheduler.log_iter`; a malformed app id is refused at once.
+    def _check_app_id(self, app_id: str) -> None:
+        """A malformed app id is refused at once (before any request).
 
         Raises:
-            InvalidArgumentError: also for an app id that is not
-                ``namespace:name`` with Kubernetes names (before any request).
+            InvalidArgumentError: the id is not ``namespace:name`` (or a bare
+                name) with Kubernetes names.
         """
         split_app_id(app_id)
-        return super().log_iter(
-            app_id, role_name, k, regex, since, until, should_tail, streams
-        )
 
     async def _log_iter(self, app: AppSnapshot, query: LogQuery) -> AsyncIterator[str]:
         role_name, k = query.role_name, query.k

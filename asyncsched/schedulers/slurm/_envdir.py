@@ -27,6 +27,8 @@ import secrets
 import shutil
 from collections.abc import Mapping
 
+from asyncsched.errors import InvalidArgumentError
+
 __all__ = ["ENV_DIR_PREFIX", "create_env_dir", "remove_env_dir"]
 
 #: the name of every environment directory starts so (and only those are removed)
@@ -61,7 +63,7 @@ def create_env_dir(work_dir: str, files: Mapping[str, str]) -> str:
 
 def _write_private(dir_fd: int, name: str, text: str) -> None:
     if name != os.path.basename(name) or name in ("", ".", ".."):
-        raise ValueError(f"not a plain file name: {name!r}")
+        raise InvalidArgumentError(f"not a plain file name: {name!r}")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
     with os.fdopen(fd, "wb") as fh:
