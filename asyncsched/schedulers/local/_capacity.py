@@ -1,7 +1,7 @@
 """How many replicas may run at once: a first-come, first-served slot pool.
 
-Every running replica holds file descriptors in the scheduler process (its
-pipes, log files, indexes and pidfd), so the number of replicas running at once
+Every running replica holds file descriptors in the scheduler process (its two
+pipe read ends and its pidfd; log and index files are reopened per write), so the number of replicas running at once
 is what bounds the open descriptors. A submit takes as many slots as its app
 has replicas and waits (cancellably) while they are not free; an app gives
 them back once every replica of it has exited and its log files are closed.
@@ -29,8 +29,8 @@ __all__ = [
 ]
 
 #: descriptors a running replica holds in the scheduler process: two pipe read
-#: ends, three log files, up to three index files and a pidfd
-FDS_PER_REPLICA = 9
+#: ends and a pidfd (its log and index files are open only during a write)
+FDS_PER_REPLICA = 3
 #: descriptors left to the rest of the program (sockets, files, the loop...)
 RESERVED_FDS = 256
 #: the default never exceeds this many running replicas (processes), whatever
@@ -47,7 +47,7 @@ def default_max_running_replicas(nofile: int | None = None) -> int:
 
     Example:
         >>> default_max_running_replicas(1024)
-        85
+        256
     """
     if nofile is None:
         nofile, _ = resource.getrlimit(resource.RLIMIT_NOFILE)

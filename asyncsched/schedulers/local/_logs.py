@@ -11,7 +11,10 @@ the arrival time of any line is the time of the chunk that completed it:
 Writes go straight to the files with ``os.write`` from the loop: each is one
 page-cache copy of at most one pipe buffer (64 KiB), microseconds, far cheaper
 than a thread hop per chunk; the per-line cost is zero (lines are only found
-with ``bytes.rfind``).
+with ``bytes.rfind``). No log or index file stays open between writes: each
+chunk reopens the files it appends to (``O_APPEND|O_NOFOLLOW``, checked to be
+the very file created) and closes them, so a running replica holds only its
+two pipe read ends and its pidfd in the scheduler process.
 
 Reading (:func:`read_line_batches`) is the other way round: the open, every
 read and every index read run in a worker thread, never on the loop, and the
@@ -53,12 +56,13 @@ from asyncsched.schedulers.shared.state_dir import PRIVATE_FILE_MODE, makedirs_p
 __all__ = [
     "INDEX_ENTRY",
     "STREAMS",
+    "FileId",
     "Follow",
+    "LogFiles",
     "ReplicaLog",
-    "close_log_fds",
+    "create_log_files",
     "index_path",
     "log_paths",
-    "open_log_fds",
     "pump",
     "read_line_batches",
 ]
@@ -79,6 +83,22 @@ _CREATE = (
     os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_APPEND | os.O_CLOEXEC
 )
 
+#: a log or index file is reopened for each write: never through a symlink,
+#: never waiting for a FIFO's reader, and then checked to be the file created
+_REOPEN = (
+    os.O_WRONLY
+    | os.O_APPEND
+    | os.O_NOFOLLOW
+    | os.O_NONBLOCK
+    | os.O_NOCTTY
+    | os.O_CLOEXEC
+)
+
+#: ``(st_dev, st_ino)`` of a file the supervisor created
+FileId = tuple[int, int]
+#: ``{stream: FileId}`` of a replica's log files
+LogFiles = dict[str, FileId]
+
 #: ``await follow(offset)`` -> True: more may come (re-read), False: the log is final
 Follow = Callable[[int], Awaitable[bool]]
 
@@ -93,38 +113,53 @@ def index_path(replica_dir: str, stream: str) -> str:
     return os.path.join(replica_dir, f"{stream}.idx")
 
 
-def open_log_fds(replica_dir: str) -> dict[str, tuple[int, int]]:
-    """Create the replica dir and its log files: ``{stream: (log_fd, -1)}``.
+def create_log_files(replica_dir: str) -> LogFiles:
+    """Create the replica dir and its three log files; return their identities.
 
     Blocking (runs in a worker thread). The files must not exist yet
     (``FileExistsError``): they are created, never opened through a name
     someone else made. Directories are created ``0700`` and files are
-    ``0600``, whatever the umask: logs may hold secrets. The index files are
-    created by :class:`ReplicaLog` on the first write of each stream (file
-    creation is the expensive part of starting a replica), the same way.
+    ``0600``, whatever the umask: logs may hold secrets. No descriptor stays
+    open: :class:`ReplicaLog` reopens a file for each write and checks that
+    it is still this one. The index files are created by :class:`ReplicaLog`
+    on the first write of each stream (file creation is the expensive part of
+    starting a replica), the same way.
     """
     makedirs_private(replica_dir)
-    fds: dict[str, tuple[int, int]] = {}
+    return {s: _create(os.path.join(replica_dir, f"{s}.log")) for s in STREAMS}
+
+
+def _create(path: str) -> FileId:
+    """Create ``path`` (0600, never through an existing name); its identity."""
+    fd = os.open(path, _CREATE, PRIVATE_FILE_MODE)
     try:
-        for stream in STREAMS:
-            fd = os.open(
-                os.path.join(replica_dir, f"{stream}.log"), _CREATE, PRIVATE_FILE_MODE
-            )
-            fds[stream] = (fd, -1)
-            os.fchmod(fd, PRIVATE_FILE_MODE)  # whatever the umask (a new file)
+        os.fchmod(fd, PRIVATE_FILE_MODE)  # whatever the umask (a new file)
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return st.st_dev, st.st_ino
+
+
+def _reopen(path: str, file_id: FileId) -> int:
+    """``path`` opened for appending if it is still the file ``file_id`` (else -1).
+
+    A name the replica put in its place (a symlink, a FIFO, another file) is
+    never written through: the open does not follow a symlink nor wait for a
+    FIFO's reader, and the opened file must be the one created.
+    """
+    try:
+        fd = os.open(path, _REOPEN)
     except OSError:
-        close_log_fds(fds)
-        raise
-    return fds
-
-
-def close_log_fds(fds: dict[str, tuple[int, int]]) -> None:
-    """Close what :func:`open_log_fds` (and later writes) opened."""
-    for log_fd, idx_fd in fds.values():
-        for fd in (log_fd, idx_fd):
-            if fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+        return -1
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        return -1
+    if (st.st_dev, st.st_ino) != file_id:
+        os.close(fd)
+        return -1
+    return fd
 
 
 def _write_all(fd: int, data: bytes | memoryview) -> None:
@@ -134,14 +169,31 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[n:]
 
 
-class ReplicaLog:
-    """The log files of one replica, written by the supervisor across attempts."""
+def _write_closing(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd``, then close ``fd`` (whatever happens)."""
+    try:
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
 
-    def __init__(self, replica_dir: str, fds: dict[str, tuple[int, int]]) -> None:
+
+class ReplicaLog:
+    """The log files of one replica, written by the supervisor across attempts.
+
+    It holds no descriptor: each write reopens the files it appends to
+    (:func:`_reopen`) and closes them at once, so a running replica costs the
+    scheduler only its pipes and pidfd. A file that is gone or no longer the
+    one created (the replica replaced it) is dropped with a warning.
+    """
+
+    def __init__(self, replica_dir: str, files: LogFiles) -> None:
         self.dir = replica_dir
         self.paths = log_paths(replica_dir)
-        self._fds = fds
-        self.sizes = {s: os.fstat(fds[s][0]).st_size for s in STREAMS}
+        #: identity of each log file; None once dropped
+        self._logs: dict[str, FileId | None] = dict(files)
+        #: identity of each index; missing: not created yet; None: none
+        self._index: dict[str, FileId | None] = {}
+        self.sizes = dict.fromkeys(STREAMS, 0)  # the files were just created
         self._partial = {"stdout": b"", "stderr": b""}
         self._changes = ChangeSignal()
         #: set once no more data will ever be written (the replica is final)
@@ -153,32 +205,53 @@ class ReplicaLog:
         return self._changes.changed()
 
     def _append(self, stream: str, data: bytes, now: float) -> None:
-        log_fd, idx_fd = self._fds[stream]
-        _write_all(log_fd, data)
+        file_id = self._logs[stream]
+        if file_id is None:
+            return
+        path = self.paths[stream]
+        fd = _reopen(path, file_id)
+        if fd < 0:
+            logger.warning("%s was removed or replaced: no longer written", path)
+            self._logs[stream] = None
+            return
+        _write_closing(fd, data)
         self.sizes[stream] += len(data)
-        if idx_fd < 0:
-            idx_fd = self._open_index(stream)
-        if idx_fd >= 0:
-            _write_all(idx_fd, INDEX_ENTRY.pack(self.sizes[stream], now))
+        entry = INDEX_ENTRY.pack(self.sizes[stream], now)
+        if stream not in self._index:
+            self._create_index(stream, entry)
+            return
+        idx_id = self._index[stream]
+        if idx_id is None:
+            return
+        path = index_path(self.dir, stream)
+        fd = _reopen(path, idx_id)
+        if fd < 0:
+            logger.warning("%s was removed or replaced: no longer written", path)
+            self._index[stream] = None
+            return
+        _write_closing(fd, entry)
 
-    def _open_index(self, stream: str) -> int:
-        """Create the index of ``stream`` on its first write (-2: cannot).
+    def _create_index(self, stream: str, entry: bytes) -> None:
+        """Create the index of ``stream`` on its first write, with its first entry.
 
         The replica runs by then and may write in its dir: a name it planted
         (a symlink, a hardlink to another file) makes the creation fail, and
         that stream goes without an index, rather than being followed.
         """
-        log_fd, idx_fd = self._fds[stream]
-        if idx_fd == -1:
-            path = index_path(self.dir, stream)
-            try:
-                idx_fd = os.open(path, _CREATE, PRIVATE_FILE_MODE)
-                os.fchmod(idx_fd, PRIVATE_FILE_MODE)
-            except OSError as exc:
-                logger.warning("cannot create the index %s: %s", path, exc)
-                idx_fd = -2
-            self._fds[stream] = (log_fd, idx_fd)
-        return idx_fd
+        path = index_path(self.dir, stream)
+        try:
+            fd = os.open(path, _CREATE, PRIVATE_FILE_MODE)
+        except OSError as exc:
+            logger.warning("cannot create the index %s: %s", path, exc)
+            self._index[stream] = None
+            return
+        try:
+            os.fchmod(fd, PRIVATE_FILE_MODE)
+            st = os.fstat(fd)
+            self._index[stream] = (st.st_dev, st.st_ino)
+            _write_all(fd, entry)
+        finally:
+            os.close(fd)
 
     def write(self, stream: str, data: bytes) -> None:
         """Record a chunk read from ``stream``'s pipe (stdout or stderr)."""
@@ -215,11 +288,10 @@ class ReplicaLog:
         self._changes.notify()
 
     def close(self) -> None:
-        """Close the files (idempotent)."""
+        """Stop writing (idempotent; no descriptor is held between writes)."""
         if self._closed:
             return
         self._closed = True
-        close_log_fds(self._fds)
         self.set_final()
 
 
