@@ -96,6 +96,39 @@ async def test_a_fifo_planted_as_an_index_neither_freezes_the_supervisor_nor_log
         assert stdout == ["out\n"]
 
 
+@pytest.mark.timeout(60)
+async def test_log_files_a_replica_replaces_while_running_are_not_written_through(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the supervisor reopens the logs for each write: once the first lines are
+    # in, the replica swaps its files for a symlink, hardlinks and a FIFO
+    victim = _victim(tmp_path)
+    script = (
+        'd=$(dirname "$TORCHELASTIC_ERROR_FILE"); echo first; echo first >&2;'
+        ' until [ -e "$d/stdout.idx" ] && [ -e "$d/stderr.idx" ]; do sleep 0.01; done;'
+        " for f in stdout.log stderr.log combined.log stdout.idx; do"
+        ' mv "$d/$f" "$d/moved-$f"; done;'
+        ' ln -s "$VICTIM" "$d/stdout.log"; ln "$VICTIM" "$d/stderr.log";'
+        ' ln "$VICTIM" "$d/stdout.idx"; mkfifo "$d/combined.log";'
+        " echo second; echo second >&2"
+    )
+    role = sh_role(script)
+    role.env["VICTIM"] = str(victim)
+    async with LocalScheduler("s") as sched:
+        with caplog.at_level(logging.WARNING):
+            app_id = await sched.submit(app_of(role), {})
+            desc = await sched.wait(app_id, timeout=30)
+        assert desc is not None
+        assert desc.state == AppState.SUCCEEDED  # a FIFO froze nothing
+        replaced = {
+            os.path.basename(r.getMessage().split()[0])
+            for r in caplog.records
+            if "was removed or replaced" in r.getMessage()
+        }
+        assert replaced == {"stdout.log", "stderr.log", "combined.log"}
+    _untouched(victim)
+
+
 async def test_a_hardlinked_error_reply_keeps_the_linked_files_mode(
     tmp_path: Path,
 ) -> None:
