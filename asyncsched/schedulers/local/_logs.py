@@ -11,10 +11,12 @@ the arrival time of any line is the time of the chunk that completed it:
 Writes go straight to the files with ``os.write`` from the loop: each is one
 page-cache copy of at most one pipe buffer (64 KiB), microseconds, far cheaper
 than a thread hop per chunk; the per-line cost is zero (lines are only found
-with ``bytes.rfind``). No log or index file stays open between writes: each
-chunk reopens the files it appends to (``O_APPEND|O_NOFOLLOW``, checked to be
-the very file created) and closes them, so a running replica holds only its
-two pipe read ends and its pidfd in the scheduler process.
+with ``bytes.rfind``). A replica holds no log or index file open: the scheduler
+keeps a bounded set of recently written ones open
+(:mod:`~asyncsched.schedulers.local._open_files`) and reopens any other
+(``O_APPEND|O_NOFOLLOW``, checked to be the very file created), so a running
+replica holds only its two pipe read ends and its pidfd in the scheduler
+process.
 
 Reading (:func:`read_line_batches`) is the other way round: the open, every
 read and every index read run in a worker thread, never on the loop, and the
@@ -49,6 +51,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from asyncsched.errors import SchedulerError
+from asyncsched.schedulers.local._open_files import FileId, OpenFiles
 from asyncsched.schedulers.shared.changes import ChangeSignal
 from asyncsched.schedulers.shared.lines import DEFAULT_MAX_LINE_BYTES, LineAssembler
 from asyncsched.schedulers.shared.state_dir import PRIVATE_FILE_MODE, makedirs_private
@@ -83,19 +86,6 @@ _CREATE = (
     os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_APPEND | os.O_CLOEXEC
 )
 
-#: a log or index file is reopened for each write: never through a symlink,
-#: never waiting for a FIFO's reader, and then checked to be the file created
-_REOPEN = (
-    os.O_WRONLY
-    | os.O_APPEND
-    | os.O_NOFOLLOW
-    | os.O_NONBLOCK
-    | os.O_NOCTTY
-    | os.O_CLOEXEC
-)
-
-#: ``(st_dev, st_ino)`` of a file the supervisor created
-FileId = tuple[int, int]
 #: ``{stream: FileId}`` of a replica's log files
 LogFiles = dict[str, FileId]
 
@@ -140,28 +130,6 @@ def _create(path: str) -> FileId:
     return st.st_dev, st.st_ino
 
 
-def _reopen(path: str, file_id: FileId) -> int:
-    """``path`` opened for appending if it is still the file ``file_id`` (else -1).
-
-    A name the replica put in its place (a symlink, a FIFO, another file) is
-    never written through: the open does not follow a symlink nor wait for a
-    FIFO's reader, and the opened file must be the one created.
-    """
-    try:
-        fd = os.open(path, _REOPEN)
-    except OSError:
-        return -1
-    try:
-        st = os.fstat(fd)
-    except OSError:
-        os.close(fd)
-        return -1
-    if (st.st_dev, st.st_ino) != file_id:
-        os.close(fd)
-        return -1
-    return fd
-
-
 def _write_all(fd: int, data: bytes | memoryview) -> None:
     view = memoryview(data)
     while view:
@@ -169,25 +137,22 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[n:]
 
 
-def _write_closing(fd: int, data: bytes) -> None:
-    """Write all of ``data`` to ``fd``, then close ``fd`` (whatever happens)."""
-    try:
-        _write_all(fd, data)
-    finally:
-        os.close(fd)
-
-
 class ReplicaLog:
     """The log files of one replica, written by the supervisor across attempts.
 
-    It holds no descriptor: each write reopens the files it appends to
-    (:func:`_reopen`) and closes them at once, so a running replica costs the
-    scheduler only its pipes and pidfd. A file that is gone or no longer the
-    one created (the replica replaced it) is dropped with a warning.
+    It holds no descriptor of its own: its files are appended to through
+    ``open_files``, shared by the scheduler's replicas and bounded, which
+    reopens a file (checked to be the one created) when it is not among the
+    recently written ones; so a running replica costs the scheduler only its
+    pipes and pidfd. A file that is gone or no longer the one created (the
+    replica replaced it) is dropped with a warning.
     """
 
-    def __init__(self, replica_dir: str, files: LogFiles) -> None:
+    def __init__(
+        self, replica_dir: str, files: LogFiles, open_files: OpenFiles
+    ) -> None:
         self.dir = replica_dir
+        self._open = open_files
         self.paths = log_paths(replica_dir)
         #: identity of each log file; None once dropped
         self._logs: dict[str, FileId | None] = dict(files)
@@ -209,12 +174,9 @@ class ReplicaLog:
         if file_id is None:
             return
         path = self.paths[stream]
-        fd = _reopen(path, file_id)
-        if fd < 0:
-            logger.warning("%s was removed or replaced: no longer written", path)
+        if not self._write(path, file_id, data):
             self._logs[stream] = None
             return
-        _write_closing(fd, data)
         self.sizes[stream] += len(data)
         entry = INDEX_ENTRY.pack(self.sizes[stream], now)
         if stream not in self._index:
@@ -223,13 +185,21 @@ class ReplicaLog:
         idx_id = self._index[stream]
         if idx_id is None:
             return
-        path = index_path(self.dir, stream)
-        fd = _reopen(path, idx_id)
+        if not self._write(index_path(self.dir, stream), idx_id, entry):
+            self._index[stream] = None
+
+    def _write(self, path: str, file_id: FileId, data: bytes) -> bool:
+        """Append ``data`` to ``path`` if it is still the file created."""
+        fd = self._open.get(path, file_id)
         if fd < 0:
             logger.warning("%s was removed or replaced: no longer written", path)
-            self._index[stream] = None
-            return
-        _write_closing(fd, entry)
+            return False
+        try:
+            _write_all(fd, data)
+        except OSError:
+            self._open.discard(path)
+            raise
+        return True
 
     def _create_index(self, stream: str, entry: bytes) -> None:
         """Create the index of ``stream`` on its first write, with its first entry.
@@ -248,10 +218,12 @@ class ReplicaLog:
         try:
             os.fchmod(fd, PRIVATE_FILE_MODE)
             st = os.fstat(fd)
-            self._index[stream] = (st.st_dev, st.st_ino)
-            _write_all(fd, entry)
-        finally:
+        except OSError:
             os.close(fd)
+            raise
+        file_id = self._index[stream] = (st.st_dev, st.st_ino)
+        self._open.keep(path, fd)
+        self._write(path, file_id, entry)
 
     def write(self, stream: str, data: bytes) -> None:
         """Record a chunk read from ``stream``'s pipe (stdout or stderr)."""
@@ -288,10 +260,13 @@ class ReplicaLog:
         self._changes.notify()
 
     def close(self) -> None:
-        """Stop writing (idempotent; no descriptor is held between writes)."""
+        """Stop writing and close the files (idempotent)."""
         if self._closed:
             return
         self._closed = True
+        for stream in STREAMS:
+            self._open.discard(self.paths[stream])
+            self._open.discard(index_path(self.dir, stream))
         self.set_final()
 
 

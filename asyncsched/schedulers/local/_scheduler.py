@@ -47,6 +47,7 @@ from asyncsched.schedulers.api import (
 from asyncsched.schedulers.local import _records as records, _remote as remote
 from asyncsched.schedulers.local._capacity import (
     FDS_PER_REPLICA,
+    LOG_FILES_KEPT_OPEN,
     ReplicaSlots,
     default_max_running_replicas,
 )
@@ -70,6 +71,7 @@ from asyncsched.schedulers.local._logs import (
     index_path,
     read_line_batches,
 )
+from asyncsched.schedulers.local._open_files import OpenFiles
 from asyncsched.schedulers.local._opts import LocalOpts
 from asyncsched.schedulers.local._process import (
     SPAWN_TIMEOUT,
@@ -179,8 +181,9 @@ class LocalScheduler(Scheduler[LocalOpts]):
             replicas have ended, so ``Runner.run_many`` of 10,000 apps needs
             no semaphore; an app with more replicas than this is refused at
             once with a ``SpecError``. Default: what the open-file limit
-            allows, ``(RLIMIT_NOFILE - 256) // 9`` (each running replica holds
-            9 descriptors here), at most 2048 -- after ``raise_nofile``.
+            allows, ``(RLIMIT_NOFILE - 256 - 32) // 3`` (each running replica
+            holds 3 descriptors here; up to 32 recently written log files stay
+            open), at most 2048 -- after ``raise_nofile``.
         raise_nofile: Raise this process's soft ``RLIMIT_NOFILE`` to its hard
             limit (once per process, never lowered; replicas get the original
             soft limit back), as Go programs do: the common soft limit of
@@ -260,6 +263,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
         #: replicas that may run at once; submits beyond it wait
         self.max_running_replicas = max_running_replicas
         self._slots = ReplicaSlots(max_running_replicas)
+        #: the log files the replicas' writes keep open (bounded, shared)
+        self._log_files = OpenFiles(LOG_FILES_KEPT_OPEN)
         self._image_provider_class = image_provider_class
         self._cache_size = cache_size
         self._extra_paths = list(extra_paths or [])
@@ -467,6 +472,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         with contextlib.suppress(Exception):
             await self._writer.write([a for a in apps + owed if a.record_stale])
         await self._host.aclose()
+        self._log_files.close()
         await self._spawner.aclose()
         if self._spawn_cfg is not None:
             await self._spawn_cfg.guardian.aclose()
@@ -775,7 +781,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         """The supervisor of a spawned app (no side effect: undone by a kill)."""
         assert self._spawn_cfg is not None
         replicas = [
-            Replica(launch, ReplicaLog(launch.log_dir, f))
+            Replica(launch, ReplicaLog(launch.log_dir, f, self._log_files))
             for launch, f in zip(launches, files, strict=True)
         ]
         roles = [
