@@ -6,16 +6,19 @@ open-file limit of 1024."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 import textwrap
 from contextlib import aclosing
+from pathlib import Path
 
 import anyio
 import pytest
 
 from asyncsched.schedulers.local._capacity import LOG_FILES_KEPT_OPEN
+from asyncsched.schedulers.local._open_files import FileId, OpenFiles
 from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.specs import AppState
 
@@ -118,3 +121,29 @@ async def test_245_replicas_run_at_once_at_an_open_file_limit_of_1024() -> None:
     assert isinstance(got["fds"], int)
     assert got["fds"] < 1024
     assert got["state"] == AppState.CANCELLED.name
+
+
+def test_log_files_kept_open_are_bounded_and_the_least_recent_is_closed(
+    tmp_path: Path,
+) -> None:
+    ids: dict[str, FileId] = {}
+    for name in ("a", "b", "c"):
+        path = tmp_path / name
+        path.write_bytes(b"")
+        st = path.stat()
+        ids[str(path)] = (st.st_dev, st.st_ino)
+    a, b, c = ids
+    files = OpenFiles(2)
+    before = nfds()
+    fd_a = files.get(a, ids[a])
+    assert files.get(a, ids[a]) == fd_a  # kept open: no reopen
+    files.get(b, ids[b])
+    files.get(a, ids[a])  # a is now the most recent
+    files.get(c, ids[c])  # ... so b is closed
+    assert len(files) == 2
+    assert nfds() - before == 2
+    assert files.get(a, ids[a]) == fd_a
+    os.write(files.get(b, ids[b]), b"reopened\n")  # b is reopened, c closed
+    assert (tmp_path / "b").read_bytes() == b"reopened\n"
+    files.close()
+    assert nfds() == before
