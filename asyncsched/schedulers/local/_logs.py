@@ -110,8 +110,9 @@ def create_log_files(replica_dir: str) -> LogFiles:
     (``FileExistsError``): they are created, never opened through a name
     someone else made. Directories are created ``0700`` and files are
     ``0600``, whatever the umask: logs may hold secrets. No descriptor stays
-    open: :class:`ReplicaLog` reopens a file for each write and checks that
-    it is still this one. The index files are created by :class:`ReplicaLog`
+    open: :class:`ReplicaLog` reopens a file when it writes to it (unless it
+    is among the recently written ones kept open) and checks that it is
+    still this one. The index files are created by :class:`ReplicaLog`
     on the first write of each stream (file creation is the expensive part of
     starting a replica), the same way.
     """

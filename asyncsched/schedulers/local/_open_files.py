@@ -2,7 +2,7 @@
 scheduler's replicas.
 
 Reopening a file for every chunk of output costs a path walk, an ``fstat``
-and a close (about 10 µs); keeping the most recently written files open saves
+and a close; keeping the most recently written files open saves
 that for the replicas writing now, while the number of descriptors stays
 bounded by ``limit``, whatever the number of running replicas. The least
 recently written file is closed first.
