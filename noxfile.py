@@ -26,6 +26,7 @@ BENCHMARKS = {
     "docker": "docker_fanout.py",
     "web": "web_sse_load.py",
     "log": "log_throughput.py",
+    "fds": "local_fds.py",
     "slurm": "slurm_fanout.py",
     "kubernetes": "kubernetes_api_load.py",
     "kubecache": "kubernetes_cache_memory.py",

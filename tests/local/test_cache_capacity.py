@@ -168,7 +168,7 @@ def test_the_default_bound_follows_the_open_file_limit() -> None:
         default_max_running_replicas,
     )
 
-    assert default_max_running_replicas(1024) == 85
+    assert default_max_running_replicas(1024) == 245
     assert default_max_running_replicas(300) == 4
     assert default_max_running_replicas(10) == 1
     assert default_max_running_replicas(10**7) == MAX_DEFAULT_RUNNING_REPLICAS

@@ -89,7 +89,7 @@ async def test_soft_open_file_limit_is_raised_and_replicas_get_the_original() ->
     )
     assert (probe["soft"], probe["hard"]) == (4096, 4096)
     assert probe["max_running_replicas"] == default_max_running_replicas(4096)
-    assert probe["max_running_replicas"] == 426  # not 85
+    assert probe["max_running_replicas"] == 1269  # not 245
     assert probe["child"] == ["1024\n"]
 
 
@@ -145,7 +145,7 @@ async def test_raise_nofile_false_leaves_the_open_file_limit_alone() -> None:
         functools.partial(_probe_under, 1024, 4096, raise_nofile=False)
     )
     assert (probe["soft"], probe["hard"]) == (1024, 4096)
-    assert probe["max_running_replicas"] == 85
+    assert probe["max_running_replicas"] == 245
     assert probe["child"] == ["1024\n"]
 
 

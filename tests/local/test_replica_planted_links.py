@@ -15,6 +15,8 @@ from pathlib import Path
 import anyio
 import pytest
 
+from asyncsched.schedulers.local._logs import ReplicaLog, create_log_files
+from asyncsched.schedulers.local._open_files import OpenFiles
 from asyncsched.schedulers.local._records import read_json, write_json_atomic
 from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.specs import AppState
@@ -94,6 +96,63 @@ async def test_a_fifo_planted_as_an_index_neither_freezes_the_supervisor_nor_log
                 )
             ]
         assert stdout == ["out\n"]
+
+
+@pytest.mark.timeout(60)
+async def test_log_files_a_replica_replaces_while_running_are_not_written_through(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # once the first lines are in, the replica swaps its files for a symlink,
+    # hardlinks and a FIFO (the unit case below forces every write to reopen)
+    victim = _victim(tmp_path)
+    script = (
+        'd=$(dirname "$TORCHELASTIC_ERROR_FILE"); echo first; echo first >&2;'
+        ' until [ -e "$d/stdout.idx" ] && [ -e "$d/stderr.idx" ]; do sleep 0.01; done;'
+        " for f in stdout.log stderr.log combined.log stdout.idx; do"
+        ' mv "$d/$f" "$d/moved-$f"; done;'
+        ' ln -s "$VICTIM" "$d/stdout.log"; ln "$VICTIM" "$d/stderr.log";'
+        ' ln "$VICTIM" "$d/stdout.idx"; mkfifo "$d/combined.log";'
+        " echo second; echo second >&2"
+    )
+    role = sh_role(script)
+    role.env["VICTIM"] = str(victim)
+    async with LocalScheduler("s") as sched:
+        app_id = await sched.submit(app_of(role), {})
+        desc = await sched.wait(app_id, timeout=30)
+        assert desc is not None
+        assert desc.state == AppState.SUCCEEDED  # a FIFO froze nothing
+    _untouched(victim)
+
+
+@pytest.mark.timeout(30)
+async def test_log_files_replaced_before_a_reopen_are_dropped_not_written_through(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    victim = _victim(tmp_path)
+    d = tmp_path / "replica"
+    # one file kept open: every write to another file reopens it
+    log = ReplicaLog(str(d), create_log_files(str(d)), OpenFiles(1))
+    log.write("stdout", b"first\n")
+    log.write("stderr", b"first\n")
+    for name in ("stdout.log", "stderr.log", "combined.log", "stdout.idx"):
+        (d / name).rename(d / f"moved-{name}")
+    (d / "stdout.log").symlink_to(victim)
+    os.link(victim, d / "stderr.log")
+    os.mkfifo(d / "combined.log")  # opening it for writing would block
+    os.link(victim, d / "stdout.idx")
+    with caplog.at_level(logging.WARNING):
+        log.write("stdout", b"second\n")
+        log.write("stderr", b"second\n")
+    log.close()
+    _untouched(victim)
+    replaced = {
+        os.path.basename(r.getMessage().split()[0])
+        for r in caplog.records
+        if "was removed or replaced" in r.getMessage()
+    }
+    assert replaced == {"stdout.log", "stderr.log", "combined.log"}
+    assert (d / "moved-stdout.log").read_bytes() == b"first\n"
+    assert (d / "moved-combined.log").read_bytes() == b"first\nfirst\n"
 
 
 async def test_a_hardlinked_error_reply_keeps_the_linked_files_mode(

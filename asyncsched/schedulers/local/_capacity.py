@@ -1,7 +1,8 @@
 """How many replicas may run at once: a first-come, first-served slot pool.
 
-Every running replica holds file descriptors in the scheduler process (its
-pipes, log files, indexes and pidfd), so the number of replicas running at once
+Every running replica holds file descriptors in the scheduler process (its two
+pipe read ends and its pidfd; log and index files are shared, see
+:data:`LOG_FILES_KEPT_OPEN`), so the number of replicas running at once
 is what bounds the open descriptors. A submit takes as many slots as its app
 has replicas and waits (cancellably) while they are not free; an app gives
 them back once every replica of it has exited and its log files are closed.
@@ -22,6 +23,7 @@ import anyio
 
 __all__ = [
     "FDS_PER_REPLICA",
+    "LOG_FILES_KEPT_OPEN",
     "MAX_DEFAULT_RUNNING_REPLICAS",
     "RESERVED_FDS",
     "ReplicaSlots",
@@ -29,10 +31,13 @@ __all__ = [
 ]
 
 #: descriptors a running replica holds in the scheduler process: two pipe read
-#: ends, three log files, up to three index files and a pidfd
-FDS_PER_REPLICA = 9
+#: ends and a pidfd (its log and index files are open only during a write)
+FDS_PER_REPLICA = 3
 #: descriptors left to the rest of the program (sockets, files, the loop...)
 RESERVED_FDS = 256
+#: log and index files a scheduler keeps open for appending, shared by its
+#: replicas (the most recently written ones; the others are reopened per write)
+LOG_FILES_KEPT_OPEN = 32
 #: the default never exceeds this many running replicas (processes), whatever
 #: the descriptor limit allows
 MAX_DEFAULT_RUNNING_REPLICAS = 2048
@@ -41,19 +46,20 @@ MAX_DEFAULT_RUNNING_REPLICAS = 2048
 def default_max_running_replicas(nofile: int | None = None) -> int:
     """The default bound on running replicas for a descriptor limit.
 
-    ``(nofile - RESERVED_FDS) // FDS_PER_REPLICA``, at least 1 and at most
+    ``(nofile - RESERVED_FDS - LOG_FILES_KEPT_OPEN) // FDS_PER_REPLICA``, at
+    least 1 and at most
     :data:`MAX_DEFAULT_RUNNING_REPLICAS`; ``nofile`` defaults to this
     process's soft ``RLIMIT_NOFILE``.
 
     Example:
         >>> default_max_running_replicas(1024)
-        85
+        245
     """
     if nofile is None:
         nofile, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if nofile < 0:  # RLIM_INFINITY
         return MAX_DEFAULT_RUNNING_REPLICAS
-    fit = (nofile - RESERVED_FDS) // FDS_PER_REPLICA
+    fit = (nofile - RESERVED_FDS - LOG_FILES_KEPT_OPEN) // FDS_PER_REPLICA
     return max(1, min(MAX_DEFAULT_RUNNING_REPLICAS, fit))
 
 

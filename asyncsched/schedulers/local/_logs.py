@@ -11,7 +11,12 @@ the arrival time of any line is the time of the chunk that completed it:
 Writes go straight to the files with ``os.write`` from the loop: each is one
 page-cache copy of at most one pipe buffer (64 KiB), microseconds, far cheaper
 than a thread hop per chunk; the per-line cost is zero (lines are only found
-with ``bytes.rfind``).
+with ``bytes.rfind``). A replica holds no log or index file open: the scheduler
+keeps a bounded set of recently written ones open
+(:mod:`~asyncsched.schedulers.local._open_files`) and reopens any other
+(``O_APPEND|O_NOFOLLOW``, checked to be the very file created), so a running
+replica holds only its two pipe read ends and its pidfd in the scheduler
+process.
 
 Reading (:func:`read_line_batches`) is the other way round: the open, every
 read and every index read run in a worker thread, never on the loop, and the
@@ -46,6 +51,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from asyncsched.errors import SchedulerError
+from asyncsched.schedulers.local._open_files import FileId, OpenFiles
 from asyncsched.schedulers.shared.changes import ChangeSignal
 from asyncsched.schedulers.shared.lines import DEFAULT_MAX_LINE_BYTES, LineAssembler
 from asyncsched.schedulers.shared.state_dir import PRIVATE_FILE_MODE, makedirs_private
@@ -53,12 +59,13 @@ from asyncsched.schedulers.shared.state_dir import PRIVATE_FILE_MODE, makedirs_p
 __all__ = [
     "INDEX_ENTRY",
     "STREAMS",
+    "FileId",
     "Follow",
+    "LogFiles",
     "ReplicaLog",
-    "close_log_fds",
+    "create_log_files",
     "index_path",
     "log_paths",
-    "open_log_fds",
     "pump",
     "read_line_batches",
 ]
@@ -79,6 +86,9 @@ _CREATE = (
     os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_APPEND | os.O_CLOEXEC
 )
 
+#: ``{stream: FileId}`` of a replica's log files
+LogFiles = dict[str, FileId]
+
 #: ``await follow(offset)`` -> True: more may come (re-read), False: the log is final
 Follow = Callable[[int], Awaitable[bool]]
 
@@ -93,38 +103,32 @@ def index_path(replica_dir: str, stream: str) -> str:
     return os.path.join(replica_dir, f"{stream}.idx")
 
 
-def open_log_fds(replica_dir: str) -> dict[str, tuple[int, int]]:
-    """Create the replica dir and its log files: ``{stream: (log_fd, -1)}``.
+def create_log_files(replica_dir: str) -> LogFiles:
+    """Create the replica dir and its three log files; return their identities.
 
     Blocking (runs in a worker thread). The files must not exist yet
     (``FileExistsError``): they are created, never opened through a name
     someone else made. Directories are created ``0700`` and files are
-    ``0600``, whatever the umask: logs may hold secrets. The index files are
-    created by :class:`ReplicaLog` on the first write of each stream (file
-    creation is the expensive part of starting a replica), the same way.
+    ``0600``, whatever the umask: logs may hold secrets. No descriptor stays
+    open: :class:`ReplicaLog` reopens a file when it writes to it (unless it
+    is among the recently written ones kept open) and checks that it is
+    still this one. The index files are created by :class:`ReplicaLog`
+    on the first write of each stream (file creation is the expensive part of
+    starting a replica), the same way.
     """
     makedirs_private(replica_dir)
-    fds: dict[str, tuple[int, int]] = {}
+    return {s: _create(os.path.join(replica_dir, f"{s}.log")) for s in STREAMS}
+
+
+def _create(path: str) -> FileId:
+    """Create ``path`` (0600, never through an existing name); its identity."""
+    fd = os.open(path, _CREATE, PRIVATE_FILE_MODE)
     try:
-        for stream in STREAMS:
-            fd = os.open(
-                os.path.join(replica_dir, f"{stream}.log"), _CREATE, PRIVATE_FILE_MODE
-            )
-            fds[stream] = (fd, -1)
-            os.fchmod(fd, PRIVATE_FILE_MODE)  # whatever the umask (a new file)
-    except OSError:
-        close_log_fds(fds)
-        raise
-    return fds
-
-
-def close_log_fds(fds: dict[str, tuple[int, int]]) -> None:
-    """Close what :func:`open_log_fds` (and later writes) opened."""
-    for log_fd, idx_fd in fds.values():
-        for fd in (log_fd, idx_fd):
-            if fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+        os.fchmod(fd, PRIVATE_FILE_MODE)  # whatever the umask (a new file)
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return st.st_dev, st.st_ino
 
 
 def _write_all(fd: int, data: bytes | memoryview) -> None:
@@ -135,13 +139,27 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
 
 
 class ReplicaLog:
-    """The log files of one replica, written by the supervisor across attempts."""
+    """The log files of one replica, written by the supervisor across attempts.
 
-    def __init__(self, replica_dir: str, fds: dict[str, tuple[int, int]]) -> None:
+    It holds no descriptor of its own: its files are appended to through
+    ``open_files``, shared by the scheduler's replicas and bounded, which
+    reopens a file (checked to be the one created) when it is not among the
+    recently written ones; so a running replica costs the scheduler only its
+    pipes and pidfd. A file that is gone or no longer the one created (the
+    replica replaced it) is dropped with a warning.
+    """
+
+    def __init__(
+        self, replica_dir: str, files: LogFiles, open_files: OpenFiles
+    ) -> None:
         self.dir = replica_dir
+        self._open = open_files
         self.paths = log_paths(replica_dir)
-        self._fds = fds
-        self.sizes = {s: os.fstat(fds[s][0]).st_size for s in STREAMS}
+        #: identity of each log file; None once dropped
+        self._logs: dict[str, FileId | None] = dict(files)
+        #: identity of each index; missing: not created yet; None: none
+        self._index: dict[str, FileId | None] = {}
+        self.sizes = dict.fromkeys(STREAMS, 0)  # the files were just created
         self._partial = {"stdout": b"", "stderr": b""}
         self._changes = ChangeSignal()
         #: set once no more data will ever be written (the replica is final)
@@ -153,32 +171,60 @@ class ReplicaLog:
         return self._changes.changed()
 
     def _append(self, stream: str, data: bytes, now: float) -> None:
-        log_fd, idx_fd = self._fds[stream]
-        _write_all(log_fd, data)
+        file_id = self._logs[stream]
+        if file_id is None:
+            return
+        path = self.paths[stream]
+        if not self._write(path, file_id, data):
+            self._logs[stream] = None
+            return
         self.sizes[stream] += len(data)
-        if idx_fd < 0:
-            idx_fd = self._open_index(stream)
-        if idx_fd >= 0:
-            _write_all(idx_fd, INDEX_ENTRY.pack(self.sizes[stream], now))
+        entry = INDEX_ENTRY.pack(self.sizes[stream], now)
+        if stream not in self._index:
+            self._create_index(stream, entry)
+            return
+        idx_id = self._index[stream]
+        if idx_id is None:
+            return
+        if not self._write(index_path(self.dir, stream), idx_id, entry):
+            self._index[stream] = None
 
-    def _open_index(self, stream: str) -> int:
-        """Create the index of ``stream`` on its first write (-2: cannot).
+    def _write(self, path: str, file_id: FileId, data: bytes) -> bool:
+        """Append ``data`` to ``path`` if it is still the file created."""
+        fd = self._open.get(path, file_id)
+        if fd < 0:
+            logger.warning("%s was removed or replaced: no longer written", path)
+            return False
+        try:
+            _write_all(fd, data)
+        except OSError:
+            self._open.discard(path)
+            raise
+        return True
+
+    def _create_index(self, stream: str, entry: bytes) -> None:
+        """Create the index of ``stream`` on its first write, with its first entry.
 
         The replica runs by then and may write in its dir: a name it planted
         (a symlink, a hardlink to another file) makes the creation fail, and
         that stream goes without an index, rather than being followed.
         """
-        log_fd, idx_fd = self._fds[stream]
-        if idx_fd == -1:
-            path = index_path(self.dir, stream)
-            try:
-                idx_fd = os.open(path, _CREATE, PRIVATE_FILE_MODE)
-                os.fchmod(idx_fd, PRIVATE_FILE_MODE)
-            except OSError as exc:
-                logger.warning("cannot create the index %s: %s", path, exc)
-                idx_fd = -2
-            self._fds[stream] = (log_fd, idx_fd)
-        return idx_fd
+        path = index_path(self.dir, stream)
+        try:
+            fd = os.open(path, _CREATE, PRIVATE_FILE_MODE)
+        except OSError as exc:
+            logger.warning("cannot create the index %s: %s", path, exc)
+            self._index[stream] = None
+            return
+        try:
+            os.fchmod(fd, PRIVATE_FILE_MODE)
+            st = os.fstat(fd)
+        except OSError:
+            os.close(fd)
+            raise
+        file_id = self._index[stream] = (st.st_dev, st.st_ino)
+        self._open.keep(path, fd)
+        self._write(path, file_id, entry)
 
     def write(self, stream: str, data: bytes) -> None:
         """Record a chunk read from ``stream``'s pipe (stdout or stderr)."""
@@ -215,11 +261,13 @@ class ReplicaLog:
         self._changes.notify()
 
     def close(self) -> None:
-        """Close the files (idempotent)."""
+        """Stop writing and close the files (idempotent)."""
         if self._closed:
             return
         self._closed = True
-        close_log_fds(self._fds)
+        for stream in STREAMS:
+            self._open.discard(self.paths[stream])
+            self._open.discard(index_path(self.dir, stream))
         self.set_final()
 
 

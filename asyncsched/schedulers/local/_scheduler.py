@@ -47,6 +47,7 @@ from asyncsched.schedulers.api import (
 from asyncsched.schedulers.local import _records as records, _remote as remote
 from asyncsched.schedulers.local._capacity import (
     FDS_PER_REPLICA,
+    LOG_FILES_KEPT_OPEN,
     ReplicaSlots,
     default_max_running_replicas,
 )
@@ -64,12 +65,13 @@ from asyncsched.schedulers.local._limits import (
 )
 from asyncsched.schedulers.local._logs import (
     Follow,
+    LogFiles,
     ReplicaLog,
-    close_log_fds,
+    create_log_files,
     index_path,
-    open_log_fds,
     read_line_batches,
 )
+from asyncsched.schedulers.local._open_files import OpenFiles
 from asyncsched.schedulers.local._opts import LocalOpts
 from asyncsched.schedulers.local._process import (
     SPAWN_TIMEOUT,
@@ -179,8 +181,9 @@ class LocalScheduler(Scheduler[LocalOpts]):
             replicas have ended, so ``Runner.run_many`` of 10,000 apps needs
             no semaphore; an app with more replicas than this is refused at
             once with a ``SpecError``. Default: what the open-file limit
-            allows, ``(RLIMIT_NOFILE - 256) // 9`` (each running replica holds
-            9 descriptors here), at most 2048 -- after ``raise_nofile``.
+            allows, ``(RLIMIT_NOFILE - 256 - 32) // 3`` (each running replica
+            holds 3 descriptors here; up to 32 recently written log files stay
+            open), at most 2048 -- after ``raise_nofile``.
         raise_nofile: Raise this process's soft ``RLIMIT_NOFILE`` to its hard
             limit (once per process, never lowered; replicas get the original
             soft limit back), as Go programs do: the common soft limit of
@@ -260,6 +263,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
         #: replicas that may run at once; submits beyond it wait
         self.max_running_replicas = max_running_replicas
         self._slots = ReplicaSlots(max_running_replicas)
+        #: the log files the replicas' writes keep open (bounded, shared)
+        self._log_files = OpenFiles(LOG_FILES_KEPT_OPEN)
         self._image_provider_class = image_provider_class
         self._cache_size = cache_size
         self._extra_paths = list(extra_paths or [])
@@ -467,6 +472,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         with contextlib.suppress(Exception):
             await self._writer.write([a for a in apps + owed if a.record_stale])
         await self._host.aclose()
+        self._log_files.close()
         await self._spawner.aclose()
         if self._spawn_cfg is not None:
             await self._spawn_cfg.guardian.aclose()
@@ -727,14 +733,12 @@ class LocalScheduler(Scheduler[LocalOpts]):
         self._check_open()
         # dirs, log files and processes are made in the spawner thread
         try:
-            fds, started = await self._spawner.run(
+            files, started = await self._spawner.run(
                 _prepare_and_spawn,
                 request.log_dir,
                 launches,
                 spawn_cfg,
-                undo=lambda result: _undo_spawn(
-                    request.log_dir, result[0], result[1], spawn_cfg
-                ),
+                undo=lambda result: _undo_spawn(request.log_dir, result[1], spawn_cfg),
             )
         except SpawnTimeoutError as exc:
             raise SubmitError(
@@ -753,15 +757,15 @@ class LocalScheduler(Scheduler[LocalOpts]):
         if self._closed:
             # closed while spawning: undo it all, the app never existed
             await anyio.to_thread.run_sync(
-                _undo_spawn, request.log_dir, fds, started, spawn_cfg
+                _undo_spawn, request.log_dir, started, spawn_cfg
             )
             self._check_open()
         try:
-            app = self._build_app(request, launches, fds)
+            app = self._build_app(request, launches, files)
         except Exception as exc:
             # never leave started replicas unsupervised
             await anyio.to_thread.run_sync(
-                _undo_spawn, request.log_dir, fds, started, spawn_cfg
+                _undo_spawn, request.log_dir, started, spawn_cfg
             )
             raise SubmitError(
                 f"failed to supervise the replicas of {request.app_id}: {exc}"
@@ -772,13 +776,13 @@ class LocalScheduler(Scheduler[LocalOpts]):
         self,
         request: PopenRequest,
         launches: builtins.list[ReplicaLaunch],
-        fds: builtins.list[dict[str, tuple[int, int]]],
+        files: builtins.list[LogFiles],
     ) -> LocalApp:
         """The supervisor of a spawned app (no side effect: undone by a kill)."""
         assert self._spawn_cfg is not None
         replicas = [
-            Replica(launch, ReplicaLog(launch.log_dir, f))
-            for launch, f in zip(launches, fds, strict=True)
+            Replica(launch, ReplicaLog(launch.log_dir, f, self._log_files))
+            for launch, f in zip(launches, files, strict=True)
         ]
         roles = [
             RoleInfo(
@@ -1050,19 +1054,15 @@ def _role_specs(request: PopenRequest) -> dict[str, dict[str, Any]]:
 
 def _prepare_app_dir(
     app_dir: str, replica_dirs: builtins.list[str]
-) -> builtins.list[dict[str, tuple[int, int]]]:
+) -> builtins.list[LogFiles]:
     makedirs_private(os.path.dirname(app_dir))
     os.mkdir(app_dir, PRIVATE_DIR_MODE)  # FileExistsError: never mix two apps' logs
     os.chmod(app_dir, PRIVATE_DIR_MODE)  # exactly, whatever the umask
-    opened: builtins.list[dict[str, tuple[int, int]]] = []
     try:
-        opened.extend(open_log_fds(d) for d in replica_dirs)
+        return [create_log_files(d) for d in replica_dirs]
     except OSError:
-        for fds in opened:
-            close_log_fds(fds)
         shutil.rmtree(app_dir, ignore_errors=True)
         raise
-    return opened
 
 
 def _private_state_dirs(state_dir: str) -> None:
@@ -1085,31 +1085,30 @@ def _prepare_and_spawn(
     app_dir: str,
     launches: builtins.list[ReplicaLaunch],
     cfg: SpawnConfig,
-) -> tuple[builtins.list[dict[str, tuple[int, int]]], builtins.list[Started]]:
+) -> tuple[builtins.list[LogFiles], builtins.list[Started]]:
     """Create the app dir and log files, then spawn every replica (blocking).
 
     Runs in the spawner thread. On a failure whatever started is killed and
     reaped and the app dir removed; raises ``_SpawnFailed`` (spawn) or
     OSError (dirs).
     """
-    fds = _prepare_app_dir(app_dir, [launch.log_dir for launch in launches])
+    files = _prepare_app_dir(app_dir, [launch.log_dir for launch in launches])
     started: builtins.list[Started] = []
     try:
         # extend() keeps what started before a failure
         started.extend(spawn_child(launch, cfg) for launch in launches)
     except Exception as exc:  # any failure (OSError, ValueError...): all or nothing
-        _undo_spawn(app_dir, fds, started, cfg)
+        _undo_spawn(app_dir, started, cfg)
         raise _SpawnFailed(str(exc)) from exc
-    return fds, started
+    return files, started
 
 
 def _undo_spawn(
     app_dir: str,
-    fds: builtins.list[dict[str, tuple[int, int]]],
     started: builtins.list[Started],
     cfg: SpawnConfig,
 ) -> None:
-    """Kill and reap what started, close every fd, remove the app dir (blocking)."""
+    """Kill and reap what started, close its fds, remove the app dir (blocking)."""
     for st in started:
         st.child.signal(signal.SIGKILL)
         with contextlib.suppress(OSError):
@@ -1119,8 +1118,6 @@ def _undo_spawn(
         st.child.close()
         for fd in (st.out_r, st.err_r):
             os.close(fd)
-    for replica_fds in fds:
-        close_log_fds(replica_fds)
     shutil.rmtree(app_dir, ignore_errors=True)
 
 
