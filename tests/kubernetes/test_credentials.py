@@ -38,6 +38,7 @@ def _runs(state: Path) -> int:
     return len(runs.read_text().splitlines()) if runs.exists() else 0
 
 
+@pytest.mark.fake_api
 async def test_a_token_is_renewed_before_it_expires(
     kube_env: KubeEnv, tmp_path: Path
 ) -> None:
@@ -60,6 +61,7 @@ async def test_a_token_is_renewed_before_it_expires(
     assert server.unauthorized <= 1
 
 
+@pytest.mark.fake_api
 async def test_a_revoked_token_is_replaced_after_one_401(
     kube_env: KubeEnv, tmp_path: Path
 ) -> None:
@@ -76,6 +78,7 @@ async def test_a_revoked_token_is_replaced_after_one_401(
     assert _runs(state) == 2
 
 
+@pytest.mark.fake_api
 async def test_a_refused_token_is_reported_as_expired_or_invalid_credentials(
     kube_env: KubeEnv, tmp_path: Path
 ) -> None:

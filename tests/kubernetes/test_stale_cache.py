@@ -19,6 +19,7 @@ from .helpers import JOB_APIS, cfg_for, make_app, scheduler, wait_for_state
 pytestmark = pytest.mark.usefixtures("kube_controller")
 
 
+@pytest.mark.fake_api
 @pytest.mark.parametrize("job_api", JOB_APIS)
 async def test_apps_survive_a_refused_relist(kube_env: KubeEnv, job_api: str) -> None:
     server = kube_env.fake_server()
