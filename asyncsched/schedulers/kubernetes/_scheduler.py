@@ -967,9 +967,10 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         if not ns.live:
             return  # no cache holds it: the next describe GETs it (gone)
         # the cache learns of it from its watch: wait (bounded) so that a
-        # describe() right after delete() answers None
+        # describe() right after delete() answers None. A stale cache (its
+        # re-list refused) has no watch: lookups GET the objects meanwhile
         with anyio.move_on_after(_DELETE_SETTLE):
-            while True:
+            while not informer.stale:
                 changed = informer.changes.changed(key)
                 if not [j for j in informer.with_key(key) if not _deleting(j)]:
                     break
