@@ -197,7 +197,8 @@ async def test_retried_create_that_had_landed_is_not_a_conflict(
 @pytest.mark.fake_api
 async def test_cancelled_submit_leaves_nothing_behind(kube_env: KubeEnv) -> None:
     faults, requests = fake_only(kube_env)
-    async with scheduler(kube_env) as sched:
+    # the delete that undoes the Service waits for the throttle: max_hold
+    async with scheduler(kube_env, max_hold=0.5) as sched:
         await sched.list()
         # the Service is made, then the Job create is told to come back in 30 s
         faults.fail_next(429, verb="create", resource="jobs", retry_after=30)

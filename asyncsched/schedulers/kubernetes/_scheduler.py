@@ -33,6 +33,7 @@ from anyio.abc import TaskStatus
 
 from asyncsched._version import __version__
 from asyncsched.errors import (
+    InvalidArgumentError,
     InvalidRunConfigException,
     SchedulerUnavailableError,
     SubmitError,
@@ -89,7 +90,7 @@ from asyncsched.schedulers.kubernetes._names import (
     namespace_problem,
     split_app_id,
 )
-from asyncsched.schedulers.kubernetes._pacing import DEFAULT_MAX_QPS
+from asyncsched.schedulers.kubernetes._pacing import DEFAULT_MAX_HOLD, DEFAULT_MAX_QPS
 from asyncsched.schedulers.kubernetes._render import (
     ANNOTATION_CANCELLED,
     LABEL_APP_NAME,
@@ -218,6 +219,12 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         burst: Requests allowed at once above the rate.
         max_qps: The client-side ceiling of the rate (the safety net;
             ``max_qps=qps`` for a fixed rate).
+        max_hold: Longest time in seconds a ``Retry-After`` holds *every*
+            request (default 5): a longer one holds the others this long,
+            while the request it answered waits all of it. ``0``: only the
+            throttled request waits. It bounds, for instance, how long a
+            cancelled ``submit`` takes to delete what it had created after
+            the server said "come back in 30 s".
         max_retries: Retries of a 5xx or a connection error (a throttled
             request, 429, is sent again after its ``Retry-After`` up to 30
             times).
@@ -288,6 +295,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         qps: float = 50.0,
         burst: int = 100,
         max_qps: float = DEFAULT_MAX_QPS,
+        max_hold: float = DEFAULT_MAX_HOLD,
         max_retries: int = 5,
         resync: float = 600.0,
         watch_timeout: int = 290,
@@ -311,7 +319,12 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         self._namespace = namespace
         self._qps = qps
         self._burst = burst
+        if not max_hold >= 0:
+            raise InvalidArgumentError(
+                f"max_hold must be a number of seconds >= 0, got {max_hold!r}"
+            )
         self._max_qps = max_qps
+        self._max_hold = max_hold
         self._max_retries = max_retries
         self._resync = resync
         self._watch_timeout = watch_timeout
@@ -378,6 +391,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                     qps=self._qps,
                     burst=self._burst,
                     max_qps=self._max_qps,
+                    max_hold=self._max_hold,
                     max_retries=self._max_retries,
                     owns_client=owns,
                     credentials=creds,
@@ -1198,7 +1212,8 @@ def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
     """Registry factory; unknown keyword arguments are ignored.
 
     Known ones: ``client``, ``docker_client``, ``kubeconfig``, ``context``,
-    ``namespace``, ``qps``, ``burst``, ``max_qps``, ``max_retries``, ``resync``,
+    ``namespace``, ``qps``, ``burst``, ``max_qps``, ``max_hold``, ``max_retries``,
+    ``resync``,
     ``watch_timeout``, ``log_idle_timeout``, ``max_line_bytes``,
     ``connect_timeout``, ``request_timeout``.
     """
@@ -1211,6 +1226,7 @@ def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
         "qps",
         "burst",
         "max_qps",
+        "max_hold",
         "max_retries",
         "resync",
         "watch_timeout",
