@@ -243,6 +243,10 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             ``describe`` reads it from the server again (None: for ever).
         list_page_size: Objects per page of the caches' lists (``limit``;
             100: each page is decoded in one event-loop callback).
+        wall_clock: Epoch seconds, what the expiry of an exec plugin's
+            token is compared with to renew it ahead of time (default
+            :func:`time.time`; a test passes a clock it moves forward instead
+            of waiting out a token's lifetime).
 
     Example:
         >>> async def main() -> None:
@@ -305,6 +309,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         cache_retention: float | None = DEFAULT_CACHE_RETENTION,
         list_page_size: int = DEFAULT_PAGE_SIZE,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__(BACKEND, session_name)
         self.max_line_bytes = check_max_line_bytes(max_line_bytes)
@@ -333,6 +338,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         self._request_timeout = request_timeout
         self._cache_retention = cache_retention
         self._list_page_size = list_page_size
+        self._wall_clock = wall_clock
         self._api_: KubeApi | None = None
         self._namespaces: dict[str, _Namespace] = {}
         # namespaces whose caches failed to start: (retry after, the error)
@@ -371,7 +377,9 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 namespace = "default"  # of an injected client: not known
                 if client is None:
                     conn = await connect(
-                        kubeconfig=self._kubeconfig, context=self._context
+                        kubeconfig=self._kubeconfig,
+                        context=self._context,
+                        clock=self._wall_clock,
                     )
                     client, creds, owns = conn.client, conn.credentials, True
                     namespace = conn.namespace
