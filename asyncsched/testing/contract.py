@@ -16,7 +16,9 @@ it)::
 The tests are ``@pytest.mark.anyio``: they need pytest and anyio's pytest
 plugin (it comes with anyio). They run on the event loops of the
 ``anyio_backend`` fixture (anyio's default: asyncio only; return ``"trio"``
-too, e.g. with ``params=["asyncio", "trio"]``, to run them on both).
+too, e.g. with ``params=["asyncio", "trio"]``, to run them on both), or on
+the loops the subclass names in ``event_loops`` (``("asyncio",)`` for a
+backend bound to asyncio: no trio case is collected then).
 
 Scripts stay within ``echo``, ``sleep``, ``exit`` and ``>&2`` so that the
 in-memory scheduler of ``asyncsched.testing`` can run them too, except in the
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import builtins
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 import pytest
@@ -138,11 +140,23 @@ class SchedulerContract:
     """Behaviour every scheduler backend must show.
 
     Run by pytest's anyio plugin on every event loop of the ``anyio_backend``
-    fixture; a backend bound to one loop overrides ``anyio_backend`` in its
-    subclass. App states follow :func:`asyncsched.specs.rollup_state`.
+    fixture, or, when the subclass sets :attr:`event_loops`, on those loops
+    only: a backend bound to asyncio sets ``event_loops = ("asyncio",)`` and
+    gets no trio variants collected (not even skipped ones). App states
+    follow :func:`asyncsched.specs.rollup_state`.
     """
 
     pytestmark = pytest.mark.anyio
+
+    #: the event loops the backend runs on (e.g. its
+    #: ``capabilities.event_loops``); None: those of the ``anyio_backend``
+    #: fixture in scope
+    event_loops: ClassVar[tuple[str, ...] | None] = None
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        """Collect each case once per loop of :attr:`event_loops` (if set)."""
+        if self.event_loops is not None and "anyio_backend" in metafunc.fixturenames:
+            metafunc.parametrize("anyio_backend", self.event_loops)
 
     async def test_successful_app_is_succeeded(self, target: ContractTarget) -> None:
         app_id = await target.run("echo hello")

@@ -15,10 +15,7 @@ pytestmark = pytest.mark.docker
 
 
 class TestDockerContract(SchedulerContract):
-    @pytest.fixture
-    def anyio_backend(self) -> str:
-        """aiodocker runs on asyncio only."""
-        return "asyncio"
+    event_loops = ("asyncio",)  # aiodocker runs on asyncio only
 
     @pytest.fixture
     async def target(self, docker_ready: Engine) -> AsyncIterator[ContractTarget]:

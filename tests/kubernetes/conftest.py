@@ -95,7 +95,21 @@ class _Server:
     kubeconfig: str | None = None
 
 
-@pytest.fixture(params=KUBE_SERVERS)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run each ``kube_env`` test against both API servers, except those
+    marked ``fake_api`` (they need the fake's hooks): the fake one only, so no
+    ``[real]`` variant is collected just to be skipped."""
+    chosen = any(
+        "kube_server" in str(mark.args[0])
+        for mark in metafunc.definition.iter_markers("parametrize")
+    )
+    if "kube_server" in metafunc.fixturenames and not chosen:
+        fake_only = metafunc.definition.get_closest_marker("fake_api") is not None
+        servers = ("fake",) if fake_only else KUBE_SERVERS
+        metafunc.parametrize("kube_server", servers, indirect=True)
+
+
+@pytest.fixture
 def kube_server(request: pytest.FixtureRequest) -> _Server:
     """Which API server ``kube_env`` uses (sync: starting the cluster blocks)."""
     if request.param == "fake":

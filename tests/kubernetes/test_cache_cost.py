@@ -29,6 +29,7 @@ def _live(sched: KubernetesScheduler, env: KubeEnv) -> bool:
     return env.namespace in sched._namespaces
 
 
+@pytest.mark.fake_api
 @pytest.mark.parametrize("job_api", JOB_APIS)
 async def test_a_one_shot_describe_opens_no_watch_and_lists_nothing_whole(
     kube_env: KubeEnv, job_api: str
@@ -51,6 +52,7 @@ async def test_a_one_shot_describe_opens_no_watch_and_lists_nothing_whole(
         assert requests.count("watch") == 0
 
 
+@pytest.mark.fake_api
 async def test_wait_starts_the_caches_once_and_they_stay(kube_env: KubeEnv) -> None:
     requests = kube_env.fake_server().requests
     async with scheduler(kube_env) as sched:
@@ -66,6 +68,7 @@ async def test_wait_starts_the_caches_once_and_they_stay(kube_env: KubeEnv) -> N
         assert requests.count("get") + requests.count("list") == before
 
 
+@pytest.mark.fake_api
 async def test_lists_come_in_pages_and_restart_when_the_token_expired(
     kube_env: KubeEnv,
 ) -> None:
@@ -156,6 +159,7 @@ async def test_finished_apps_leave_the_cache_but_not_describe_nor_list(
         assert await sched.describe(app_id) is None
 
 
+@pytest.mark.fake_api
 async def test_reconnects_outside_the_watch_window_relist_and_wait_finishes(
     kube_env: KubeEnv,
 ) -> None:

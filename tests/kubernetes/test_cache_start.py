@@ -20,6 +20,7 @@ def _open_watches(env: KubeEnv) -> int:
     return sum(1 for w in store.watchers if w.namespace == env.namespace)
 
 
+@pytest.mark.fake_api
 async def test_a_failed_start_leaves_no_watch_open(kube_env: KubeEnv) -> None:
     server = kube_env.fake_server()
     faults, requests = server.faults, server.requests

@@ -14,10 +14,7 @@ from .helpers import IMAGE, JOB_APIS, cfg_for, scheduler
 
 
 class TestKubernetesContract(SchedulerContract):
-    @pytest.fixture
-    def anyio_backend(self) -> str:
-        """kubernetes_asyncio (aiohttp) runs on asyncio only."""
-        return "asyncio"
+    event_loops = ("asyncio",)  # kubernetes_asyncio (aiohttp) runs on asyncio only
 
     @pytest.fixture(params=JOB_APIS)
     async def target(

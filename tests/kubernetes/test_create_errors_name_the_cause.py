@@ -36,6 +36,7 @@ async def _submit_error(env: KubeEnv, job_api: str, **cfg: Any) -> SubmitError:
     return info.value
 
 
+@pytest.mark.fake_api
 @pytest.mark.parametrize("job_api", JOB_APIS)
 async def test_missing_namespace_is_named_not_read_as_a_missing_crd(
     kube_env: KubeEnv, job_api: str
@@ -48,6 +49,7 @@ async def test_missing_namespace_is_named_not_read_as_a_missing_crd(
     assert "Volcano" not in str(error)
 
 
+@pytest.mark.fake_api
 async def test_missing_volcano_crd_says_install_volcano(kube_env: KubeEnv) -> None:
     _faults(kube_env).fail_next(
         404,
@@ -69,6 +71,7 @@ def _forbidden(job_api: str, name: str, message: str, **extra: Any) -> dict[str,
     }
 
 
+@pytest.mark.fake_api
 @pytest.mark.parametrize("job_api", JOB_APIS)
 async def test_quota_exceeded_is_a_submit_error_naming_the_quota(
     kube_env: KubeEnv, job_api: str
@@ -87,6 +90,7 @@ async def test_quota_exceeded_is_a_submit_error_naming_the_quota(
     assert "exceeded quota: compute" in str(error)
 
 
+@pytest.mark.fake_api
 @pytest.mark.parametrize("job_api", JOB_APIS)
 async def test_terminating_namespace_is_named(kube_env: KubeEnv, job_api: str) -> None:
     group, kind = CREATED[job_api]
@@ -110,6 +114,7 @@ async def test_terminating_namespace_is_named(kube_env: KubeEnv, job_api: str) -
     assert f"namespace {ns!r} is being deleted" in str(error)
 
 
+@pytest.mark.fake_api
 async def test_rbac_refusal_is_a_submit_error_with_the_servers_words(
     kube_env: KubeEnv,
 ) -> None:
@@ -131,6 +136,7 @@ async def test_rbac_refusal_is_a_submit_error_with_the_servers_words(
     assert message in str(error)
 
 
+@pytest.mark.fake_api
 async def test_admission_policy_refusal_is_named(kube_env: KubeEnv) -> None:
     message = (
         'admission webhook "validation.gatekeeper.sh" denied the request:'
@@ -144,6 +150,7 @@ async def test_admission_policy_refusal_is_named(kube_env: KubeEnv) -> None:
     assert message in str(error)
 
 
+@pytest.mark.fake_api
 async def test_invalid_object_names_the_fields(kube_env: KubeEnv) -> None:
     causes = [
         {
@@ -164,6 +171,7 @@ async def test_invalid_object_names_the_fields(kube_env: KubeEnv) -> None:
     assert "invalid (spec.backoffLimit: Invalid value: -1" in str(error)
 
 
+@pytest.mark.fake_api
 async def test_name_taken_is_named(kube_env: KubeEnv) -> None:
     _faults(kube_env).fail_next(
         409,

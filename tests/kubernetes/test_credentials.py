@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import anyio
 import pytest
 
 from asyncsched.errors import SchedulerUnavailableError
@@ -19,16 +18,24 @@ from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
 
 from .fakeapi import exec_plugin
 from .fakeapi.env import KubeEnv
+from .fakeapi.exec_plugin import SkewClock
 
 
-def _exec_kubeconfig(env: KubeEnv, tmp_path: Path, ttl: float) -> tuple[Path, Path]:
+def _exec_kubeconfig(
+    env: KubeEnv, tmp_path: Path, ttl: float, clock: SkewClock | None = None
+) -> tuple[Path, Path]:
+    """A kubeconfig whose exec plugin issues tokens lasting ``ttl`` seconds of
+    ``clock`` (the server's and the plugin's clock; default: the real one)."""
     server = env.fake_server()
     state = tmp_path / "token"
-    server.accept_tokens_from(state)
+    command = [sys.executable, exec_plugin.__file__, str(state), str(ttl)]
+    if clock is None:
+        server.accept_tokens_from(state)
+    else:
+        server.accept_tokens_from(state, clock)
+        command.append(str(clock.path))
     config = server.write_exec_kubeconfig(
-        tmp_path / "exec-kubeconfig",
-        [sys.executable, exec_plugin.__file__, str(state), str(ttl)],
-        namespace=env.namespace,
+        tmp_path / "exec-kubeconfig", command, namespace=env.namespace
     )
     return config, state
 
@@ -38,28 +45,35 @@ def _runs(state: Path) -> int:
     return len(runs.read_text().splitlines()) if runs.exists() else 0
 
 
+@pytest.mark.fake_api
 async def test_a_token_is_renewed_before_it_expires(
     kube_env: KubeEnv, tmp_path: Path
 ) -> None:
-    config, state = _exec_kubeconfig(kube_env, tmp_path, ttl=3.0)
+    # time passes on a clock the scheduler, the server and the plugin share:
+    # moved forward, not waited out
+    clock = SkewClock(tmp_path / "skew")
+    config, state = _exec_kubeconfig(kube_env, tmp_path, ttl=3.0, clock=clock)
     server = kube_env.fake_server()
     async with KubernetesScheduler(
-        "k8s-test", kubeconfig=str(config), namespace=kube_env.namespace
+        "k8s-test",
+        kubeconfig=str(config),
+        namespace=kube_env.namespace,
+        wall_clock=clock,
     ) as sched:
         # an unknown app is looked up on the server at every call
         missing = f"{kube_env.namespace}:nope"
         assert await sched.describe(missing) is None
         first = _runs(state)
-        ends = time.monotonic() + 7.0  # more than two token lifetimes
-        while time.monotonic() < ends:
+        for _ in range(70):  # 7 s: more than two token lifetimes
+            clock.advance(0.1)
             assert await sched.describe(missing) is None
-            await anyio.sleep(0.1)
     assert first == 1
     assert _runs(state) >= 3  # renewed at least twice
     # renewed ahead of time: at most a request racing the expiry was refused
     assert server.unauthorized <= 1
 
 
+@pytest.mark.fake_api
 async def test_a_revoked_token_is_replaced_after_one_401(
     kube_env: KubeEnv, tmp_path: Path
 ) -> None:
@@ -76,6 +90,7 @@ async def test_a_revoked_token_is_replaced_after_one_401(
     assert _runs(state) == 2
 
 
+@pytest.mark.fake_api
 async def test_a_refused_token_is_reported_as_expired_or_invalid_credentials(
     kube_env: KubeEnv, tmp_path: Path
 ) -> None:

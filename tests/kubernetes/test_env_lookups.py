@@ -53,6 +53,7 @@ async def test_requests_make_no_env_lookups_when_nothing_names_the_server(
         assert not streams.rest_client.pool_manager.trust_env
 
 
+@pytest.mark.fake_api
 @on_the_fake_server
 async def test_a_proxy_named_in_the_environment_is_still_used(
     kube_env: KubeEnv, clean_env: Path, monkeypatch: pytest.MonkeyPatch

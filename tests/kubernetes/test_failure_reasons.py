@@ -42,6 +42,7 @@ async def test_a_failed_exit_and_a_signal_death_read_as_such(
         assert desc.reason == StatusReason.EXIT_CODE
 
 
+@pytest.mark.fake_api
 @pytest.mark.parametrize("job_api", JOB_APIS)
 async def test_pending_replicas_say_why_they_wait(
     kube_env: KubeEnv, job_api: str

@@ -319,6 +319,7 @@ async def test_volcano_pod_with_too_long_hostname_is_refused_and_job_stays_pendi
     assert kube_controller.errors == []
 
 
+@pytest.mark.fake_api
 async def test_deleting_a_running_pod_is_graceful_and_the_kubelet_confirms(
     kube_env: KubeEnv, kube_controller: FakeController
 ) -> None:
@@ -355,6 +356,7 @@ async def _pod_status(core: Any, ns: str, name: str) -> Any:
         return None
 
 
+@pytest.mark.fake_api
 async def test_pod_asking_more_than_the_node_has_stays_pending_unschedulable(
     kube_env: KubeEnv, kube_controller: FakeController
 ) -> None:
@@ -381,6 +383,7 @@ async def test_pod_asking_more_than_the_node_has_stays_pending_unschedulable(
         assert await _volcano_phase(custom, ns, "big") == "Pending"
 
 
+@pytest.mark.fake_api
 async def test_missing_image_leaves_the_pod_in_image_pull_back_off(
     kube_env: KubeEnv, kube_controller: FakeController
 ) -> None:

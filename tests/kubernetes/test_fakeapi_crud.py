@@ -21,6 +21,9 @@ from .fakeapi.untyped import (
     VersionApi,
 )
 
+#: checks the fake API server itself: not collected for a real cluster
+pytestmark = pytest.mark.fake_api
+
 VOLCANO = ("batch.volcano.sh", "v1alpha1")
 
 

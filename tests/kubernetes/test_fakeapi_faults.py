@@ -13,6 +13,9 @@ from .fakeapi import Faults, RequestLog
 from .fakeapi.env import KubeEnv
 from .fakeapi.untyped import CustomObjectsApi
 
+#: checks the fake API server itself: not collected for a real cluster
+pytestmark = pytest.mark.fake_api
+
 VOLCANO = ("batch.volcano.sh", "v1alpha1")
 JOB = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
        "metadata": {"name": "j"}, "spec": {"tasks": []}}  # fmt: skip

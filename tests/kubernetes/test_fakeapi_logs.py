@@ -16,6 +16,9 @@ from .fakeapi import FakeKubeServer, wait_until
 from .fakeapi.env import KubeEnv
 from .fakeapi.untyped import CoreV1Api
 
+#: checks the fake API server itself: not collected for a real cluster
+pytestmark = pytest.mark.fake_api
+
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z ")
 
 

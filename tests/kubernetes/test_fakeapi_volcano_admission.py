@@ -16,6 +16,9 @@ from .fakeapi.untyped import CustomObjectsApi
 from .fakeapi.volcano_webhook import VolcanoWebhook
 from .helpers import cfg_for, make_app, scheduler
 
+#: checks the fake API server itself: not collected for a real cluster
+pytestmark = pytest.mark.fake_api
+
 VOLCANO = ("batch.volcano.sh", "v1alpha1")
 
 

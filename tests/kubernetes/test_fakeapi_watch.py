@@ -14,6 +14,9 @@ from kubernetes_asyncio import client, watch
 from .fakeapi.env import KubeEnv
 from .fakeapi.untyped import CoreV1Api
 
+#: checks the fake API server itself: not collected for a real cluster
+pytestmark = pytest.mark.fake_api
+
 
 @pytest.fixture(autouse=True)
 def _fake_server_only(kube_env: KubeEnv) -> None:

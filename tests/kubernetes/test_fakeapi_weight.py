@@ -16,6 +16,9 @@ from .fakeapi.env import KubeEnv
 from .fakeapi.fieldsets import fields_v1
 from .fakeapi.untyped import CoreV1Api
 
+#: checks the fake API server itself: not collected for a real cluster
+pytestmark = pytest.mark.fake_api
+
 
 @pytest.fixture(autouse=True)
 def _fake_server_only(kube_env: KubeEnv) -> None:

@@ -33,6 +33,7 @@ CASES = {
 }
 
 
+@pytest.mark.fake_api
 @pytest.mark.parametrize("case", sorted(CASES))
 async def test_a_403_on_a_list_names_its_cause(kube_env: KubeEnv, case: str) -> None:
     message, expected = CASES[case]

@@ -124,6 +124,7 @@ def test_disruptions_do_not_use_up_retries_and_replica_roles_retry_per_index() -
 # -- what the API server gets, by its version -------------------------------------
 
 
+@pytest.mark.fake_api
 @pytest.mark.parametrize(
     ("version", "failure_policy", "per_index"),
     [((1, 31), True, True), ((1, 28), True, False), ((1, 25), False, False)],
@@ -151,6 +152,7 @@ async def test_optional_job_fields_are_sent_only_to_servers_that_have_them(
     assert rendered["spec"]["backoffLimitPerIndex"] == 2
 
 
+@pytest.mark.fake_api
 async def test_refused_min_replicas_creates_nothing(kube_env: KubeEnv) -> None:
     server = kube_env.fake_server()
     async with scheduler(kube_env) as sched:
@@ -159,6 +161,7 @@ async def test_refused_min_replicas_creates_nothing(kube_env: KubeEnv) -> None:
     assert server.requests.count("create") == 0
 
 
+@pytest.mark.fake_api
 async def test_a_server_without_indexed_jobs_is_refused_before_any_create(
     kube_env: KubeEnv,
 ) -> None:

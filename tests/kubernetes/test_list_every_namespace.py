@@ -10,6 +10,7 @@ from .fakeapi.env import KubeEnv
 from .helpers import cfg_for, make_app, scheduler
 
 
+@pytest.mark.fake_api
 async def test_list_shows_apps_of_the_configured_and_every_submitted_namespace(
     kube_env: KubeEnv,
 ) -> None:

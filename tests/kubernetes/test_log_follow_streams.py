@@ -77,6 +77,7 @@ async def test_more_followers_than_the_pool_holds_do_not_block_requests(
         await api.close()
 
 
+@pytest.mark.fake_api
 async def test_a_log_answered_503_once_is_read_on_retry(
     kube_env: KubeEnv, kube_controller: FakeController
 ) -> None:
@@ -95,6 +96,7 @@ async def test_a_log_answered_503_once_is_read_on_retry(
     assert server.requests.count("log", "pods/log") == 2
 
 
+@pytest.mark.fake_api
 async def test_a_followed_log_answered_429_waits_its_retry_after(
     kube_env: KubeEnv, kube_controller: FakeController
 ) -> None:
@@ -112,6 +114,7 @@ async def test_a_followed_log_answered_429_waits_its_retry_after(
     assert lines == ["one\n", "two\n"]
 
 
+@pytest.mark.fake_api
 async def test_a_log_refused_with_5xx_again_and_again_gives_up(
     kube_env: KubeEnv, kube_controller: FakeController
 ) -> None:
@@ -129,6 +132,7 @@ async def test_a_log_refused_with_5xx_again_and_again_gives_up(
     assert server.requests.count("log", "pods/log") == 3  # 1 + max_retries
 
 
+@pytest.mark.fake_api
 async def test_a_pending_pod_is_not_polled_for_its_log(
     kube_env: KubeEnv, tmp_path: Path
 ) -> None:
@@ -150,6 +154,7 @@ async def test_a_pending_pod_is_not_polled_for_its_log(
         await sched.cancel(app_id)
 
 
+@pytest.mark.fake_api
 async def test_a_follow_of_a_pod_that_never_starts_ends_when_the_app_does(
     kube_env: KubeEnv, kube_controller: FakeController
 ) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from asyncsched.errors import SchedulerUnavailableError
+from asyncsched.errors import InvalidArgumentError, SchedulerUnavailableError
 from asyncsched.schedulers.kubernetes._client import KubeApi, load_api_client
 from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asyncsched.schedulers.shared.pacer import AdaptivePacer
@@ -163,3 +163,31 @@ async def test_a_503_naming_retry_after_is_a_throttle_not_an_error(
     assert fake.server.faults.rules == []
     assert pacer.throttled_count == 8
     assert fake.jobs() == 1
+
+
+@pytest.mark.parametrize(
+    ("max_hold", "least", "most"), [(0, 0.0, 1.5), (0.5, 0.4, 3.0)]
+)
+async def test_a_long_retry_after_holds_the_other_requests_max_hold_seconds(
+    fake: Fake, max_hold: float, least: float, most: float
+) -> None:
+    fake.server.faults.fail_next(429, verb="create", retry_after=30)
+    async with KubernetesScheduler(
+        "pace", kubeconfig=fake.kubeconfig, namespace=fake.namespace, max_hold=max_hold
+    ) as sched:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sched.submit, make_app("true"), fake.cfg())
+            with anyio.fail_after(10):
+                while not fake.server.requests.count("create", "jobs"):
+                    await anyio.sleep(0.01)
+            began = anyio.current_time()
+            # a GET: held by the throttle, max_hold seconds and no more
+            assert await sched.describe(f"{fake.namespace}:nope") is None
+            held = anyio.current_time() - began
+            tg.cancel_scope.cancel()
+    assert least <= held <= most
+
+
+async def test_a_negative_max_hold_is_refused() -> None:
+    with pytest.raises(InvalidArgumentError, match="max_hold"):
+        KubernetesScheduler("pace", max_hold=-1)

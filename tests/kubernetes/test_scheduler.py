@@ -110,6 +110,7 @@ async def test_name_conflict_on_create_is_a_clear_submit_error(
     assert info.request.name in str(exc_info.value)
 
 
+@pytest.mark.fake_api
 async def test_indexed_submit_is_all_or_nothing(kube_env: KubeEnv) -> None:
     if kube_env.faults is None:
         pytest.skip("needs the fake server's fault hooks")
@@ -306,6 +307,7 @@ async def test_closing_a_followed_log_releases_the_response(kube_env: KubeEnv) -
         await sched.cancel(app_id)
 
 
+@pytest.mark.fake_api
 async def test_denied_listing_is_a_clear_unavailable_error(kube_env: KubeEnv) -> None:
     if kube_env.faults is None:
         pytest.skip("needs the fake server's fault hooks")
@@ -316,6 +318,7 @@ async def test_denied_listing_is_a_clear_unavailable_error(kube_env: KubeEnv) ->
     assert "no pods" in str(info.value)
 
 
+@pytest.mark.fake_api
 async def test_validate_spec_asks_the_server(kube_env: KubeEnv) -> None:
     if kube_env.faults is None:
         pytest.skip("needs the fake server's fault hooks")
@@ -389,6 +392,7 @@ async def test_workspace_without_image_repo_is_refused_before_building(
         assert await sched.list() == []
 
 
+@pytest.mark.fake_api
 async def test_only_the_job_kind_in_use_needs_permissions(kube_env: KubeEnv) -> None:
     if kube_env.faults is None:
         pytest.skip("needs the fake server's fault hooks")
@@ -406,6 +410,7 @@ async def test_only_the_job_kind_in_use_needs_permissions(kube_env: KubeEnv) -> 
             await sched.list()
 
 
+@pytest.mark.fake_api
 @pytest.mark.parametrize("job_api", JOB_APIS)
 async def test_pods_that_cannot_start_say_why(kube_env: KubeEnv, job_api: str) -> None:
     if kube_env.real:

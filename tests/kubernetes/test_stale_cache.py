@@ -19,6 +19,7 @@ from .helpers import JOB_APIS, cfg_for, make_app, scheduler, wait_for_state
 pytestmark = pytest.mark.usefixtures("kube_controller")
 
 
+@pytest.mark.fake_api
 @pytest.mark.parametrize("job_api", JOB_APIS)
 async def test_apps_survive_a_refused_relist(kube_env: KubeEnv, job_api: str) -> None:
     server = kube_env.fake_server()
@@ -46,3 +47,24 @@ async def test_apps_survive_a_refused_relist(kube_env: KubeEnv, job_api: str) ->
         with anyio.fail_after(15):
             while await sched.describe(app_id) is not None:
                 await anyio.sleep(0.1)
+
+
+@pytest.mark.fake_api
+async def test_delete_returns_at_once_while_a_relist_is_refused(
+    kube_env: KubeEnv,
+) -> None:
+    server = kube_env.fake_server()
+    faults, requests = server.faults, server.requests
+    async with scheduler(kube_env, resync=1.0) as sched:
+        await sched.list()  # the caches run
+        app_id = await sched.submit(make_app("sleep 30"), cfg_for(kube_env, "indexed"))
+        await wait_for_state(sched, app_id, AppState.RUNNING)
+        lists = requests.count("list", "jobs")
+        faults.fail_next(403, verb="list", resource="jobs", times=1_000_000)
+        with anyio.fail_after(15):  # both job caches had a re-list refused
+            while requests.count("list", "jobs") < lists + 4:
+                await anyio.sleep(0.05)
+        # no watch runs to confirm the deletion: delete does not wait for one
+        with anyio.fail_after(5):
+            await sched.delete(app_id)
+        assert await sched.describe(app_id) is None

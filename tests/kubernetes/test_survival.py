@@ -30,6 +30,7 @@ def fake_only(env: KubeEnv) -> tuple[Faults, RequestLog]:
     return env.faults, env.requests
 
 
+@pytest.mark.fake_api
 @pytest.mark.parametrize("abrupt", [True, False], ids=["reset", "clean-eof"])
 async def test_wait_survives_dropped_watches_then_expired_versions(
     kube_env: KubeEnv, abrupt: bool
@@ -54,6 +55,7 @@ async def test_wait_survives_dropped_watches_then_expired_versions(
     assert requests.count("list") >= 3 + 3
 
 
+@pytest.mark.fake_api
 async def test_watch_expiring_mid_wait_relists_and_wait_finishes(
     kube_env: KubeEnv,
 ) -> None:
@@ -72,6 +74,7 @@ async def test_watch_expiring_mid_wait_relists_and_wait_finishes(
     assert requests.count("list") > lists_before
 
 
+@pytest.mark.fake_api
 async def test_500_burst_is_retried(kube_env: KubeEnv) -> None:
     faults, _ = fake_only(kube_env)
     faults.fail_next(500, verb="list", times=2)
@@ -84,6 +87,7 @@ async def test_500_burst_is_retried(kube_env: KubeEnv) -> None:
     assert faults.rules == []
 
 
+@pytest.mark.fake_api
 async def test_429_is_retried_after_retry_after(kube_env: KubeEnv) -> None:
     faults, requests = fake_only(kube_env)
     async with scheduler(kube_env) as sched:
@@ -99,6 +103,7 @@ async def test_429_is_retried_after_retry_after(kube_env: KubeEnv) -> None:
     assert waited >= 0.9  # the server asked for one second
 
 
+@pytest.mark.fake_api
 async def test_waiting_on_many_apps_costs_no_requests_per_app(
     kube_env: KubeEnv,
 ) -> None:
@@ -142,6 +147,7 @@ def test_resumed_stream_skips_lines_already_yielded() -> None:
     ]
 
 
+@pytest.mark.fake_api
 @pytest.mark.parametrize("status", [403, 500])
 async def test_refused_watch_reconnects_and_wait_finishes(
     kube_env: KubeEnv, status: int
@@ -159,6 +165,7 @@ async def test_refused_watch_reconnects_and_wait_finishes(
     assert faults.rules == []  # every refusal was met, and survived
 
 
+@pytest.mark.fake_api
 async def test_retried_create_that_had_landed_is_not_a_conflict(
     kube_env: KubeEnv,
 ) -> None:
@@ -187,9 +194,11 @@ async def test_retried_create_that_had_landed_is_not_a_conflict(
             await sched.schedule(info)
 
 
+@pytest.mark.fake_api
 async def test_cancelled_submit_leaves_nothing_behind(kube_env: KubeEnv) -> None:
     faults, requests = fake_only(kube_env)
-    async with scheduler(kube_env) as sched:
+    # the delete that undoes the Service waits for the throttle: max_hold
+    async with scheduler(kube_env, max_hold=0.5) as sched:
         await sched.list()
         # the Service is made, then the Job create is told to come back in 30 s
         faults.fail_next(429, verb="create", resource="jobs", retry_after=30)

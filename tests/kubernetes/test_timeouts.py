@@ -19,6 +19,7 @@ from .fakeapi.env import KubeEnv
 from .helpers import scheduler
 
 
+@pytest.mark.fake_api
 async def test_a_silent_server_gives_unavailable_within_the_request_timeout(
     kube_env: KubeEnv,
 ) -> None:
@@ -33,6 +34,7 @@ async def test_a_silent_server_gives_unavailable_within_the_request_timeout(
     assert took < 10
 
 
+@pytest.mark.fake_api
 async def test_a_silent_server_does_not_hang_cancel(kube_env: KubeEnv) -> None:
     from kubernetes_asyncio import client as k8s
 

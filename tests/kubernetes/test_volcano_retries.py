@@ -52,6 +52,7 @@ async def _failed_job(kube_env: KubeEnv, app: AppDef, timeout: float) -> Any:
     return await _stored_job(kube_env, app_id)
 
 
+@pytest.mark.fake_api
 async def test_app_fails_after_the_retries_its_roles_ask_for(kube_env: KubeEnv) -> None:
     app = AppDef(
         "retries",
@@ -66,6 +67,7 @@ async def test_app_fails_after_the_retries_its_roles_ask_for(kube_env: KubeEnv) 
     assert job["status"]["retryCount"] == 1
 
 
+@pytest.mark.fake_api
 async def test_app_without_retries_is_not_given_any_by_the_job_level(
     kube_env: KubeEnv,
 ) -> None:
@@ -74,6 +76,7 @@ async def test_app_without_retries_is_not_given_any_by_the_job_level(
     assert job["status"].get("retryCount", 0) == 0
 
 
+@pytest.mark.fake_api
 async def test_replica_retry_policy_restarts_the_failed_replica(
     kube_env: KubeEnv,
 ) -> None:

@@ -69,3 +69,10 @@ async def until_ready(
     with anyio.fail_after(timeout):
         async with aclosing(sched.log_iter(app_id, role, should_tail=True)) as it:
             await anext(it)
+
+
+def child_pids() -> set[int]:
+    """The pids of this process's children (replicas are; their shells' forks
+    are not). By parent pid: a child just spawned may not show its new
+    command line yet."""
+    return {proc.pid for proc in psutil.Process().children()}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -16,7 +15,7 @@ from asyncsched.schedulers.local_scheduler import (
 )
 from asyncsched.specs import AppState, Role
 
-from ._helpers import lines, run
+from ._helpers import child_pids, lines, run
 from .conftest import app_of, sh_role
 
 pytestmark = pytest.mark.anyio
@@ -90,29 +89,47 @@ async def test_unwritable_log_dir_as_file(
         await sched.submit(app_of(sh_role("true")), {"log_dir": str(blocker / "sub")})
 
 
-async def test_spawn_failure_part_way_kills_started(
-    log_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from asyncsched.schedulers.local import _process as process
-
+async def test_spawn_failure_part_way_kills_started(log_dir: Path) -> None:
     from .conftest import alive
 
-    real = process.Child.spawn
-    started: list[int] = []
+    others: set[int] = set()
+    started: set[int] = set()
 
-    def spawn(*a: Any, **kw: Any) -> process.Child:
-        if len(started) == 2:
+    def before_spawn(role: str, replica_id: int) -> None:
+        if replica_id == 0:
+            others.update(child_pids())
+        if replica_id == 2:
+            # the two replicas started so far are our new children
+            started.update(child_pids() - others)
             raise OSError("no more processes")
-        child = real(*a, **kw)
-        started.append(child.pid)
-        return child
 
-    monkeypatch.setattr(process.Child, "spawn", spawn)
-    async with LocalScheduler("s") as s:
+    async with LocalScheduler("s", before_spawn=before_spawn) as s:
         with pytest.raises(SubmitError, match="no more processes"):
             await s.submit(
-                app_of(sh_role("sleep 30", replicas=3)), {"log_dir": str(log_dir)}
+                app_of(sh_role("sleep 30", replicas=3)),
+                {"log_dir": str(log_dir)},
             )
         assert len(started) == 2
         assert alive(set(started)) == set()
         assert os.listdir(log_dir / "s") == []
+
+
+async def test_a_retry_that_cannot_start_fails_the_app_naming_why(
+    log_dir: Path,
+) -> None:
+    calls: list[tuple[str, int]] = []
+
+    def before_spawn(role: str, replica_id: int) -> None:
+        calls.append((role, replica_id))
+        if len(calls) == 2:  # the retry
+            raise OSError("no more processes")
+
+    role = sh_role("exit 1")
+    role.max_retries = 1
+    async with LocalScheduler("s", before_spawn=before_spawn) as s:
+        app_id = await s.submit(app_of(role), {"log_dir": str(log_dir)})
+        desc = await s.wait(app_id, timeout=30)
+    assert desc is not None
+    assert desc.state == AppState.FAILED
+    assert "no more processes" in desc.msg
+    assert calls == [("worker", 0), ("worker", 0)]

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import anyio
 import psutil
 import pytest
 
 from asyncsched.errors import SubmitError
-from asyncsched.schedulers.local import _scheduler
 from asyncsched.schedulers.local_scheduler import LocalScheduler
+from tests.local._helpers import child_pids
 from tests.local.conftest import app_of, sh_role
 
 pytestmark = pytest.mark.anyio
@@ -22,24 +21,25 @@ async def test_a_replica_failing_to_start_stops_every_started_one(
     anyio_backend: str,
     error: Exception,
     log_dir: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    original = _scheduler.spawn_child  # type: ignore[attr-defined]
-    started: list[int] = []
+    others: set[int] = set()
+    started: set[int] = set()
 
-    def spawn_child(launch: Any, cfg: Any) -> Any:
-        if launch.role == "second" and launch.replica_id == 1:
+    def before_spawn(role: str, replica_id: int) -> None:
+        if role == "first" and replica_id == 0:
+            others.update(child_pids())
+        if role == "second" and replica_id == 1:
+            # the three replicas started so far are our new children
+            started.update(child_pids() - others)
             raise error
-        st = original(launch, cfg)
-        started.append(st.child.pid)
-        return st
 
-    monkeypatch.setattr(_scheduler, "spawn_child", spawn_child)
     app = app_of(
         sh_role("sleep 30", name="first", replicas=2),
         sh_role("sleep 30", name="second", replicas=2),
     )
-    async with LocalScheduler("aon", close_grace=0.5) as sched:
+    async with LocalScheduler(
+        "aon", close_grace=0.5, before_spawn=before_spawn
+    ) as sched:
         with pytest.raises(SubmitError, match=str(error)):
             await sched.submit(app, {"log_dir": str(log_dir)})
         assert len(started) == 3

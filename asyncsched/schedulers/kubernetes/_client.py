@@ -40,6 +40,7 @@ from asyncsched.schedulers.kubernetes._credentials import Credentials
 from asyncsched.schedulers.kubernetes._field_validation import report_warnings
 from asyncsched.schedulers.kubernetes._names import check_path
 from asyncsched.schedulers.kubernetes._pacing import (
+    DEFAULT_MAX_HOLD,
     DEFAULT_MAX_QPS,
     MAX_THROTTLED,
     is_throttle,
@@ -191,6 +192,7 @@ class KubeApi:
         qps: Requests per second at first; the rate then follows the server
             (``<= 0``: no client-side pacing at all).
         burst: Requests allowed at once above the rate.
+        max_hold: Longest ``Retry-After`` that holds every request.
         max_qps: The client-side ceiling the rate never passes (the safety
             net; ``max_qps=qps`` keeps a fixed ``qps`` that only drops when
             the server throttles).
@@ -214,6 +216,7 @@ class KubeApi:
         qps: float = 50.0,
         burst: int = 100,
         max_qps: float = DEFAULT_MAX_QPS,
+        max_hold: float = DEFAULT_MAX_HOLD,
         max_retries: int = 5,
         max_throttled: int = MAX_THROTTLED,
         backoff: float = 0.2,
@@ -227,7 +230,7 @@ class KubeApi:
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
         #: the adaptive rate (None: ``qps <= 0``, unpaced)
-        self.pacer = make_pacer(qps, burst, max_qps)
+        self.pacer = make_pacer(qps, burst, max_qps, max_hold)
         self.max_retries = max_retries
         self.max_throttled = max_throttled
         self.backoff = backoff

@@ -24,7 +24,8 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,11 +64,13 @@ async def connect(
     context: str | None = None,
     service_account_dir: Path | None = None,
     environ: Mapping[str, str] | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> Connection:
     """Load the config (see the module docstring for the order) and connect.
 
     ``service_account_dir`` and ``environ`` replace :data:`SERVICE_ACCOUNT_DIR`
-    and ``os.environ`` (for tests).
+    and ``os.environ`` (for tests); ``clock`` is what token expiries are
+    compared with (see :class:`Credentials`).
 
     Raises:
         SchedulerUnavailableError: the extra is missing or no config is usable.
@@ -84,7 +87,7 @@ async def connect(
         if loaded is not None:
             loader, namespace = loaded
             # the loader installed its own hook (re-reads the rotated token)
-            creds = Credentials(configuration, loader)
+            creds = Credentials(configuration, loader, clock)
             client = k8s.client.ApiClient(configuration=configuration)
             await skip_unneeded_env_lookups(client)
             return Connection(client, creds, namespace, in_cluster=True)
@@ -105,7 +108,7 @@ async def connect(
             f"{f', context {context!r}' if context else ''}): {exc}",
             "set KUBECONFIG or the 'context' option",
         ) from exc
-    creds = Credentials(configuration, loader)
+    creds = Credentials(configuration, loader, clock)
     creds.install()
     namespace = await context_namespace(path, context)
     client = k8s.client.ApiClient(configuration=configuration)

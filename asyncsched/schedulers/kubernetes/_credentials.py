@@ -27,6 +27,7 @@ from __future__ import annotations
 import datetime
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -48,11 +49,19 @@ class Credentials:
         configuration: The ``kubernetes_asyncio`` ``Configuration`` in use.
         loader: The ``KubeConfigLoader`` that filled it, or an in-cluster
             loader (``None``: nothing can be refreshed).
+        clock: Wall-clock seconds since the epoch, what token expiries are
+            compared with (default :func:`time.time`).
     """
 
-    def __init__(self, configuration: Any, loader: Any) -> None:
+    def __init__(
+        self,
+        configuration: Any,
+        loader: Any,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.configuration = configuration
         self.loader = loader
+        self.clock = clock
         self.refreshes = 0
         self._lock = anyio.Lock()
         self._next = self._schedule()
@@ -64,7 +73,7 @@ class Credentials:
 
     async def hook(self, configuration: Any) -> None:
         """Refresh when the token is about to expire (the library awaits this)."""
-        if time.time() >= self._next:
+        if self.clock() >= self._next:
             await self.refresh()
 
     async def refresh(self, *, force: bool = False) -> bool:
@@ -82,7 +91,7 @@ class Credentials:
             if _in_cluster(loader):
                 loader.token_expires_at = datetime.datetime.min
                 await anyio.to_thread.run_sync(loader.load_and_set, self.configuration)
-            elif force or time.time() >= self._next:
+            elif force or self.clock() >= self._next:
                 if force and hasattr(loader, "exec_plugin_expiry"):
                     del loader.exec_plugin_expiry
                 await loader.load_and_set(self.configuration)
@@ -97,7 +106,7 @@ class Credentials:
         if loader is None or _in_cluster(loader):
             return float("inf")
         expiry = getattr(loader, "exec_plugin_expiry", None)
-        now = time.time()
+        now = self.clock()
         if isinstance(expiry, datetime.datetime):
             if expiry.tzinfo is None:
                 expiry = expiry.replace(tzinfo=datetime.UTC)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from asyncsched.schedulers.kubernetes._client import KubernetesApiError
 
 __all__ = [
+    "DEFAULT_MAX_HOLD",
     "DEFAULT_MAX_QPS",
     "MAX_THROTTLED",
     "MIN_QPS",
@@ -36,6 +37,8 @@ __all__ = [
 
 #: the client-side ceiling of the request rate (requests per second)
 DEFAULT_MAX_QPS = 1000.0
+#: longest Retry-After that holds every request (a longer one holds them this long)
+DEFAULT_MAX_HOLD = 5.0
 #: the rate never drops below this, however often the server throttles
 MIN_QPS = 5.0
 #: times one request may be throttled and sent again before it fails
@@ -44,7 +47,9 @@ MAX_THROTTLED = 30
 STEP = 20.0
 
 
-def make_pacer(qps: float, burst: int, max_qps: float) -> AdaptivePacer | None:
+def make_pacer(
+    qps: float, burst: int, max_qps: float, max_hold: float = DEFAULT_MAX_HOLD
+) -> AdaptivePacer | None:
     """The pacer of a client: starts at ``qps``, never above ``max_qps``.
 
     ``qps <= 0`` turns pacing off (None). A ``max_qps`` below ``qps`` is
@@ -59,6 +64,7 @@ def make_pacer(qps: float, burst: int, max_qps: float) -> AdaptivePacer | None:
         max_qps=ceiling,
         burst=burst,
         step=STEP,
+        max_hold=max_hold,
     )
 
 

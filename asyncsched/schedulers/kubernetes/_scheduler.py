@@ -33,6 +33,7 @@ from anyio.abc import TaskStatus
 
 from asyncsched._version import __version__
 from asyncsched.errors import (
+    InvalidArgumentError,
     InvalidRunConfigException,
     SchedulerUnavailableError,
     SubmitError,
@@ -89,7 +90,7 @@ from asyncsched.schedulers.kubernetes._names import (
     namespace_problem,
     split_app_id,
 )
-from asyncsched.schedulers.kubernetes._pacing import DEFAULT_MAX_QPS
+from asyncsched.schedulers.kubernetes._pacing import DEFAULT_MAX_HOLD, DEFAULT_MAX_QPS
 from asyncsched.schedulers.kubernetes._render import (
     ANNOTATION_CANCELLED,
     LABEL_APP_NAME,
@@ -218,6 +219,12 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         burst: Requests allowed at once above the rate.
         max_qps: The client-side ceiling of the rate (the safety net;
             ``max_qps=qps`` for a fixed rate).
+        max_hold: Longest time in seconds a ``Retry-After`` holds *every*
+            request (default 5): a longer one holds the others this long,
+            while the request it answered waits all of it. ``0``: only the
+            throttled request waits. It bounds, for instance, how long a
+            cancelled ``submit`` takes to delete what it had created after
+            the server said "come back in 30 s".
         max_retries: Retries of a 5xx or a connection error (a throttled
             request, 429, is sent again after its ``Retry-After`` up to 30
             times).
@@ -236,6 +243,10 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             ``describe`` reads it from the server again (None: for ever).
         list_page_size: Objects per page of the caches' lists (``limit``;
             100: each page is decoded in one event-loop callback).
+        wall_clock: Epoch seconds, what the expiry of an exec plugin's
+            token is compared with to renew it ahead of time (default
+            :func:`time.time`; a test passes a clock it moves forward instead
+            of waiting out a token's lifetime).
 
     Example:
         >>> async def main() -> None:
@@ -288,6 +299,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         qps: float = 50.0,
         burst: int = 100,
         max_qps: float = DEFAULT_MAX_QPS,
+        max_hold: float = DEFAULT_MAX_HOLD,
         max_retries: int = 5,
         resync: float = 600.0,
         watch_timeout: int = 290,
@@ -297,6 +309,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         cache_retention: float | None = DEFAULT_CACHE_RETENTION,
         list_page_size: int = DEFAULT_PAGE_SIZE,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__(BACKEND, session_name)
         self.max_line_bytes = check_max_line_bytes(max_line_bytes)
@@ -311,7 +324,12 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         self._namespace = namespace
         self._qps = qps
         self._burst = burst
+        if not max_hold >= 0:
+            raise InvalidArgumentError(
+                f"max_hold must be a number of seconds >= 0, got {max_hold!r}"
+            )
         self._max_qps = max_qps
+        self._max_hold = max_hold
         self._max_retries = max_retries
         self._resync = resync
         self._watch_timeout = watch_timeout
@@ -320,6 +338,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         self._request_timeout = request_timeout
         self._cache_retention = cache_retention
         self._list_page_size = list_page_size
+        self._wall_clock = wall_clock
         self._api_: KubeApi | None = None
         self._namespaces: dict[str, _Namespace] = {}
         # namespaces whose caches failed to start: (retry after, the error)
@@ -358,7 +377,9 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 namespace = "default"  # of an injected client: not known
                 if client is None:
                     conn = await connect(
-                        kubeconfig=self._kubeconfig, context=self._context
+                        kubeconfig=self._kubeconfig,
+                        context=self._context,
+                        clock=self._wall_clock,
                     )
                     client, creds, owns = conn.client, conn.credentials, True
                     namespace = conn.namespace
@@ -378,6 +399,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                     qps=self._qps,
                     burst=self._burst,
                     max_qps=self._max_qps,
+                    max_hold=self._max_hold,
                     max_retries=self._max_retries,
                     owns_client=owns,
                     credentials=creds,
@@ -967,9 +989,10 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         if not ns.live:
             return  # no cache holds it: the next describe GETs it (gone)
         # the cache learns of it from its watch: wait (bounded) so that a
-        # describe() right after delete() answers None
+        # describe() right after delete() answers None. A stale cache (its
+        # re-list refused) has no watch: lookups GET the objects meanwhile
         with anyio.move_on_after(_DELETE_SETTLE):
-            while True:
+            while not informer.stale:
                 changed = informer.changes.changed(key)
                 if not [j for j in informer.with_key(key) if not _deleting(j)]:
                     break
@@ -1197,7 +1220,8 @@ def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
     """Registry factory; unknown keyword arguments are ignored.
 
     Known ones: ``client``, ``docker_client``, ``kubeconfig``, ``context``,
-    ``namespace``, ``qps``, ``burst``, ``max_qps``, ``max_retries``, ``resync``,
+    ``namespace``, ``qps``, ``burst``, ``max_qps``, ``max_hold``, ``max_retries``,
+    ``resync``,
     ``watch_timeout``, ``log_idle_timeout``, ``max_line_bytes``,
     ``connect_timeout``, ``request_timeout``.
     """
@@ -1210,6 +1234,7 @@ def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
         "qps",
         "burst",
         "max_qps",
+        "max_hold",
         "max_retries",
         "resync",
         "watch_timeout",

@@ -212,6 +212,15 @@ class LocalScheduler(Scheduler[LocalOpts]):
             else a ``preexec_fn``), ``"setpriv"`` or ``"preexec"``.
         max_line_bytes: Cap of one ``log_iter`` line in bytes (default 1 MiB);
             a longer line comes in pieces of at most this size.
+        before_spawn: A fault seam for tests: called as ``before_spawn(role,
+            replica_id)`` just before each replica process (or retry attempt)
+            is started, in the thread that starts it (a worker thread at
+            submit, the event loop on retries), so it must be quick and must
+            not touch the scheduler. What it raises fails that start as a
+            failed exec would: at submit, any exception makes ``submit``
+            raise ``SubmitError`` naming it, after stopping every replica
+            already started; on a retry, an ``OSError`` fails the replica
+            (its app reads FAILED, the message naming it). Default: none.
 
     Raises:
         InvalidArgumentError: ``cache_size`` or ``max_running_replicas`` is
@@ -244,6 +253,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         max_running_replicas: int | None = None,
         raise_nofile: bool = True,
+        before_spawn: Callable[[str, int], None] | None = None,
     ) -> None:
         super().__init__("local", session_name, max_line_bytes)
         if cache_size <= 0:
@@ -285,6 +295,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         self._remote_cancels: list[anyio.Event] = []
         self._writer = RecordWriter()
         self._spawner = Spawner(f"asyncsched-spawner-{session_name}")
+        self._before_spawn = before_spawn
         # bounds how many submits run their synchronous part at once, so that
         # one loop pass never runs hundreds of them (event-loop lag)
         self._submit_limiter: anyio.Semaphore | None = None
@@ -420,7 +431,12 @@ class LocalScheduler(Scheduler[LocalOpts]):
                 )
                 await self._host.start_service(self._writer.run, name="local:records")
                 self._spawn_cfg = SpawnConfig(
-                    setpriv, use_preexec, devnull, guardian, self._spawner
+                    setpriv,
+                    use_preexec,
+                    devnull,
+                    guardian,
+                    self._spawner,
+                    self._before_spawn,
                 )
                 await anyio.to_thread.run_sync(_private_state_dirs, self.state_dir)
                 if self._retention is not None:

@@ -86,6 +86,9 @@ class SpawnConfig:
     devnull: int
     guardian: Guardian
     spawner: Spawner | None = None
+    #: the scheduler's ``before_spawn`` hook: called with (role, replica id)
+    #: before each replica process is started; what it raises fails that start
+    before_spawn: Callable[[str, int], None] | None = None
 
 
 @dataclass
@@ -104,6 +107,8 @@ def spawn_child(launch: ReplicaLaunch, cfg: SpawnConfig) -> Started:
     The guardian registration follows the spawn at once (microseconds), so an
     owner killed right after still takes the group down.
     """
+    if cfg.before_spawn is not None:
+        cfg.before_spawn(launch.role, launch.replica_id)
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     try:

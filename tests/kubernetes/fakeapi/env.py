@@ -53,6 +53,8 @@ class KubeEnv:
         if self.server is None:
             import pytest
 
+            # a test that needs it is marked ``fake_api``: never collected
+            # for a real cluster (this skip is the fallback)
             pytest.skip("needs the fake API server (its internals or fault hooks)")
         return self.server
 

@@ -183,6 +183,8 @@ class FakeKubeServer:
     ) -> None:
         self.token = token
         self.token_state: Path | None = None
+        #: epoch seconds token expiries are compared with
+        self.token_clock: Callable[[], float] = time.time
         #: requests answered 401 Unauthorized
         self.unauthorized = 0
         # Without the Volcano CRD its URLs answer 404, as on a cluster without it.
@@ -275,14 +277,19 @@ class FakeKubeServer:
         path.write_text(yaml.safe_dump(self.kubeconfig(namespace)))
         return path
 
-    def accept_tokens_from(self, state: Path) -> None:
+    def accept_tokens_from(
+        self, state: Path, clock: Callable[[], float] = time.time
+    ) -> None:
         """Accept only the token recorded in ``state``, until its expiry.
 
         ``state`` holds ``"<token> <expiry epoch seconds>"`` (what
         ``fakeapi/exec_plugin.py`` writes each time it issues a token): every
-        new token revokes the previous one, an expired one gets 401.
+        new token revokes the previous one, an expired one gets 401. Expiries
+        are compared with ``clock`` (a test moves it forward instead of
+        waiting out a token's lifetime).
         """
         self.token_state = state
+        self.token_clock = clock
 
     def _authorized(self, auth: str) -> bool:
         if self.token_state is not None:
@@ -290,7 +297,7 @@ class FakeKubeServer:
                 token, expiry = self.token_state.read_text().split()
             except (OSError, ValueError):
                 return False
-            return auth == f"Bearer {token}" and time.time() < float(expiry)
+            return auth == f"Bearer {token}" and self.token_clock() < float(expiry)
         return self.token is None or auth == f"Bearer {self.token}"
 
     def write_exec_kubeconfig(

@@ -1,0 +1,32 @@
+"""Tests that need the fake API server's hooks are not collected for a real one."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[2]
+
+
+def _collected(*files: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--co"]
+        + [f"tests/kubernetes/{name}" for name in files],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return [line for line in done.stdout.splitlines() if "::" in line]
+
+
+def test_fake_api_tests_get_no_real_cluster_variant() -> None:
+    # a marked module, marked tests, and the unmarked tests next to them
+    items = _collected("test_fakeapi_crud.py", "test_timeouts.py", "test_cli.py")
+    marked = [i for i in items if "test_cli.py" not in i]
+    assert marked
+    assert all(i.endswith("[fake]") for i in marked)
+    cli = [i for i in items if "test_cli.py::test_run_status_log_list_cancel" in i]
+    assert sorted(i.rsplit("[", 1)[1] for i in cli) == ["fake]", "real]"]
