@@ -14,7 +14,8 @@ blocks below are the ones the built-in backends use:
   them all (shielded, bounded) if it fails or is cancelled;
 * :func:`follow_file`: read a file someone is still writing, off the loop;
 * :class:`LineAssembler`: bytes into capped, UTF-8-safe lines for ``log_iter``;
-* :func:`keyword_params`: the keyword arguments a registry factory passes on.
+* :func:`keyword_params`: the keyword arguments a registry factory passes on;
+* :func:`make_unique`: a fresh app id from an app name.
 
 Every built-in backend imports these names from here (or from its own
 package); ``docs/scheduler-contract.md`` walks through a complete plugin.
@@ -39,6 +40,7 @@ from asyncsched.schedulers.api import (
 from asyncsched.schedulers.shared.changes import ChangeNotifier, ChangeSignal
 from asyncsched.schedulers.shared.factory import keyword_params
 from asyncsched.schedulers.shared.follow import FOLLOW_CHUNK, Follow, follow_file
+from asyncsched.schedulers.shared.ids import make_unique
 from asyncsched.schedulers.shared.lifecycle import AsyncClosable
 from asyncsched.schedulers.shared.lines import (
     DEFAULT_MAX_LINE_BYTES,
@@ -82,6 +84,7 @@ __all__ = (
     "final_if_settled",
     "follow_file",
     "keyword_params",
+    "make_unique",
     "split_lines",
     "split_lines_iterator",
 )
