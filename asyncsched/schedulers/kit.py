@@ -15,7 +15,8 @@ blocks below are the ones the built-in backends use:
 * :func:`follow_file`: read a file someone is still writing, off the loop;
 * :class:`LineAssembler`: bytes into capped, UTF-8-safe lines for ``log_iter``;
 * :func:`keyword_params`: the keyword arguments a registry factory passes on;
-* :func:`make_unique`: a fresh app id from an app name.
+* :func:`make_unique`: a fresh app id from an app name;
+* :func:`render_off_loop`: render a big app in a worker thread.
 
 Every built-in backend imports these names from here (or from its own
 package); ``docs/scheduler-contract.md`` walks through a complete plugin.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 from asyncsched.schedulers.api import (
     CLOSE_TIMEOUT,
+    DAYS_IN_2_WEEKS,
     SETTLE_TIMEOUT,
     Capabilities,
     DescribeAppResponse,
@@ -46,17 +48,19 @@ from asyncsched.schedulers.shared.lines import (
     DEFAULT_MAX_LINE_BYTES,
     LineAssembler,
     LineSplitter,
+    check_max_line_bytes,
     filter_regex,
     split_lines,
     split_lines_iterator,
 )
-from asyncsched.schedulers.shared.replica_limits import ReplicaLimits
+from asyncsched.schedulers.shared.replica_limits import ReplicaLimits, render_off_loop
 from asyncsched.schedulers.shared.taskhost import TaskHost, describe_error
 from asyncsched.schedulers.shared.undo import UNDO_TIMEOUT, UndoSteps, all_or_nothing
 from asyncsched.schedulers.snapshot import AppSnapshot, ReplicaSnapshot
 
 __all__ = (
     "CLOSE_TIMEOUT",
+    "DAYS_IN_2_WEEKS",
     "DEFAULT_MAX_LINE_BYTES",
     "FOLLOW_CHUNK",
     "SETTLE_TIMEOUT",
@@ -79,12 +83,14 @@ __all__ = (
     "TaskHost",
     "UndoSteps",
     "all_or_nothing",
+    "check_max_line_bytes",
     "describe_error",
     "filter_regex",
     "final_if_settled",
     "follow_file",
     "keyword_params",
     "make_unique",
+    "render_off_loop",
     "split_lines",
     "split_lines_iterator",
 )

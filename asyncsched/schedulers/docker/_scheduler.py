@@ -70,6 +70,8 @@ from asyncsched.schedulers.kit import (
     TaskHost,
     all_or_nothing,
     keyword_params,
+    make_unique,
+    render_off_loop,
 )
 from asyncsched.schedulers.shared.docker_daemon import (
     image_workspace_opts,
@@ -82,14 +84,13 @@ from asyncsched.schedulers.shared.docker_errors import (
     is_conflict,
     is_not_found,
 )
-from asyncsched.schedulers.shared.ids import make_unique, unique_app_id
+from asyncsched.schedulers.shared.ids import unique_app_id
 from asyncsched.schedulers.shared.images import (
     build_image,
     open_context,
     push_image,
 )
 from asyncsched.schedulers.shared.labels import LABEL_SESSION, LABEL_VERSION
-from asyncsched.schedulers.shared.replica_limits import render_off_loop
 from asyncsched.specs import (
     AppDef,
     AppDryRunInfo,

@@ -49,6 +49,8 @@ from asyncsched.schedulers.kit import (
     Stream,
     TaskHost,
     all_or_nothing,
+    check_max_line_bytes,
+    render_off_loop,
 )
 from asyncsched.schedulers.kubernetes._caches import (
     BATCH_JOBS,
@@ -121,8 +123,6 @@ from asyncsched.schedulers.shared.docker_daemon import (
     resolve_host,
 )
 from asyncsched.schedulers.shared.ids import random_id
-from asyncsched.schedulers.shared.lines import check_max_line_bytes
-from asyncsched.schedulers.shared.replica_limits import render_off_loop
 from asyncsched.specs import (
     AppDef,
     AppDryRunInfo,

@@ -45,6 +45,8 @@ from asyncsched.schedulers.kit import (
     Stream,
     TaskHost,
     final_if_settled,
+    make_unique,
+    render_off_loop,
 )
 from asyncsched.schedulers.local import _records as records, _remote as remote
 from asyncsched.schedulers.local._capacity import (
@@ -112,8 +114,7 @@ from asyncsched.schedulers.local._supervisor import (
     supervisor_info,
 )
 from asyncsched.schedulers.shared.coalesce import Coalescer
-from asyncsched.schedulers.shared.ids import make_unique, unique_app_id
-from asyncsched.schedulers.shared.replica_limits import render_off_loop
+from asyncsched.schedulers.shared.ids import unique_app_id
 from asyncsched.schedulers.shared.state_dir import (
     PRIVATE_DIR_MODE,
     check_state_dir,

@@ -29,8 +29,8 @@ from asyncsched.errors import (
     SpecError,
     SubmitError,
 )
-from asyncsched.schedulers.api import DAYS_IN_2_WEEKS
 from asyncsched.schedulers.kit import (
+    DAYS_IN_2_WEEKS,
     DEFAULT_MAX_LINE_BYTES,
     AppSnapshot,
     Capabilities,
