@@ -9,7 +9,8 @@ checks, ``wait``, the lifecycle and the change signal
 blocks below are the ones the built-in backends use:
 
 * :class:`TaskHost`: background tasks owned by the scheduler, opened in
-  ``_aenter`` and closed in ``_aclose`` (never a bare task group there);
+  ``_aenter`` and closed in ``_aclose`` (a task group left open by
+  ``_aenter`` is refused with :class:`~asyncsched.errors.SchedulerError`);
 * :func:`all_or_nothing`: a submit that creates several things and undoes
   them all (shielded, bounded) if it fails or is cancelled;
 * :func:`follow_file`: read a file someone is still writing, off the loop;
