@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import anyio
@@ -38,7 +39,8 @@ async def test_a_successful_block_keeps_everything_it_made() -> None:
     async with all_or_nothing("app") as steps:
         for name in ("a", "b"):
             await steps.create(
-                lambda n=name: engine.create(n), undo=lambda n=name: engine.remove(n)
+                functools.partial(engine.create, name),
+                undo=functools.partial(engine.remove, name),
             )
     assert engine.things == {"a", "b"}
 
@@ -55,7 +57,8 @@ async def test_an_error_after_some_creates_removes_them_last_first() -> None:
         async with all_or_nothing("app") as steps:
             for name in ("a", "b"):
                 await steps.create(
-                    lambda n=name: engine.create(n), undo=lambda n=name: remove(n)
+                    functools.partial(engine.create, name),
+                    undo=functools.partial(remove, name),
                 )
             raise RuntimeError("boom")
 
@@ -174,3 +177,15 @@ async def test_a_failing_undo_is_logged_and_the_others_still_run(
         await submit()
     assert engine.things == {"b"}
     assert "could not undo b of app: engine gone" in caplog.text
+
+
+def test_the_built_in_undo_bounds_are_the_documented_ones() -> None:
+    from asyncsched.schedulers.docker import _scheduler as docker
+    from asyncsched.schedulers.kit import UNDO_TIMEOUT
+    from asyncsched.schedulers.kubernetes import _scheduler as kubernetes
+    from asyncsched.schedulers.slurm import _scheduler as slurm
+
+    assert UNDO_TIMEOUT == 30.0
+    assert docker.UNDO_TIMEOUT == 60.0
+    assert kubernetes._UNDO_TIMEOUT == 60.0
+    assert slurm._UNDO_TIMEOUT == 10.0

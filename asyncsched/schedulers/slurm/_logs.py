@@ -19,7 +19,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
 
-from asyncsched.schedulers.kit import DEFAULT_MAX_LINE_BYTES, LineAssembler, follow_file
+from asyncsched.schedulers.kit import (
+    DEFAULT_MAX_LINE_BYTES,
+    assemble_lines,
+    follow_file,
+)
 
 __all__ = ["CHUNK", "iter_file", "log_path"]
 
@@ -49,14 +53,12 @@ async def iter_file(
         await anyio.sleep(_POLL)
         return True
 
-    lines = LineAssembler(max_line_bytes)
     chunks = follow_file(
         path, follow=None if follow is None else more, chunk=CHUNK, missing_ok=True
     )
-    async with contextlib.aclosing(chunks):
-        async for data in chunks:
-            for line in lines.feed(data):
-                yield line
-    tail = lines.flush()
-    if tail:
-        yield tail
+    async with (
+        contextlib.aclosing(chunks),
+        contextlib.aclosing(assemble_lines(chunks, max_line_bytes)) as lines,
+    ):
+        async for line in lines:
+            yield line
