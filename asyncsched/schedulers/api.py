@@ -7,7 +7,7 @@ then call one protected hook. Backends implement the hooks: ``_submit_dryrun``,
 ``_schedule``, ``_describe`` and ``_list`` (an :class:`AppSnapshot` per app),
 ``_cancel``, ``_log_iter``, and optionally ``_watching``, ``_poll_interval``
 and ``_aclose``. The base class owns ``wait``: it re-reads an app whenever the
-backend signals a change (``self._changes.notify(app_id)``).
+backend signals a change (``self.notify_changed(app_id)``).
 
 Example:
     >>> async def main() -> None:
@@ -264,8 +264,8 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
         #: the longest log line ``log_iter`` yields in one piece
         self.max_line_bytes = check_max_line_bytes(max_line_bytes)
         self._closed = False
-        #: per-app change events; backends notify, ``wait`` listens
-        self._changes = ChangeNotifier()
+        # per-key change events: backends notify, ``wait`` listens
+        self._change_source = ChangeNotifier()
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -281,7 +281,48 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
         seconds (60 by default) whatever is left is abandoned and logged.
         """
         await super().aclose()
-        self._changes.notify_all()  # pending waits see the scheduler closed
+        self._change_source.notify_all()  # pending waits see the scheduler closed
+
+    # -- change signal ---------------------------------------------------------
+
+    def notify_changed(self, key: str) -> None:
+        """Tell every waiter on ``key`` (an app id, or a snapshot's
+        ``change_key``) that the app may have changed: they read it again.
+
+        Every change a backend learns of goes through here (or through
+        :attr:`change_source`, handed to the backend's own components), so
+        it is the one place later consumers of changes hook into. Waking
+        too often is harmless; missing a change makes ``wait`` fall back to
+        polling (see :meth:`_poll_interval`).
+
+        Example:
+            >>> class Demo(Scheduler[dict[str, str]]):
+            ...     def _on_engine_event(self, app_id: str) -> None:
+            ...         self.notify_changed(app_id)
+        """
+        self._change_source.notify(key)
+
+    def changed(self, key: str) -> anyio.Event:
+        """An event set at the next :meth:`notify_changed` of ``key``.
+
+        Take it *before* reading the state it guards, then await it: a change
+        between the read and the wait is never missed.
+
+        Example:
+            >>> async def until_done(sched: Scheduler[Any], app_id: str) -> None:
+            ...     while True:
+            ...         event = sched.changed(app_id)
+            ...         if (await sched.describe(app_id)).is_terminal():
+            ...             return
+            ...         await event.wait()
+        """
+        return self._change_source.changed(key)
+
+    @property
+    def change_source(self) -> ChangeNotifier:
+        """The notifier behind :meth:`notify_changed` / :meth:`changed`, for a
+        backend to hand to its own parts (an event watcher, a status poller)."""
+        return self._change_source
 
     def _close_timeout(self) -> float:
         """Hook: how many seconds :meth:`aclose` may take."""
@@ -470,7 +511,7 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
         """Hook: the app as the backend sees it now, or None when unknown.
 
         No argument checks needed (the public methods made them). Signal
-        later changes with ``self._changes.notify(key)`` (``key`` is
+        later changes with ``self.notify_changed(key)`` (``key`` is
         ``snapshot.change_key``, the app id by default).
         """
 
@@ -583,7 +624,7 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
         delay = 0.0
         settle_by: float | None = None
         while True:
-            changed = self._changes.changed(key)
+            changed = self.changed(key)
             snapshot = await self._describe(app_id)
             if snapshot is None:
                 return None

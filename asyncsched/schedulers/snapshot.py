@@ -5,7 +5,7 @@ an unknown app); the base :class:`~asyncsched.schedulers.api.Scheduler` turns
 it into ``describe``/``list``/``wait`` answers, rolls the replica states up
 into the app state (:func:`~asyncsched.specs.rollup_state`) and checks
 ``log_iter`` arguments against it. A backend signals that an app changed with
-``self._changes.notify(app_id)``; ``wait`` re-reads the snapshot then.
+``self.notify_changed(app_id)``; ``wait`` re-reads the snapshot then.
 
 Example:
     >>> snap = AppSnapshot(

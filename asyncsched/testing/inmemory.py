@@ -176,7 +176,7 @@ class InMemoryScheduler(Scheduler[dict[str, CfgVal]]):
             request.app_id,
             request.app,
             replicas,
-            self._changes,
+            self.change_source,
             fail_fast=request.fail_fast,
         )
         self._apps[app.app_id] = app
@@ -275,7 +275,7 @@ class InMemoryScheduler(Scheduler[dict[str, CfgVal]]):
         )
         pos = 0
         while True:
-            changed = self._changes.changed(run.app_id)
+            changed = self.changed(run.app_id)
             while pos < len(replica.lines):
                 line = replica.lines[pos]
                 pos += 1

@@ -114,3 +114,58 @@ def test_the_scan_sees_every_import_form() -> None:
             d for _, d in imported if _private_owner(d) not in (None, "asyncsched.cli")
         ]
         assert bool(foreign) is private, code
+
+
+#: modules whose names a backend gets from ``asyncsched.schedulers.kit``
+KIT_MODULES = frozenset(
+    {
+        "asyncsched.schedulers.api",
+        "asyncsched.schedulers.snapshot",
+        *(
+            f"asyncsched.schedulers.shared.{name}"
+            for name in (
+                "changes",
+                "factory",
+                "follow",
+                "lifecycle",
+                "lines",
+                "replica_limits",
+                "taskhost",
+                "undo",
+            )
+        ),
+    }
+)
+BACKENDS = ("docker", "kubernetes", "local", "slurm")
+
+
+def _kit_bypasses(path: Path, source: str) -> list[str]:
+    importer = _package_of(path)
+    rel = path.relative_to(PACKAGE.parent)
+    return [
+        f"{rel}:{line}: imports {dotted}"
+        for line, dotted in _imported_modules(source, importer)
+        if dotted in KIT_MODULES
+    ]
+
+
+def test_built_in_backends_get_shared_machinery_only_through_the_kit() -> None:
+    found = []
+    for backend in BACKENDS:
+        for path in sorted((PACKAGE / "schedulers" / backend).rglob("*.py")):
+            found += _kit_bypasses(path, path.read_text())
+    assert found == []
+
+
+def test_the_kit_scan_flags_a_backend_that_bypasses_the_kit() -> None:
+    path = PACKAGE / "schedulers" / "docker" / "_scheduler.py"
+    bypass = "from asyncsched.schedulers.shared.taskhost import TaskHost\n"
+    assert _kit_bypasses(path, bypass)
+    assert not _kit_bypasses(path, "from asyncsched.schedulers.kit import TaskHost\n")
+
+
+def test_the_kit_exports_a_tuple_of_names_that_exist() -> None:
+    from asyncsched.schedulers import kit
+
+    assert isinstance(kit.__all__, tuple)
+    assert [name for name in kit.__all__ if not hasattr(kit, name)] == []

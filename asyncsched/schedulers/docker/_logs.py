@@ -22,9 +22,8 @@ from typing import Any
 
 import aiodocker
 
-from asyncsched.schedulers.api import Stream
+from asyncsched.schedulers.kit import DEFAULT_MAX_LINE_BYTES, LineAssembler, Stream
 from asyncsched.schedulers.shared.docker_errors import docker_errors
-from asyncsched.schedulers.shared.lines import DEFAULT_MAX_LINE_BYTES, LineAssembler
 
 from ._client import open_logs
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import copy
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypedDict, TypeVar, cast, final
@@ -34,13 +35,6 @@ from asyncsched.errors import (
     SchedulerError,
     SchedulerUnavailableError,
     SubmitError,
-)
-from asyncsched.schedulers.api import (
-    AppSnapshot,
-    Capabilities,
-    LogQuery,
-    ReplicaLimits,
-    Scheduler,
 )
 from asyncsched.schedulers.docker._client import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -66,6 +60,19 @@ from asyncsched.schedulers.docker._state import (
     ContainerIndex,
     ContainerRecord,
 )
+from asyncsched.schedulers.kit import (
+    DEFAULT_MAX_LINE_BYTES,
+    AppSnapshot,
+    Capabilities,
+    LogQuery,
+    ReplicaLimits,
+    Scheduler,
+    TaskHost,
+    all_or_nothing,
+    keyword_params,
+    make_unique,
+    render_off_loop,
+)
 from asyncsched.schedulers.shared.docker_daemon import (
     image_workspace_opts,
     registry_auth,
@@ -77,19 +84,13 @@ from asyncsched.schedulers.shared.docker_errors import (
     is_conflict,
     is_not_found,
 )
-from asyncsched.schedulers.shared.factory import keyword_params
-from asyncsched.schedulers.shared.ids import make_unique, unique_app_id
+from asyncsched.schedulers.shared.ids import unique_app_id
 from asyncsched.schedulers.shared.images import (
     build_image,
     open_context,
     push_image,
 )
 from asyncsched.schedulers.shared.labels import LABEL_SESSION, LABEL_VERSION
-from asyncsched.schedulers.shared.lines import (
-    DEFAULT_MAX_LINE_BYTES,
-)
-from asyncsched.schedulers.shared.replica_limits import render_off_loop
-from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.specs import (
     AppDef,
     AppDryRunInfo,
@@ -216,7 +217,7 @@ class DockerScheduler(
         self._max_concurrency = max_concurrency
         self._stop_timeout = stop_timeout
         self._tasks = TaskHost("DockerScheduler")
-        self._index = ContainerIndex(changes=self._changes)
+        self._index = ContainerIndex(changes=self.change_source)
         self._watcher: EventWatcher | None = None
         self._locks: dict[str, anyio.Lock] = {}
         self._limiter: anyio.CapacityLimiter | None = None
@@ -352,7 +353,14 @@ class DockerScheduler(
             )
         network_id = await self._ensure_network(job.network)
         created: list[str] = []
-        try:
+        # by label too: a create cancelled in flight may still have happened
+        # (an app id is fresh, so the label is ours alone); if the undo takes
+        # too long, delete(app_id) removes what is left
+        async with all_or_nothing(job.app_id, undo_within=UNDO_TIMEOUT) as steps:
+            steps.add(
+                functools.partial(self._remove, job.app_id, created),
+                name=f"the containers (delete({job.app_id!r}) removes them)",
+            )
             await self._run_all(
                 [
                     _bind(self._create, docker, job, c, network_id, created)
@@ -360,21 +368,6 @@ class DockerScheduler(
                 ]
             )
             await self._run_all([_bind(self._start, docker, cid) for cid in created])
-        except BaseException:
-            # by label too: a create cancelled in flight may still have
-            # happened (an app id is fresh, so the label is ours alone)
-            with anyio.CancelScope(shield=True):
-                with anyio.move_on_after(UNDO_TIMEOUT) as undo:
-                    await self._remove(job.app_id, created)
-                if undo.cancelled_caught:
-                    logger.error(
-                        "could not remove the containers of %s within %ss;"
-                        " remove them with delete(%r)",
-                        job.app_id,
-                        UNDO_TIMEOUT,
-                        job.app_id,
-                    )
-            raise
         return job.app_id
 
     async def _ensure_network(self, name: str) -> str:
@@ -687,7 +680,7 @@ class DockerScheduler(
                     {"Name": CANCEL_MARK_POLICY, "MaximumRetryCount": 0},
                 )
                 record.cancelled = True
-                self._changes.notify(record.app_id)
+                self.notify_changed(record.app_id)
                 # the daemon replies once the container stopped: up to t later
                 await docker.containers.container(record.id).stop(
                     t=self._stop_timeout,

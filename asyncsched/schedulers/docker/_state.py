@@ -19,9 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from asyncsched.schedulers.shared.changes import ChangeNotifier
+from asyncsched.schedulers.kit import AppSnapshot, ChangeNotifier, ReplicaSnapshot
 from asyncsched.schedulers.shared.labels import ReplicaLabels
-from asyncsched.schedulers.snapshot import AppSnapshot, ReplicaSnapshot
 from asyncsched.specs import AppState, Role, StatusReason
 
 from ._reasons import container_reason

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from asyncsched.schedulers.kit import ChangeNotifier
 from asyncsched.schedulers.kubernetes._client import KubeApi
 from asyncsched.schedulers.kubernetes._informer import DEFAULT_PAGE_SIZE, Informer
 from asyncsched.schedulers.kubernetes._render import (
@@ -30,7 +31,6 @@ from asyncsched.schedulers.kubernetes._render import (
 )
 from asyncsched.schedulers.kubernetes._slim import slim
 from asyncsched.schedulers.kubernetes._state import volcano_state
-from asyncsched.schedulers.shared.changes import ChangeNotifier
 from asyncsched.specs import AppState, is_terminal
 
 __all__ = [

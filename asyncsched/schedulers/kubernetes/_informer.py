@@ -43,8 +43,8 @@ from typing import Any
 import anyio
 from anyio.abc import TaskStatus
 
+from asyncsched.schedulers.kit import ChangeNotifier
 from asyncsched.schedulers.kubernetes._client import KubeApi, KubernetesApiError
-from asyncsched.schedulers.shared.changes import ChangeNotifier
 
 __all__ = ["DEFAULT_PAGE_SIZE", "Informer"]
 

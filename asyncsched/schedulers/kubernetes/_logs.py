@@ -31,8 +31,8 @@ from typing import Any
 
 import anyio
 
+from asyncsched.schedulers.kit import DEFAULT_MAX_LINE_BYTES, LineSplitter
 from asyncsched.schedulers.kubernetes._client import KubeApi, KubernetesApiError
-from asyncsched.schedulers.shared.lines import DEFAULT_MAX_LINE_BYTES, LineSplitter
 
 __all__ = ["RETRY_STATUSES", "has_log", "iter_pod_log", "parse_timestamp"]
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import copy
+import functools
 import logging
 import time
 from collections.abc import (
@@ -38,7 +39,8 @@ from asyncsched.errors import (
     SchedulerUnavailableError,
     SubmitError,
 )
-from asyncsched.schedulers.api import (
+from asyncsched.schedulers.kit import (
+    DEFAULT_MAX_LINE_BYTES,
     AppSnapshot,
     Capabilities,
     LogQuery,
@@ -46,6 +48,10 @@ from asyncsched.schedulers.api import (
     ReplicaSnapshot,
     Scheduler,
     Stream,
+    TaskHost,
+    all_or_nothing,
+    check_max_line_bytes,
+    render_off_loop,
 )
 from asyncsched.schedulers.kubernetes._caches import (
     BATCH_JOBS,
@@ -118,12 +124,6 @@ from asyncsched.schedulers.shared.docker_daemon import (
     resolve_host,
 )
 from asyncsched.schedulers.shared.ids import random_id
-from asyncsched.schedulers.shared.lines import (
-    DEFAULT_MAX_LINE_BYTES,
-    check_max_line_bytes,
-)
-from asyncsched.schedulers.shared.replica_limits import render_off_loop
-from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.specs import (
     AppDef,
     AppDryRunInfo,
@@ -623,34 +623,25 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         await self._push_images(job)
         # the caches learn of the new app if they run; submit starts none
         ns = self._namespaces.get(job.namespace)
-        created: list[str] = []
-        in_flight = ""
-        try:
+        # a refused create made nothing (and a 409 names someone else's
+        # object); a cancelled or lost one may have landed: it is deleted too.
+        # Bounded: a hung API server must not hang the failed submit
+        async with all_or_nothing(job.app_id, undo_within=_UNDO_TIMEOUT) as steps:
             for manifest in manifests:
-                path = _collection(manifest, job.namespace)
-                in_flight = f"{path}/{manifest['metadata']['name']}"
-                obj = await self._create(api, path, manifest)
-                created.append(in_flight)
-                in_flight = ""
+                collection = _collection(manifest, job.namespace)
+                path = f"{collection}/{manifest['metadata']['name']}"
+                obj = await steps.create(
+                    functools.partial(self._create, api, collection, manifest),
+                    undo=functools.partial(_delete, api, path),
+                    name=path,
+                    refusals=(SubmitError,),
+                )
                 if dropped_completion_mode(manifest, obj):
                     raise no_indexed_jobs((await server_version(api))[0])
                 _warn_if_ttl_dropped(manifest, obj)
                 if manifest["kind"] == "Job" and ns is not None:
                     target = ns.volcano if _is_volcano(manifest) else ns.batch
                     target.upsert(obj)
-        except BaseException as exc:
-            # a refused create made nothing (and a 409 names someone else's
-            # object); a cancelled or lost one may have landed: delete it too
-            if in_flight and not isinstance(exc, SubmitError):
-                created.append(in_flight)
-            # bounded: a hung API server must not hang the failed submit
-            with anyio.CancelScope(shield=True), anyio.move_on_after(_UNDO_TIMEOUT):
-                for path in reversed(created):
-                    try:
-                        await _delete(api, path)
-                    except Exception as cleanup:  # noqa: BLE001 - the first error wins
-                        logger.warning("could not delete %s: %s", path, cleanup)
-            raise
         self._submitted_to.add(job.namespace)
         return job.app_id
 
@@ -709,7 +700,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         return Caches(
             api,
             namespace,
-            changes=self._changes,
+            changes=self.change_source,
             live=live,
             resync=self._resync,
             watch_timeout=self._watch_timeout,
@@ -1046,7 +1037,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         while pod is None:
             if not query.should_tail or await app_over():
                 return
-            changed = self._changes.changed(key)
+            changed = self.changed(key)
             if (pod := find_pod()) is None:
                 await changed.wait()
                 pod = find_pod()
@@ -1065,7 +1056,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             """Sleep on the pods cache until the container started (True), or
             the pod ended without it (False): no polling of pods/log."""
             while True:
-                changed = self._changes.changed(key)
+                changed = self.changed(key)
                 current = ns.pods.get(pod_name)
                 if current is None:
                     return False

@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
+from asyncsched.schedulers.kit import AppSnapshot, ReplicaSnapshot
 from asyncsched.schedulers.kubernetes._reasons import (
     main_container_status,
     pod_reason,
@@ -32,7 +33,6 @@ from asyncsched.schedulers.kubernetes._render import (
     LABEL_ROLE_INDEX,
     LABEL_ROLE_NAME,
 )
-from asyncsched.schedulers.snapshot import AppSnapshot, ReplicaSnapshot
 from asyncsched.specs import AppState, Role, StatusReason, is_terminal
 
 __all__ = [

@@ -43,17 +43,21 @@ import stat
 import struct
 import sys
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator
 from datetime import UTC, datetime
 
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from asyncsched.errors import SchedulerError
+from asyncsched.schedulers.kit import (
+    DEFAULT_MAX_LINE_BYTES,
+    ChangeSignal,
+    Follow,
+    LineAssembler,
+    follow_file,
+)
 from asyncsched.schedulers.local._open_files import FileId, OpenFiles
-from asyncsched.schedulers.shared.changes import ChangeSignal
-from asyncsched.schedulers.shared.lines import DEFAULT_MAX_LINE_BYTES, LineAssembler
 from asyncsched.schedulers.shared.state_dir import PRIVATE_FILE_MODE, makedirs_private
 
 __all__ = [
@@ -75,8 +79,6 @@ logger = logging.getLogger(__name__)
 STREAMS = ("stdout", "stderr", "combined")
 INDEX_ENTRY = struct.Struct("<Qd")
 _PIPE_READ_SIZE = 1 << 16
-#: seconds a log file open may take before log_iter gives up
-_OPEN_TIMEOUT = 60.0
 _READ_SIZE = 1 << 20  # one read of a log file (a worker-thread hop each)
 _FEED_SIZE = 1 << 17  # ...assembled in slices that stay in the CPU cache
 _COMBINED_PARTIAL_LIMIT = 1 << 16  # an unterminated line longer than this is flushed
@@ -88,9 +90,6 @@ _CREATE = (
 
 #: ``{stream: FileId}`` of a replica's log files
 LogFiles = dict[str, FileId]
-
-#: ``await follow(offset)`` -> True: more may come (re-read), False: the log is final
-Follow = Callable[[int], Awaitable[bool]]
 
 
 def log_paths(replica_dir: str) -> dict[str, str]:
@@ -307,11 +306,6 @@ def _as_epoch(when: datetime | None) -> float | None:
     return when.timestamp()
 
 
-def _open_read(path: str) -> int:
-    """Open ``path`` for reading (blocking: a worker thread)."""
-    return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-
-
 #: index entries loaded at a time (16 bytes each): memory does not grow with the log
 _WINDOW_ENTRIES = 4096
 #: bytes read at a time when looking back for the start of a line
@@ -477,9 +471,7 @@ async def read_line_batches(
     timed = t_since is not None or t_until is not None
     idx = _Index(index) if timed and index is not None else None
     assembler = LineAssembler(max_line_bytes)
-    pos = 0  # bytes of the file read
     line_end = 0  # file offset where the next item starts
-    final = follow is None
 
     async def time_of(line_end: int, window_tried: bool) -> tuple[float, bool]:
         """(arrival time, whether the index ran out) of the line ending there."""
@@ -492,51 +484,39 @@ async def read_line_batches(
             return time.time(), True
         return when, False
 
-    fd = -1
-    # shielded: a cancelled open must not leak its fd (a thread cannot be
-    # abandoned, so the bound only matters for a pathological file system)
-    with anyio.CancelScope(shield=True), anyio.move_on_after(_OPEN_TIMEOUT):
-        fd = await anyio.to_thread.run_sync(_open_read, path)
-    if fd < 0:
-        raise SchedulerError(f"opening {path!r} took more than {_OPEN_TIMEOUT}s")
-    try:
-        if idx is not None and t_since is not None:
-            pos = line_end = await anyio.to_thread.run_sync(
-                _seek_since, fd, idx, t_since
-            )
-        while True:
-            data = await anyio.to_thread.run_sync(os.pread, fd, _READ_SIZE, pos)
-            pos += len(data)
-            if data:
-                if idx is None:
-                    batch = []
-                    for cut in range(0, len(data), _FEED_SIZE):
-                        batch += assembler.feed(data[cut : cut + _FEED_SIZE])
-                else:
-                    batch = []
-                    ran_out = False  # the index is re-read once per read of the log
-                    for cut in range(0, len(data), _FEED_SIZE):
-                        for raw in assembler.feed_raw(data[cut : cut + _FEED_SIZE]):
-                            line_end += len(raw)
-                            when = idx.time_of(line_end)
-                            if when is None:  # past the window: read the next one
-                                when, ran_out = await time_of(line_end, ran_out)
-                            if t_until is not None and when > t_until:
-                                if batch:
-                                    yield batch
-                                return
-                            if t_since is None or when >= t_since:
-                                batch.append(raw.decode("utf-8", "replace"))
-                if batch:
-                    yield batch
-            if len(data) == _READ_SIZE:
-                continue  # more is there already
-            if final:
-                break
-            assert follow is not None
-            final = not await follow(pos)
-    finally:
-        os.close(fd)  # closing a regular file does not wait for the disk
+    def seek_since(fd: int) -> int:  # in a worker thread, before the first read
+        nonlocal line_end
+        assert idx is not None
+        assert t_since is not None
+        line_end = _seek_since(fd, idx, t_since)
+        return line_end
+
+    seek = seek_since if idx is not None and t_since is not None else None
+
+    chunks = follow_file(path, follow=follow, seek=seek, chunk=_READ_SIZE)
+    async with contextlib.aclosing(chunks):
+        async for data in chunks:
+            if idx is None:
+                batch = []
+                for cut in range(0, len(data), _FEED_SIZE):
+                    batch += assembler.feed(data[cut : cut + _FEED_SIZE])
+            else:
+                batch = []
+                ran_out = False  # the index is re-read once per read of the log
+                for cut in range(0, len(data), _FEED_SIZE):
+                    for raw in assembler.feed_raw(data[cut : cut + _FEED_SIZE]):
+                        line_end += len(raw)
+                        when = idx.time_of(line_end)
+                        if when is None:  # past the window: read the next one
+                            when, ran_out = await time_of(line_end, ran_out)
+                        if t_until is not None and when > t_until:
+                            if batch:
+                                yield batch
+                            return
+                        if t_since is None or when >= t_since:
+                            batch.append(raw.decode("utf-8", "replace"))
+            if batch:
+                yield batch
     tail = assembler.flush_raw()
     if not tail:
         return

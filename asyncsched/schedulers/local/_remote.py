@@ -25,6 +25,7 @@ from typing import Any
 import anyio
 
 from asyncsched.errors import SchedulerError
+from asyncsched.schedulers.kit import AppSnapshot, ReplicaSnapshot
 from asyncsched.schedulers.local._process import (
     own_groups,
     pid_alive,
@@ -37,7 +38,6 @@ from asyncsched.schedulers.local._records import (
     read_json,
     write_json_atomic,
 )
-from asyncsched.schedulers.snapshot import AppSnapshot, ReplicaSnapshot
 from asyncsched.specs import (
     NONE,
     AppState,

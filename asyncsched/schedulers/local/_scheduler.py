@@ -34,7 +34,8 @@ from asyncsched.errors import (
     SpecError,
     SubmitError,
 )
-from asyncsched.schedulers.api import (
+from asyncsched.schedulers.kit import (
+    DEFAULT_MAX_LINE_BYTES,
     AppSnapshot,
     Capabilities,
     DescribeAppResponse,
@@ -42,7 +43,10 @@ from asyncsched.schedulers.api import (
     ReplicaSnapshot,
     Scheduler,
     Stream,
+    TaskHost,
     final_if_settled,
+    make_unique,
+    render_off_loop,
 )
 from asyncsched.schedulers.local import _records as records, _remote as remote
 from asyncsched.schedulers.local._capacity import (
@@ -112,18 +116,13 @@ from asyncsched.schedulers.local._supervisor import (
     supervisor_info,
 )
 from asyncsched.schedulers.shared.coalesce import Coalescer
-from asyncsched.schedulers.shared.ids import make_unique, unique_app_id
-from asyncsched.schedulers.shared.lines import (
-    DEFAULT_MAX_LINE_BYTES,
-)
-from asyncsched.schedulers.shared.replica_limits import render_off_loop
+from asyncsched.schedulers.shared.ids import unique_app_id
 from asyncsched.schedulers.shared.state_dir import (
     PRIVATE_DIR_MODE,
     check_state_dir,
     makedirs_private,
     tighten_dir,
 )
-from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.specs import (
     AppDef,
     AppDryRunInfo,
@@ -826,7 +825,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
             writer=self._writer,
             state_dir=self.state_dir,
             supervisor=supervisor_info(),
-            changes=self._changes,
+            changes=self.change_source,
             on_finished=functools.partial(self._slots.release, len(replicas)),
             on_done=functools.partial(self._app_done, request.app_id),
             time_limit=request.time_limit,

@@ -21,6 +21,12 @@ from typing import Any
 
 import anyio
 
+from asyncsched.schedulers.kit import (
+    ChangeNotifier,
+    ChangeSignal,
+    TaskHost,
+    describe_error,
+)
 from asyncsched.schedulers.local._logs import ReplicaLog, pump
 from asyncsched.schedulers.local._oom import out_of_memory
 from asyncsched.schedulers.local._process import (
@@ -42,9 +48,7 @@ from asyncsched.schedulers.local._state import (
     RetryCounters,
     decide_retry,
 )
-from asyncsched.schedulers.shared.changes import ChangeNotifier, ChangeSignal
 from asyncsched.schedulers.shared.state_dir import PRIVATE_FILE_MODE
-from asyncsched.schedulers.shared.taskhost import TaskHost, describe_error
 from asyncsched.specs import (
     NONE,
     AppState,

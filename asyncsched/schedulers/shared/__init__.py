@@ -1,4 +1,9 @@
-"""Building blocks every backend shares (public for scheduler plugin authors).
+"""Building blocks every backend shares.
+
+Backends and plugins take the general ones from :mod:`asyncsched.schedulers.kit`
+(the public face of ``changes``, ``factory``, ``follow``, ``lifecycle``,
+``lines``, ``replica_limits``, ``taskhost`` and ``undo``); the others serve
+families of backends.
 
 Modules: ``lines`` (linear, capped line assembly; regex filter),
 ``replicas`` (one role into N replica specs: macros and identity),
@@ -8,7 +13,8 @@ Modules: ``lines`` (linear, capped line assembly; regex filter),
 contains its tasks' failures), ``lifecycle`` (``async with`` and a bounded,
 shielded ``aclose``), ``changes`` (change events), ``factory`` (the keyword
 arguments a registry factory passes on),
-``state_dir`` (where local state lives). For the local Docker engine:
+``state_dir`` (where local state lives), ``undo`` (all-or-nothing submit:
+shielded, bounded undo), ``follow`` (follow a file being written). For the local Docker engine:
 ``docker_daemon`` (daemon address, registry credentials), ``docker_errors``
 (aiodocker errors into asyncsched errors) and ``images`` (workspace image
 build and push, used by the Docker and Kubernetes backends; these two need the

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Iterator
+from typing import Protocol, TypeVar
 
 from asyncsched.errors import InvalidRunConfigException
 
@@ -37,6 +38,7 @@ __all__ = [
     "MIN_MAX_LINE_BYTES",
     "afilter_regex",
     "asplit_lines",
+    "assemble_lines",
     "check_max_line_bytes",
     "filter_regex",
     "split_lines",
@@ -321,17 +323,43 @@ class LineSplitter:
         return self._core.flush()
 
 
-async def asplit_lines(
+_Chunk_contra = TypeVar("_Chunk_contra", contravariant=True)
+
+
+class _Cutter(Protocol[_Chunk_contra]):
+    def feed(self, chunk: _Chunk_contra, /) -> list[str]: ...
+    def flush(self) -> str: ...
+
+
+async def _lines_of(
+    cutter: _Cutter[_Chunk_contra], chunks: AsyncIterable[_Chunk_contra]
+) -> AsyncGenerator[str, None]:
+    async for chunk in chunks:
+        for line in cutter.feed(chunk):
+            yield line
+    tail = cutter.flush()
+    if tail:
+        yield tail
+
+
+def asplit_lines(
     chunks: AsyncIterable[str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
 ) -> AsyncGenerator[str, None]:
     """Async version of :class:`LineSplitter`: whole lines out of text chunks."""
-    splitter = LineSplitter(max_line_bytes)
-    async for chunk in chunks:
-        for line in splitter.feed(chunk):
-            yield line
-    tail = splitter.flush()
-    if tail:
-        yield tail
+    return _lines_of(LineSplitter(max_line_bytes), chunks)
+
+
+def assemble_lines(
+    chunks: AsyncIterable[bytes], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> AsyncGenerator[str, None]:
+    """Async :class:`LineAssembler`: whole lines out of byte chunks.
+
+    Example:
+        >>> async def main(path: str) -> None:
+        ...     async for line in assemble_lines(follow_file(path)):  # see follow
+        ...         print(line, end="")
+    """
+    return _lines_of(LineAssembler(max_line_bytes), chunks)
 
 
 async def afilter_regex(

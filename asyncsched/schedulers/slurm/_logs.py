@@ -13,12 +13,17 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
 
-from asyncsched.schedulers.shared.lines import DEFAULT_MAX_LINE_BYTES, LineAssembler
+from asyncsched.schedulers.kit import (
+    DEFAULT_MAX_LINE_BYTES,
+    assemble_lines,
+    follow_file,
+)
 
 __all__ = ["CHUNK", "iter_file", "log_path"]
 
@@ -31,15 +36,6 @@ def log_path(work_dir: str, app_id: str, role: str, k: int, suffix: str) -> str:
     return os.path.join(work_dir, f"slurm-{app_id}-{role}-{k}.{suffix}")
 
 
-def _read(path: str, offset: int) -> bytes | None:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            return fh.read(CHUNK)
-    except FileNotFoundError:
-        return None
-
-
 async def iter_file(
     path: str,
     follow: Callable[[], Awaitable[bool]] | None,
@@ -48,26 +44,21 @@ async def iter_file(
     """Yield the lines of ``path``; with ``follow``, keep reading while
     ``follow()`` says the job may still write (it is asked when no data is
     left), then drain what is left. A missing file is empty."""
-    lines = LineAssembler(max_line_bytes)
-    offset = 0
-    while True:
-        data = await anyio.to_thread.run_sync(_read, path, offset)
-        if data:
-            offset += len(data)
-            for line in lines.feed(data):
-                yield line
-            continue
-        if follow is not None and await follow():
-            await anyio.sleep(_POLL)
-            continue
-        # the job may have written between the last read and the check
-        data = await anyio.to_thread.run_sync(_read, path, offset)
-        if not data:
-            break
-        offset += len(data)
-        for line in lines.feed(data):
+
+    async def more(offset: int) -> bool:
+        del offset
+        assert follow is not None
+        if not await follow():
+            return False
+        await anyio.sleep(_POLL)
+        return True
+
+    chunks = follow_file(
+        path, follow=None if follow is None else more, chunk=CHUNK, missing_ok=True
+    )
+    async with (
+        contextlib.aclosing(chunks),
+        contextlib.aclosing(assemble_lines(chunks, max_line_bytes)) as lines,
+    ):
+        async for line in lines:
             yield line
-        follow = None  # finished: read to the end, then stop
-    tail = lines.flush()
-    if tail:
-        yield tail

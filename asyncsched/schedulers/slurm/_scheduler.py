@@ -29,22 +29,21 @@ from asyncsched.errors import (
     SpecError,
     SubmitError,
 )
-from asyncsched.schedulers.api import (
+from asyncsched.schedulers.kit import (
     DAYS_IN_2_WEEKS,
+    DEFAULT_MAX_LINE_BYTES,
     AppSnapshot,
     Capabilities,
     LogQuery,
     ReplicaLimits,
     Scheduler,
     Stream,
-)
-from asyncsched.schedulers.shared.factory import keyword_params
-from asyncsched.schedulers.shared.lines import (
-    DEFAULT_MAX_LINE_BYTES,
+    TaskHost,
+    all_or_nothing,
+    keyword_params,
 )
 from asyncsched.schedulers.shared.ratewindow import RateWindow
 from asyncsched.schedulers.shared.state_dir import default_state_dir
-from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.schedulers.slurm._checks import check_roles, check_run_options
 from asyncsched.schedulers.slurm._commands import BACKEND, CommandFailed, SlurmCli
 from asyncsched.schedulers.slurm._envdir import create_env_dir, remove_env_dir
@@ -77,6 +76,8 @@ from asyncsched.specs import (
 logger = logging.getLogger(__name__)
 
 #: a job's recorded submit time may precede Slurm's by this much (clock skew)
+#: seconds the undo of a failed sbatch (its script and env files) may take
+_UNDO_TIMEOUT = 10.0
 _SUBMIT_SLACK = 120.0
 _PROBE_TTL = 10.0
 
@@ -175,7 +176,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         self._tracker = StatusTracker(
             self._batcher,
             self._tasks,
-            self._changes,
+            self.change_source,
             min_interval=min_interval,
             max_interval=max_interval,
         )
@@ -312,38 +313,46 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         submitted, and so is the environment directory."""
         script = os.path.join(script_dir, SCRIPT_NAME)
         submitted = time.time()
-        env_dir = ""
         try:
-            await anyio.to_thread.run_sync(_write_script, script, req.materialize())
-            # the values go into owner-only files in the job's working directory,
-            # never on a command line nor into the script (echoed by set -x)
-            try:
-                env_dir = await anyio.to_thread.run_sync(
-                    create_env_dir, cwd, req.env_files()
-                )
-            except OSError as exc:
-                raise SubmitError(
-                    f"cannot write the job's environment files in {cwd!r}: {exc}"
-                ) from exc
-            # the job's output files are created with the job's umask: owner-only
-            out = await self.cli.run(
-                [*req.cmd, script, env_dir],
-                cwd=cwd,
-                extra_env={"SLURM_UMASK": "0077"},
-            )
-        except BaseException as exc:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+            async with all_or_nothing(script, undo_within=_UNDO_TIMEOUT) as steps:
                 if created:
-                    await anyio.to_thread.run_sync(
-                        functools.partial(shutil.rmtree, script_dir, ignore_errors=True)
+                    steps.add(
+                        functools.partial(
+                            anyio.to_thread.run_sync,
+                            functools.partial(
+                                shutil.rmtree, script_dir, ignore_errors=True
+                            ),
+                        ),
+                        name=script_dir,
                     )
-                elif env_dir:
-                    await anyio.to_thread.run_sync(remove_env_dir, env_dir)
-            if isinstance(exc, CommandFailed):
-                raise SubmitError(
-                    f"sbatch refused the job: {exc.stderr.strip()}"
-                ) from exc
-            raise
+                await anyio.to_thread.run_sync(_write_script, script, req.materialize())
+                # the values go into owner-only files in the job's working
+                # directory, never on a command line nor into the script
+                # (echoed by set -x)
+                try:
+                    env_dir = await anyio.to_thread.run_sync(
+                        create_env_dir, cwd, req.env_files()
+                    )
+                except OSError as exc:
+                    raise SubmitError(
+                        f"cannot write the job's environment files in {cwd!r}: {exc}"
+                    ) from exc
+                if not created:
+                    steps.add(
+                        functools.partial(
+                            anyio.to_thread.run_sync, remove_env_dir, env_dir
+                        ),
+                        name=env_dir,
+                    )
+                # the job's output files are created with the job's umask:
+                # owner-only
+                out = await self.cli.run(
+                    [*req.cmd, script, env_dir],
+                    cwd=cwd,
+                    extra_env={"SLURM_UMASK": "0077"},
+                )
+        except CommandFailed as exc:
+            raise SubmitError(f"sbatch refused the job: {exc.stderr.strip()}") from exc
         app_id = out.strip().split(";")[0]
         if not app_id.isdigit():
             raise SubmitError(f"sbatch printed no job id: {out!r}")

@@ -26,8 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from asyncsched.schedulers.kit import AppSnapshot, ReplicaSnapshot
 from asyncsched.schedulers.slurm._reasons import pending_reason, state_reason
-from asyncsched.schedulers.snapshot import AppSnapshot, ReplicaSnapshot
 from asyncsched.specs import AppState, StatusReason, explain_exit_code, is_terminal
 
 __all__ = [

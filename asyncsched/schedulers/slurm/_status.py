@@ -30,9 +30,8 @@ from contextlib import asynccontextmanager
 import anyio
 
 from asyncsched.errors import AsyncschedError, SchedulerClosedError
-from asyncsched.schedulers.shared.changes import ChangeNotifier
+from asyncsched.schedulers.kit import ChangeNotifier, TaskHost
 from asyncsched.schedulers.shared.coalesce import Coalescer
-from asyncsched.schedulers.shared.taskhost import TaskHost
 from asyncsched.schedulers.slurm._state import AppView
 
 __all__ = ["Fetch", "StatusBatcher", "StatusTracker"]

@@ -1,0 +1,1 @@
+"""A scheduler plugin written only from public names (the tutorial's example)."""
