@@ -57,22 +57,25 @@ from asyncsched.schedulers.shared.lines import (
 )
 from asyncsched.schedulers.shared.replica_limits import ReplicaLimits, render_off_loop
 from asyncsched.schedulers.shared.taskhost import TaskHost, describe_error
-from asyncsched.schedulers.shared.undo import UNDO_TIMEOUT, UndoSteps, all_or_nothing
+from asyncsched.schedulers.shared.undo import (
+    UNDO_TIMEOUT,
+    Undo,
+    UndoSteps,
+    all_or_nothing,
+)
 from asyncsched.schedulers.snapshot import AppSnapshot, ReplicaSnapshot
 
 __all__ = (
-    "CLOSE_TIMEOUT",
-    "DAYS_IN_2_WEEKS",
-    "DEFAULT_MAX_LINE_BYTES",
-    "FOLLOW_CHUNK",
-    "SETTLE_TIMEOUT",
-    "UNDO_TIMEOUT",
     "AppSnapshot",
     "AsyncClosable",
+    "CLOSE_TIMEOUT",
     "Capabilities",
     "ChangeNotifier",
     "ChangeSignal",
+    "DAYS_IN_2_WEEKS",
+    "DEFAULT_MAX_LINE_BYTES",
     "DescribeAppResponse",
+    "FOLLOW_CHUNK",
     "Follow",
     "LineAssembler",
     "LineSplitter",
@@ -80,9 +83,12 @@ __all__ = (
     "LogQuery",
     "ReplicaLimits",
     "ReplicaSnapshot",
+    "SETTLE_TIMEOUT",
     "Scheduler",
     "Stream",
     "TaskHost",
+    "UNDO_TIMEOUT",
+    "Undo",
     "UndoSteps",
     "all_or_nothing",
     "assemble_lines",

@@ -17,7 +17,7 @@ from asyncsched.schedulers import get_scheduler
 from asyncsched.testing import ContractTarget, SchedulerContract
 
 HERE = Path(__file__).parent
-DIST = HERE / "dist"
+DIST = HERE / "installed"  # not "dist": that name is git-ignored
 
 
 @pytest.fixture(autouse=True)

@@ -23,6 +23,8 @@ import contextlib
 import os
 from collections import OrderedDict
 
+from asyncsched.errors import InvalidArgumentError
+
 __all__ = ["FileId", "OpenFiles", "reopen"]
 
 #: ``(st_dev, st_ino)`` of a file the supervisor created
@@ -62,7 +64,7 @@ class OpenFiles:
 
     def __init__(self, limit: int) -> None:
         if limit < 1:
-            raise ValueError(f"limit must be at least 1, got {limit}")
+            raise InvalidArgumentError(f"limit must be at least 1, got {limit}")
         self.limit = limit
         self._fds: OrderedDict[str, int] = OrderedDict()
 

@@ -28,7 +28,7 @@ from typing import TypeVar
 
 import anyio
 
-__all__ = ["UNDO_TIMEOUT", "UndoSteps", "all_or_nothing"]
+__all__ = ["UNDO_TIMEOUT", "Undo", "UndoSteps", "all_or_nothing"]
 
 logger = logging.getLogger(__name__)
 
