@@ -58,9 +58,16 @@ async def test_each_replica_sees_its_identity_variables(slurm: SlurmScheduler) -
 async def test_failing_replica_fails_app_with_its_exit_code(
     slurm: SlurmScheduler,
 ) -> None:
-    app_id = await slurm.submit(
-        _app('[ "$ASYNCSCHED_REPLICA_ID" = 1 ] && exit 3; sleep 30', 2)
+    # replica 1 fails only once replica 0 runs: srun's kill for a component
+    # whose step does not exist yet is lost ("StepId=0 not found"), and that
+    # replica then runs to its own end (exit 0 after 30 s), as Slurm reports
+    script = (
+        "f=started-$ASYNCSCHED_APP_ID;"
+        ' if [ "$ASYNCSCHED_REPLICA_ID" = 1 ]; then'
+        " while [ ! -e $f ]; do sleep 0.05; done; exit 3; fi;"
+        " touch $f; sleep 30"
     )
+    app_id = await slurm.submit(_app(script, 2))
     desc = await slurm.wait(app_id, timeout=SETTLE)
     assert desc is not None
     assert desc.state == AppState.FAILED
