@@ -39,7 +39,6 @@ import bisect
 import contextlib
 import logging
 import os
-import stat
 import struct
 import sys
 import time
@@ -57,7 +56,11 @@ from asyncsched.schedulers.kit import (
     LineAssembler,
     follow_file,
 )
-from asyncsched.schedulers.local._open_files import FileId, OpenFiles
+from asyncsched.schedulers.local._open_files import (
+    FileId,
+    OpenFiles,
+    open_regular_file,
+)
 from asyncsched.schedulers.shared.state_dir import PRIVATE_FILE_MODE, makedirs_private
 
 __all__ = [
@@ -359,15 +362,8 @@ class _Index:
     def _open(self) -> int | None:
         """The index file, or None when missing or not a regular file of its own
         (a symlink or FIFO a replica put there is not read: no times)."""
-        flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
-        try:
-            fd = os.open(self._path, flags)
-        except OSError:
-            return None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            return None
-        return fd
+        opened = open_regular_file(self._path)
+        return None if opened is None else opened[0]
 
     def start_offset(self, since: float) -> int:
         """The log offset before which every line arrived before ``since``

@@ -17,7 +17,8 @@ Example:
 from __future__ import annotations
 
 import os
-import stat
+
+from asyncsched.schedulers.local._open_files import open_regular_file
 
 __all__ = ["OOM_MARKERS", "TAIL_BYTES", "has_oom_marker", "out_of_memory"]
 
@@ -44,15 +45,11 @@ def out_of_memory(stderr_path: str, start: int) -> bool:
     """True when the stderr written since offset ``start`` ends naming a failed
     allocation (blocking: reads at most :data:`TAIL_BYTES`; never follows a
     symlink, only reads a regular file)."""
-    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
-    try:
-        fd = os.open(stderr_path, flags)
-    except OSError:
+    opened = open_regular_file(stderr_path)
+    if opened is None:
         return False
+    fd, st = opened
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return False
         offset = max(start, st.st_size - TAIL_BYTES)
         return has_oom_marker(os.pread(fd, TAIL_BYTES, offset))
     except OSError:

@@ -21,9 +21,35 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections import OrderedDict
 
 from asyncsched.errors import InvalidArgumentError
+
+_READ_OWN = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+
+
+def open_regular_file(path: str) -> tuple[int, os.stat_result] | None:
+    """``path`` opened for reading with its stat, or None (blocking).
+
+    None when it is missing, a symlink (never followed), not a regular file (a
+    FIFO a replica planted would block, a device never end) or unreadable.
+    The caller closes the descriptor.
+    """
+    try:
+        fd = os.open(path, _READ_OWN)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        return None
+    return fd, st
+
 
 __all__ = ["FileId", "OpenFiles", "reopen"]
 

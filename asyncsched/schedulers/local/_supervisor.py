@@ -13,7 +13,6 @@ import logging
 import os
 import signal
 import socket
-import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from asyncsched.schedulers.kit import (
 )
 from asyncsched.schedulers.local._logs import ReplicaLog, pump
 from asyncsched.schedulers.local._oom import out_of_memory
+from asyncsched.schedulers.local._open_files import open_regular_file
 from asyncsched.schedulers.local._process import (
     Child,
     Guardian,
@@ -326,15 +326,11 @@ def _read_reply(path: str, *, private: bool) -> tuple[str, float] | None:
     unless it has other names: a hardlink the replica made to another file
     keeps that file's mode.
     """
-    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
-    try:
-        fd = os.open(path, flags)
-    except OSError:
+    opened = open_regular_file(path)
+    if opened is None:
         return None
+    fd, st = opened
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return None
         if private and st.st_nlink == 1:
             with contextlib.suppress(OSError):
                 os.fchmod(fd, PRIVATE_FILE_MODE)
