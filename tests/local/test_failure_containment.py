@@ -17,8 +17,8 @@ import anyio
 import psutil
 import pytest
 
-from asyncsched.schedulers.local import _process, _supervisor
-from asyncsched.schedulers.local._supervisor import LocalApp
+from asyncsched.schedulers.local import _local_app as _supervisor, _process
+from asyncsched.schedulers.local._local_app import LocalApp
 from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.specs import AppState
 from tests.local.conftest import app_of, sh_role

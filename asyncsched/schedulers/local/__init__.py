@@ -8,7 +8,7 @@ This package is the backend's public face; :mod:`asyncsched.schedulers.local_sch
 readers, line-time index, reading and tailing), ``_records`` (on-disk app
 records for other processes), ``_remote`` (apps of other processes),
 ``_retention`` (pruning finished apps), ``_state`` (replica/app state rules and
-retries) and ``_supervisor`` (one running app).
+retries) and ``_local_app`` (one running app).
 
 Example:
     >>> from asyncsched.schedulers.local import LocalScheduler, Retention

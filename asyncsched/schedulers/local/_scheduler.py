@@ -104,7 +104,7 @@ from asyncsched.schedulers.local._retention import (
     managed_logs_dir,
     prune as prune_apps,
 )
-from asyncsched.schedulers.local._supervisor import (
+from asyncsched.schedulers.local._local_app import (
     LocalApp,
     RecordWriter,
     Replica,
