@@ -67,6 +67,7 @@ from asyncsched.schedulers.local._limits import (
     original_nofile,
     raise_nofile_limit,
 )
+from asyncsched.schedulers.local._local_app import LocalApp
 from asyncsched.schedulers.local._logs import (
     Follow,
     LogFiles,
@@ -87,6 +88,7 @@ from asyncsched.schedulers.local._process import (
     resolve_pdeathsig,
 )
 from asyncsched.schedulers.local._reasons import replica_outcome
+from asyncsched.schedulers.local._record_writer import RecordWriter, supervisor_info
 from asyncsched.schedulers.local._render import (
     CWDImageProvider,
     HostFacts,
@@ -98,22 +100,18 @@ from asyncsched.schedulers.local._render import (
     gpus_requested,
     render_request,
 )
+from asyncsched.schedulers.local._replica import Replica, RoleInfo
 from asyncsched.schedulers.local._retention import (
     Retention,
     automatic,
     managed_logs_dir,
     prune as prune_apps,
 )
-from asyncsched.schedulers.local._local_app import (
-    LocalApp,
-    RecordWriter,
-    Replica,
+from asyncsched.schedulers.local._spawn import (
     ReplicaLaunch,
-    RoleInfo,
     SpawnConfig,
     Started,
     spawn_child,
-    supervisor_info,
 )
 from asyncsched.schedulers.shared.coalesce import Coalescer
 from asyncsched.schedulers.shared.ids import unique_app_id
