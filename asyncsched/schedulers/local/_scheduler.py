@@ -18,8 +18,6 @@ import contextlib
 import functools
 import logging
 import os
-import shutil
-import signal
 import warnings
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, cast, final
@@ -44,6 +42,7 @@ from asyncsched.schedulers.kit import (
     Scheduler,
     Stream,
     TaskHost,
+    all_or_nothing,
     final_if_settled,
     make_unique,
     render_off_loop,
@@ -56,13 +55,16 @@ from asyncsched.schedulers.local._capacity import (
     default_max_running_replicas,
 )
 from asyncsched.schedulers.local._env import (
-    child_env,
     join_PATH,
 )
 from asyncsched.schedulers.local._gpus import count_gpus
+from asyncsched.schedulers.local._launch import (
+    ExecutableCache,
+    plan_launches,
+    spawn_app,
+    undo_spawn,
+)
 from asyncsched.schedulers.local._limits import (
-    MEBIBYTE,
-    child_limit_argv,
     find_prlimit,
     original_nofile,
     raise_nofile_limit,
@@ -72,19 +74,15 @@ from asyncsched.schedulers.local._logs import (
     Follow,
     LogFiles,
     ReplicaLog,
-    create_log_files,
     index_path,
     read_line_batches,
 )
 from asyncsched.schedulers.local._open_files import OpenFiles
 from asyncsched.schedulers.local._opts import LocalOpts
 from asyncsched.schedulers.local._process import (
-    SPAWN_TIMEOUT,
     Guardian,
     PdeathsigMode,
     Spawner,
-    SpawnTimeoutError,
-    find_executable,
     resolve_pdeathsig,
 )
 from asyncsched.schedulers.local._reasons import replica_outcome
@@ -111,12 +109,10 @@ from asyncsched.schedulers.local._spawn import (
     ReplicaLaunch,
     SpawnConfig,
     Started,
-    spawn_child,
 )
 from asyncsched.schedulers.shared.coalesce import Coalescer
 from asyncsched.schedulers.shared.ids import unique_app_id
 from asyncsched.schedulers.shared.state_dir import (
-    PRIVATE_DIR_MODE,
     check_state_dir,
     makedirs_private,
     tighten_dir,
@@ -303,7 +299,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         self._submits_idle: anyio.Event | None = None
         # evicted apps whose replicas are still in their SIGTERM grace
         self._draining: builtins.list[LocalApp] = []
-        self._executables: dict[tuple[str, str, str | None], str] = {}
+        self._executables = ExecutableCache()
         self._gpu_count: int | None = None
         self._prlimit: str | None = None
         self._prlimit_probed = False
@@ -611,62 +607,6 @@ class LocalScheduler(Scheduler[LocalOpts]):
                 self._draining.append(oldest)
             self._app_defs.pop(oldest.app_id, None)
 
-    def _find_executable(self, cmd: str, path: str, cwd: str | None) -> str | None:
-        # Positive results are remembered: a PATH walk is a dozen stat calls
-        # on the loop thread per submit. Should the file vanish later, the
-        # spawn fails and submit raises SubmitError instead of SpecError.
-        key = (cmd, path, cwd)
-        found = self._executables.get(key)
-        if found is None:
-            found = find_executable(cmd, path, cwd)
-            if found is not None:
-                if len(self._executables) >= 256:
-                    self._executables.clear()
-                self._executables[key] = found
-        return found
-
-    def _launches(
-        self, request: PopenRequest, prlimit: str | None
-    ) -> builtins.list[ReplicaLaunch]:
-        parent_env = dict(os.environ)
-        launches: builtins.list[ReplicaLaunch] = []
-        for role_idx, (role_name, params) in enumerate(request.role_params.items()):
-            memory_mb = request.memory_mb.get(role_name)
-            memory = memory_mb * MEBIBYTE if memory_mb and prlimit else None
-            limits = child_limit_argv(
-                prlimit, nofile=original_nofile(), data_bytes=memory
-            )
-            for i, param in enumerate(params):
-                if param.cwd is not None and not os.path.isdir(param.cwd):
-                    raise SpecError(
-                        f"roles[{role_idx}].image",
-                        f"working directory {param.cwd!r} does not exist",
-                    )
-                env = child_env(param.env, parent_env)
-                cmd = param.args[0]
-                if self._find_executable(cmd, env["PATH"], param.cwd) is None:
-                    raise SpecError(
-                        f"roles[{role_idx}].entrypoint",
-                        _not_found(cmd, env["PATH"], param.cwd),
-                    )
-                replica_dir = request.role_log_dirs[role_name][i]
-                launches.append(
-                    ReplicaLaunch(
-                        role=role_name,
-                        replica_id=i,
-                        args=[*limits, *param.args],
-                        env=env,
-                        cwd=param.cwd,
-                        log_dir=replica_dir,
-                        error_file=env.get(
-                            "TORCHELASTIC_ERROR_FILE",
-                            os.path.join(replica_dir, "error.json"),
-                        ),
-                        memory_mb=memory_mb if memory is not None else None,
-                    )
-                )
-        return launches
-
     async def _schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
         """Start the replicas of a dry-run request; return the app id.
 
@@ -728,7 +668,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
             if request.app_id in self._apps:
                 raise SubmitError(f"app {request.app_id} was already scheduled")
             # validate first: a request that cannot launch evicts nothing
-            launches = self._launches(request, prlimit)
+            launches = plan_launches(request, prlimit, self._executables)
             self._evict_if_needed()
             self._submits_in_flight += 1
             try:
@@ -744,45 +684,26 @@ class LocalScheduler(Scheduler[LocalOpts]):
     ) -> LocalApp:
         spawn_cfg = await self._ensure_runtime()
         self._check_open()
-        # dirs, log files and processes are made in the spawner thread
-        try:
-            files, started = await self._spawner.run(
-                _prepare_and_spawn,
-                request.log_dir,
-                launches,
-                spawn_cfg,
-                undo=lambda result: _undo_spawn(request.log_dir, result[1], spawn_cfg),
-            )
-        except SpawnTimeoutError as exc:
-            raise SubmitError(
-                f"starting the replicas of {request.app_id} took longer than"
-                f" {SPAWN_TIMEOUT}s (what started is stopped when the start ends)"
-            ) from exc
-        except _SpawnFailed as exc:
-            raise SubmitError(
-                f"failed to start a replica of {request.app_id}: {exc}"
-            ) from exc.__cause__
-        except OSError as exc:
-            raise SubmitError(
-                f"cannot create the log dir of {request.app_id} under"
-                f" {request.log_dir!r}: {exc}"
-            ) from exc
-        if self._closed:
-            # closed while spawning: undo it all, the app never existed
-            await anyio.to_thread.run_sync(
-                _undo_spawn, request.log_dir, started, spawn_cfg
-            )
-            self._check_open()
-        try:
-            app = self._build_app(request, launches, files)
-        except Exception as exc:
+        files, started = await spawn_app(self._spawner, request, launches, spawn_cfg)
+        async with all_or_nothing(request.app_id) as steps:
             # never leave started replicas unsupervised
-            await anyio.to_thread.run_sync(
-                _undo_spawn, request.log_dir, started, spawn_cfg
+            steps.add(
+                functools.partial(
+                    anyio.to_thread.run_sync,
+                    undo_spawn,
+                    request.log_dir,
+                    started,
+                    spawn_cfg,
+                ),
+                name="replicas",
             )
-            raise SubmitError(
-                f"failed to supervise the replicas of {request.app_id}: {exc}"
-            ) from exc
+            self._check_open()  # closed while spawning: the app never existed
+            try:
+                app = self._build_app(request, launches, files)
+            except Exception as exc:
+                raise SubmitError(
+                    f"failed to supervise the replicas of {request.app_id}: {exc}"
+                ) from exc
         return self._supervise(app, dryrun_info, started)
 
     def _build_app(
@@ -1041,41 +962,11 @@ def _is_positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-def _not_found(cmd: str, path: str, cwd: str | None) -> str:
-    base = cwd or os.getcwd()
-    candidates = (
-        [os.path.join(base, cmd)]
-        if os.sep in cmd
-        else [os.path.join(base, entry or ".", cmd) for entry in path.split(os.pathsep)]
-    )
-    for candidate in candidates:
-        if os.path.isdir(candidate):
-            return f"{cmd!r} ({candidate}) is a directory, not an executable file"
-        if os.path.isfile(candidate):
-            return f"{cmd!r} ({candidate}) is not executable (chmod +x?)"
-    if os.sep in cmd:
-        return f"{cmd!r} does not exist (relative to {base!r})"
-    return f"{cmd!r} was not found on the replica PATH {path!r}"
-
-
 def _role_specs(request: PopenRequest) -> dict[str, dict[str, Any]]:
     return {
         name: request.roles.get(name, {"name": name, "num_replicas": len(params)})
         for name, params in request.role_params.items()
     }
-
-
-def _prepare_app_dir(
-    app_dir: str, replica_dirs: builtins.list[str]
-) -> builtins.list[LogFiles]:
-    makedirs_private(os.path.dirname(app_dir))
-    os.mkdir(app_dir, PRIVATE_DIR_MODE)  # FileExistsError: never mix two apps' logs
-    os.chmod(app_dir, PRIVATE_DIR_MODE)  # exactly, whatever the umask
-    try:
-        return [create_log_files(d) for d in replica_dirs]
-    except OSError:
-        shutil.rmtree(app_dir, ignore_errors=True)
-        raise
 
 
 def _private_state_dirs(state_dir: str) -> None:
@@ -1088,50 +979,6 @@ def _private_state_dirs(state_dir: str) -> None:
         return
     for sub in ("local", "logs"):
         tighten_dir(os.path.join(state_dir, sub))
-
-
-class _SpawnFailed(Exception):
-    """A replica could not be started (what had started was killed)."""
-
-
-def _prepare_and_spawn(
-    app_dir: str,
-    launches: builtins.list[ReplicaLaunch],
-    cfg: SpawnConfig,
-) -> tuple[builtins.list[LogFiles], builtins.list[Started]]:
-    """Create the app dir and log files, then spawn every replica (blocking).
-
-    Runs in the spawner thread. On a failure whatever started is killed and
-    reaped and the app dir removed; raises ``_SpawnFailed`` (spawn) or
-    OSError (dirs).
-    """
-    files = _prepare_app_dir(app_dir, [launch.log_dir for launch in launches])
-    started: builtins.list[Started] = []
-    try:
-        # extend() keeps what started before a failure
-        started.extend(spawn_child(launch, cfg) for launch in launches)
-    except Exception as exc:  # any failure (OSError, ValueError...): all or nothing
-        _undo_spawn(app_dir, started, cfg)
-        raise _SpawnFailed(str(exc)) from exc
-    return files, started
-
-
-def _undo_spawn(
-    app_dir: str,
-    started: builtins.list[Started],
-    cfg: SpawnConfig,
-) -> None:
-    """Kill and reap what started, close its fds, remove the app dir (blocking)."""
-    for st in started:
-        st.child.signal(signal.SIGKILL)
-        with contextlib.suppress(OSError):
-            st.child.popen.wait()
-        st.child.returncode = st.child.popen.returncode
-        cfg.guardian.remove(st.child.pid)
-        st.child.close()
-        for fd in (st.out_r, st.err_r):
-            os.close(fd)
-    shutil.rmtree(app_dir, ignore_errors=True)
 
 
 def _describe_mount(mount: BindMount | VolumeMount | DeviceMount) -> str:
