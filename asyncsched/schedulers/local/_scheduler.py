@@ -38,7 +38,6 @@ from asyncsched.schedulers.kit import (
     Capabilities,
     DescribeAppResponse,
     LogQuery,
-    ReplicaSnapshot,
     Scheduler,
     Stream,
     TaskHost,
@@ -48,6 +47,7 @@ from asyncsched.schedulers.kit import (
     render_off_loop,
 )
 from asyncsched.schedulers.local import _records as records, _remote as remote
+from asyncsched.schedulers.local._app_table import AppTable
 from asyncsched.schedulers.local._capacity import (
     FDS_PER_REPLICA,
     LOG_FILES_KEPT_OPEN,
@@ -85,7 +85,6 @@ from asyncsched.schedulers.local._process import (
     Spawner,
     resolve_pdeathsig,
 )
-from asyncsched.schedulers.local._reasons import replica_outcome
 from asyncsched.schedulers.local._record_writer import RecordWriter, supervisor_info
 from asyncsched.schedulers.local._render import (
     CWDImageProvider,
@@ -105,15 +104,14 @@ from asyncsched.schedulers.local._retention import (
     managed_logs_dir,
     prune as prune_apps,
 )
+from asyncsched.schedulers.local._snapshot import snapshot_app
 from asyncsched.schedulers.local._spawn import (
     ReplicaLaunch,
     SpawnConfig,
     Started,
 )
-from asyncsched.schedulers.shared.coalesce import Coalescer
 from asyncsched.schedulers.shared.ids import unique_app_id
 from asyncsched.schedulers.shared.state_dir import (
-    check_state_dir,
     makedirs_private,
     tighten_dir,
 )
@@ -269,18 +267,12 @@ class LocalScheduler(Scheduler[LocalOpts]):
         #: the log files the replicas' writes keep open (bounded, shared)
         self._log_files = OpenFiles(LOG_FILES_KEPT_OPEN)
         self._image_provider_class = image_provider_class
-        self._cache_size = cache_size
         self._extra_paths = list(extra_paths or [])
         self.cancel_grace = cancel_grace
         self.close_grace = close_grace
         self.state_dir = state_dir or records.default_state_dir()
-        self._state_dir_checked = False
         self._pdeathsig: PdeathsigMode = pdeathsig
-        self._apps: dict[str, LocalApp] = {}
-        self._record_reader = Coalescer(self._fetch_records)
-        #: ids of the apps that became terminal, oldest first (eviction order)
-        self._done_order: dict[str, None] = {}
-        self._app_defs: dict[str, AppDef | None] = {}
+        self._table = AppTable(cache_size, self.state_dir, session_name)
         self._retention = retention
         self._host = TaskHost(f"LocalScheduler({session_name!r})")
         self._spawn_cfg: SpawnConfig | None = None
@@ -292,13 +284,9 @@ class LocalScheduler(Scheduler[LocalOpts]):
         # bounds how many submits run their synchronous part at once, so that
         # one loop pass never runs hundreds of them (event-loop lag)
         self._submit_limiter: anyio.Semaphore | None = None
-        # submits holding a cache slot (validated, not yet supervised)
-        self._submits_in_flight = 0
         # submits past their open check, not yet done: aclose waits for them
         self._submits_active = 0
         self._submits_idle: anyio.Event | None = None
-        # evicted apps whose replicas are still in their SIGTERM grace
-        self._draining: builtins.list[LocalApp] = []
         self._executables = ExecutableCache()
         self._gpu_count: int | None = None
         self._prlimit: str | None = None
@@ -412,7 +400,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
             await self._host.group()
             if self._spawn_cfg is None:
                 # before anything starts: an unsafe state dir is refused
-                await anyio.to_thread.run_sync(self._check_state_dir)
+                await anyio.to_thread.run_sync(self._table.check_state_dir)
                 setpriv, use_preexec = await resolve_pdeathsig(self._pdeathsig)
                 guardian = Guardian()
                 guardian.start()
@@ -459,10 +447,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         if self._submits_active:
             self._submits_idle = anyio.Event()
             await self._submits_idle.wait()
-        apps = list(self._apps.values())
-        apps.extend(a for a in self._draining if not a.finished.is_set())
-        owed = [a for a in self._draining if a.finished.is_set()]
-        self._draining.clear()
+        apps, owed = self._table.take_for_close()
         for app in apps:
             app.begin_close()
         with anyio.move_on_after(self.close_grace):
@@ -558,55 +543,6 @@ class LocalScheduler(Scheduler[LocalOpts]):
 
     # -- schedule ------------------------------------------------------------------------------
 
-    def _app_done(self, app_id: str) -> None:
-        self._done_order[app_id] = None
-
-    def _oldest_evictable(self) -> LocalApp | None:
-        """The app to give up memory for: the oldest finished one whose record
-        is on disk, else the oldest finished, else the oldest done one; None
-        if all run. Only terminal apps are looked at (at most about
-        ``cache_size`` of them, usually one), never the running ones."""
-        gone = []
-        finished = done = None
-        for app_id in self._done_order:
-            app = self._apps.get(app_id)
-            if app is None:
-                gone.append(app_id)
-                continue
-            done = done or app
-            if app.finished.is_set():
-                finished = finished or app
-                if not app.record_stale:
-                    finished = app
-                    break
-        for app_id in gone:
-            del self._done_order[app_id]
-        return finished or done
-
-    def _evict_if_needed(self) -> None:
-        # submits in flight hold a place too, so concurrent submits cannot overfill
-        while len(self._apps) + self._submits_in_flight >= self._cache_size:
-            # Only memory is given up: the app's pointer and record stay, so
-            # describe/wait/log_iter/list read it back from the state dir.
-            oldest = self._oldest_evictable()
-            if oldest is None:
-                # running apps stay: their number is bounded by the replica
-                # slots (max_running_replicas), never refused here
-                return
-            del self._apps[oldest.app_id]
-            self._done_order.pop(oldest.app_id, None)
-            if not oldest.finished.is_set() or oldest.record_stale:
-                # survivors may still be in their grace: the app keeps reaping
-                # them and writing its record until finished; aclose still
-                # stops them and writes a record the writer still owes
-                self._draining = [
-                    a
-                    for a in self._draining
-                    if not a.finished.is_set() or a.record_stale
-                ]
-                self._draining.append(oldest)
-            self._app_defs.pop(oldest.app_id, None)
-
     async def _schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
         """Start the replicas of a dry-run request; return the app id.
 
@@ -626,7 +562,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
                 f"app id {request.app_id!r} is not one plain path component"
                 " (letters, digits, '_', '.', '-')"
             )
-        if request.app_id in self._apps:
+        if request.app_id in self._table.apps:
             raise SubmitError(f"app {request.app_id} was already scheduled")
         self._submits_active += 1
         try:
@@ -665,16 +601,16 @@ class LocalScheduler(Scheduler[LocalOpts]):
         prlimit = await self._limit_tool()
         async with self._submit_limiter:
             self._check_open()
-            if request.app_id in self._apps:
+            if request.app_id in self._table.apps:
                 raise SubmitError(f"app {request.app_id} was already scheduled")
             # validate first: a request that cannot launch evicts nothing
             launches = plan_launches(request, prlimit, self._executables)
-            self._evict_if_needed()
-            self._submits_in_flight += 1
+            self._table.evict_if_needed()
+            self._table.reserved += 1
             try:
                 return await self._launch(request, dryrun_info, launches)
             finally:
-                self._submits_in_flight -= 1
+                self._table.reserved -= 1
 
     async def _launch(
         self,
@@ -746,7 +682,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
             supervisor=supervisor_info(),
             changes=self.change_source,
             on_finished=functools.partial(self._slots.release, len(replicas)),
-            on_done=functools.partial(self._app_done, request.app_id),
+            on_done=functools.partial(self._table.app_done, request.app_id),
             time_limit=request.time_limit,
         )
         return app
@@ -760,56 +696,13 @@ class LocalScheduler(Scheduler[LocalOpts]):
         """Watch the spawned replicas of ``app`` (no await: never interrupted)."""
         assert self._spawn_cfg is not None
         app.start(started)
-        self._apps[app.app_id] = app
-        self._app_defs[app.app_id] = dryrun_info.app
+        self._table.add(app, dryrun_info.app)
         guardian = self._spawn_cfg.guardian
         if guardian.has_pending:
             self._host.spawn(guardian.flush, name="local:guardian")
         return app
 
     # -- observation ----------------------------------------------------------------------
-
-    def _check_state_dir(self) -> None:
-        """(worker thread) Refuse a state dir others own or may write to
-        (:func:`check_state_dir`); once it passed, not checked again."""
-        if not self._state_dir_checked:
-            self._state_dir_checked = check_state_dir(self.state_dir)
-
-    def _listed(self, known: set[str]) -> builtins.list[tuple[str, dict[str, Any]]]:
-        """(worker thread) The session's records not in ``known``."""
-        self._check_state_dir()
-        return _load_listed(self.state_dir, self.session_name, known)
-
-    def _read_record(self, app_id: str) -> dict[str, Any] | None:
-        """(worker thread) The app's pointer, then its record."""
-        pointer = records.find_pointer(self.state_dir, self.session_name, app_id)
-        if pointer is None:
-            return None
-        return remote.load_record(str(pointer["app_dir"]))
-
-    def _read_records(self, app_ids: frozenset[str]) -> dict[str, dict[str, Any]]:
-        """(worker thread) The records of ``app_ids`` that exist."""
-        self._check_state_dir()
-        found = {}
-        for app_id in app_ids:
-            record = self._read_record(app_id)
-            if record is not None:
-                found[app_id] = record
-        return found
-
-    async def _fetch_records(
-        self, app_ids: frozenset[str]
-    ) -> dict[str, dict[str, Any]]:
-        return await anyio.to_thread.run_sync(self._read_records, app_ids)
-
-    async def _record_of(self, app_id: str) -> dict[str, Any] | None:
-        # concurrent reads (a fan-out checking thousands of finished apps)
-        # share one worker-thread hop: the hop costs more than the read
-        record = (await self._record_reader.get([app_id]))[app_id]
-        if record is None or record.get("app_id") != app_id:
-            return None
-        remote.check_record(record)  # a record this version cannot use: say so
-        return record
 
     async def _describe(self, app_id: str) -> AppSnapshot | None:
         """Describe ``app_id``: state, restarts, per-replica statuses and roles.
@@ -818,12 +711,12 @@ class LocalScheduler(Scheduler[LocalOpts]):
         terminal state is reported only once the record (and, for a finished
         app, TorchX's SUCCESS file) is on disk.
         """
-        app = self._apps.get(app_id)
+        app = self._table.apps.get(app_id)
         if app is not None:
             if app.done.is_set() and app.record_stale:
                 await app.settled()
             return self._snapshot(app)
-        record = await self._record_of(app_id)
+        record = await self._table.record_of(app_id)
         return remote.snapshot_record(record) if record is not None else None
 
     async def _final_now(self, app_id: str) -> tuple[bool, DescribeAppResponse | None]:
@@ -833,44 +726,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         return final_if_settled(await self._describe(app_id))
 
     def _snapshot(self, app: LocalApp) -> AppSnapshot:
-        replicas = []
-        for r in app.replicas:
-            code, reason, message = replica_outcome(
-                r.state,
-                r.exit_code,
-                app_failed=app.failed,
-                app_msg=app.msg,
-                limit=(r.limit_reason, r.limit_message)
-                if r.limit_reason is not None
-                else None,
-            )
-            replicas.append(
-                ReplicaSnapshot(
-                    r.launch.role,
-                    r.launch.replica_id,
-                    r.state,
-                    exit_code=code,
-                    hostname="localhost",
-                    pid=r.pid,
-                    num_restarts=r.num_restarts,
-                    structured_error_msg=r.structured_error,
-                    reason=reason,
-                    message=message,
-                )
-            )
-        app_def = self._app_defs.get(app.app_id)
-        return AppSnapshot(
-            app.app_id,
-            replicas,
-            name=app.name,
-            decided=app.decided(),
-            msg=app.msg,
-            num_restarts=app.num_restarts,
-            structured_error_msg=app.structured_error(),
-            ui_url=f"file://{app.app_dir}",
-            roles=builtins.list(app_def.roles) if app_def is not None else [],
-            native=app,
-        )
+        return snapshot_app(app, self._table.roles(app.app_id))
 
     async def _list(self) -> builtins.list[AppSnapshot]:
         """The apps of this session: those supervised here and those on record.
@@ -878,12 +734,12 @@ class LocalScheduler(Scheduler[LocalOpts]):
         A record that cannot be read or used (truncated, a newer version's,
         edited) is skipped with a warning on the ``asyncsched`` logger.
         """
-        for app in builtins.list(self._apps.values()):
+        apps = self._table.apps
+        for app in builtins.list(apps.values()):
             if app.done.is_set() and app.record_stale:  # as in describe
                 await app.settled()
-        result = [self._snapshot(a) for a in self._apps.values()]
-        known = set(self._apps)
-        found = await anyio.to_thread.run_sync(self._listed, known)
+        result = [self._snapshot(a) for a in apps.values()]
+        found = await anyio.to_thread.run_sync(self._table.listed, set(apps))
         result.extend(remote.snapshot_record(record) for _, record in found)
         return result
 
@@ -987,32 +843,6 @@ def _describe_mount(mount: BindMount | VolumeMount | DeviceMount) -> str:
     if isinstance(mount, VolumeMount):
         return f"volume {mount.src}:{mount.dst_path}"
     return f"device {mount.src_path}"
-
-
-def _load_listed(
-    state_dir: str, session: str, known: set[str]
-) -> builtins.list[tuple[str, dict[str, Any]]]:
-    """The records of the session's apps not in ``known``; prunes dead pointers."""
-    found = []
-    for pointer in records.list_pointers(state_dir, session, prune=True):
-        app_id = str(pointer.get("app_id"))
-        if app_id in known:
-            continue
-        record = remote.load_record(str(pointer["app_dir"]))
-        if record is None:  # being written for the first time, or damaged
-            logger.warning("skipping app %s: its record cannot be read", app_id)
-            continue
-        problem = remote.record_problem(record)
-        if problem is not None:  # a newer version's, or edited: never fatal
-            logger.warning(
-                "skipping app %s: its record %s cannot be used: %s",
-                app_id,
-                remote.record_path(record),
-                problem,
-            )
-            continue
-        found.append((app_id, record))
-    return found
 
 
 def _find_replica(app: LocalApp, role_name: str, k: int) -> Replica:
