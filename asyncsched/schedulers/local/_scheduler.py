@@ -28,7 +28,6 @@ from asyncsched.errors import (
     AsyncschedWarning,
     InvalidArgumentError,
     InvalidRunConfigException,
-    SchedulerError,
     SpecError,
     SubmitError,
 )
@@ -39,7 +38,6 @@ from asyncsched.schedulers.kit import (
     DescribeAppResponse,
     LogQuery,
     Scheduler,
-    Stream,
     TaskHost,
     all_or_nothing,
     final_if_settled,
@@ -70,12 +68,10 @@ from asyncsched.schedulers.local._limits import (
     raise_nofile_limit,
 )
 from asyncsched.schedulers.local._local_app import LocalApp
+from asyncsched.schedulers.local._log_lines import log_lines
 from asyncsched.schedulers.local._logs import (
-    Follow,
     LogFiles,
     ReplicaLog,
-    index_path,
-    read_line_batches,
 )
 from asyncsched.schedulers.local._open_files import OpenFiles
 from asyncsched.schedulers.local._opts import LocalOpts
@@ -773,42 +769,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
 
     # -- logs ----------------------------------------------------------------------------------
 
-    async def _log_iter(self, app: AppSnapshot, query: LogQuery) -> AsyncIterator[str]:
-        role_name, k = query.role_name, query.k
-        app_id = app.app_id
-        stream = (query.streams or Stream.COMBINED).value
-        follow: Follow | None = None
-        if isinstance(app.native, LocalApp):
-            replica = _find_replica(app.native, role_name, k)
-            replica_dir = replica.launch.log_dir
-            if query.should_tail:
-                follow = _local_follow(replica.log, stream)
-        else:
-            record: dict[str, Any] = app.native
-            replica_dir = _record_replica_dir(record, role_name, k)
-            if query.should_tail:
-                follow = _remote_follow(
-                    str(record["app_dir"]), os.path.join(replica_dir, f"{stream}.log")
-                )
-        path = os.path.join(replica_dir, f"{stream}.log")
-        batches = read_line_batches(
-            path,
-            index=index_path(replica_dir, stream),
-            since=query.since,
-            until=query.until,
-            follow=follow,
-            max_line_bytes=self.max_line_bytes,
-        )
-        # one generator layer per line; closing this one closes the reader
-        async with contextlib.aclosing(batches):
-            try:
-                async for batch in batches:
-                    for line in batch:
-                        yield line
-            except FileNotFoundError:
-                raise SchedulerError(
-                    f"log file {path!r} of {app_id} does not exist (was it deleted?)"
-                ) from None
+    def _log_iter(self, app: AppSnapshot, query: LogQuery) -> AsyncIterator[str]:
+        return log_lines(app.app_id, app.native, query, self.max_line_bytes)
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -843,56 +805,6 @@ def _describe_mount(mount: BindMount | VolumeMount | DeviceMount) -> str:
     if isinstance(mount, VolumeMount):
         return f"volume {mount.src}:{mount.dst_path}"
     return f"device {mount.src_path}"
-
-
-def _find_replica(app: LocalApp, role_name: str, k: int) -> Replica:
-    """The replica ``log_iter`` checked exists."""
-    [replica] = [
-        r
-        for r in app.replicas
-        if r.launch.role == role_name and r.launch.replica_id == k
-    ]
-    return replica
-
-
-def _record_replica_dir(record: dict[str, Any], role_name: str, k: int) -> str:
-    """The log dir of a replica ``log_iter`` checked exists."""
-    [log_dir] = [
-        str(r["log_dir"])
-        for r in (record.get("roles") or {}).get(role_name, [])
-        if int(r.get("replica_id", -1)) == k
-    ]
-    return log_dir
-
-
-def _local_follow(log: ReplicaLog, stream: str) -> Follow:
-    async def follow(pos: int) -> bool:
-        while True:
-            if log.sizes[stream] > pos:
-                return True
-            if log.final.is_set():
-                return False
-            await log.changed().wait()
-
-    return follow
-
-
-def _remote_follow(app_dir: str, path: str) -> Follow:
-    def grown_or_done(pos: int) -> bool | None:
-        # blocking: a stat and a record read, in a worker thread
-        with contextlib.suppress(OSError):
-            if os.stat(path).st_size > pos:
-                return True
-        return False if remote.record_done(remote.load_record(app_dir)) else None
-
-    async def follow(pos: int) -> bool:
-        while True:
-            more = await anyio.to_thread.run_sync(grown_or_done, pos)
-            if more is not None:
-                return more
-            await anyio.sleep(0.05)
-
-    return follow
 
 
 # -- factories ------------------------------------------------------------------------------
