@@ -17,7 +17,7 @@ import anyio
 import psutil
 import pytest
 
-from asyncsched.schedulers.local import _local_app as _supervisor, _process
+from asyncsched.schedulers.local import _local_app as _supervisor, _spawner
 from asyncsched.schedulers.local._local_app import LocalApp
 from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.specs import AppState
@@ -104,16 +104,16 @@ async def test_a_replica_whose_log_cannot_be_written_fails_its_app_and_is_killed
 async def test_a_crashed_host_service_is_restarted_and_submit_still_works(
     log_dir: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    original = _process.Spawner._complete
+    original = _spawner.Spawner._complete
     crashes: list[int] = []
 
-    def complete(self: _process.Spawner) -> None:
+    def complete(self: _spawner.Spawner) -> None:
         if not crashes:
             crashes.append(1)
             raise RuntimeError("dispatcher exploded")
         original(self)
 
-    monkeypatch.setattr(_process.Spawner, "_complete", complete)
+    monkeypatch.setattr(_spawner.Spawner, "_complete", complete)
     caplog.set_level(logging.ERROR)
     cfg = {"log_dir": str(log_dir)}
     async with _scheduler() as sched:

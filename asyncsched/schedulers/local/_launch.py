@@ -22,18 +22,18 @@ from asyncsched.schedulers.local._limits import (
     original_nofile,
 )
 from asyncsched.schedulers.local._logs import LogFiles, create_log_files
-from asyncsched.schedulers.local._process import (
-    SPAWN_TIMEOUT,
-    Spawner,
-    SpawnTimeoutError,
-    find_executable,
-)
+from asyncsched.schedulers.local._process import find_executable
 from asyncsched.schedulers.local._render import PopenRequest
 from asyncsched.schedulers.local._spawn import (
     ReplicaLaunch,
     SpawnConfig,
     Started,
     spawn_child,
+)
+from asyncsched.schedulers.local._spawner import (
+    SPAWN_TIMEOUT,
+    Spawner,
+    SpawnTimeoutError,
 )
 from asyncsched.schedulers.shared.state_dir import PRIVATE_DIR_MODE, makedirs_private
 

@@ -78,7 +78,6 @@ from asyncsched.schedulers.local._opts import LocalOpts
 from asyncsched.schedulers.local._process import (
     Guardian,
     PdeathsigMode,
-    Spawner,
     resolve_pdeathsig,
 )
 from asyncsched.schedulers.local._record_writer import RecordWriter, supervisor_info
@@ -106,6 +105,7 @@ from asyncsched.schedulers.local._spawn import (
     SpawnConfig,
     Started,
 )
+from asyncsched.schedulers.local._spawner import Spawner
 from asyncsched.schedulers.shared.ids import unique_app_id
 from asyncsched.schedulers.shared.state_dir import (
     makedirs_private,

@@ -10,7 +10,8 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from asyncsched.schedulers.local._process import Child, Guardian, Spawner
+from asyncsched.schedulers.local._process import Child, Guardian
+from asyncsched.schedulers.local._spawner import Spawner
 
 __all__ = ("ReplicaLaunch", "SpawnConfig", "Started", "spawn_child")
 
