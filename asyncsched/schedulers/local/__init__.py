@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+from asyncsched.schedulers.local._faults import LocalFaults
 from asyncsched.schedulers.local._opts import LocalOpts
 from asyncsched.schedulers.local._retention import PruneReport, Retention, prune
 from asyncsched.schedulers.local._scheduler import (
@@ -36,6 +37,7 @@ __all__ = [
     "CWDImageProvider",
     "ImageProvider",
     "LocalDirectoryImageProvider",
+    "LocalFaults",
     "LocalOpts",
     "LocalScheduler",
     "PopenRequest",

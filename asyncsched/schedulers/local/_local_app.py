@@ -22,7 +22,8 @@ from asyncsched.schedulers.kit import (
     describe_error,
 )
 from asyncsched.schedulers.local._exit_facts import ExitFacts, read_exit_facts
-from asyncsched.schedulers.local._logs import pump
+from asyncsched.schedulers.local._faults import LocalFaults
+from asyncsched.schedulers.local._logs import ReplicaLog, pump
 from asyncsched.schedulers.local._oom import out_of_memory
 from asyncsched.schedulers.local._process import Child
 from asyncsched.schedulers.local._reasons import shell_exit_code
@@ -87,6 +88,7 @@ class LocalApp:
         on_finished: Callable[[], None] | None = None,
         on_done: Callable[[], None] | None = None,
         time_limit: int | None = None,
+        faults: LocalFaults | None = None,
     ) -> None:
         self.app_id = app_id
         self.name = name
@@ -130,6 +132,7 @@ class LocalApp:
         #: set when the time limit stopped the app
         self.timed_out = False
         self._deadline = anyio.CancelScope()
+        self._faults = faults if faults is not None else LocalFaults()
 
     # -- start -------------------------------------------------------------------
 
@@ -229,8 +232,9 @@ class LocalApp:
         facts = ExitFacts()
         try:
             async with anyio.create_task_group() as pumps:
-                pumps.start_soon(pump, out_r, replica.log, "stdout")
-                pumps.start_soon(pump, err_r, replica.log, "stderr")
+                reader = pump if self._faults.before_log is None else self._pump
+                pumps.start_soon(reader, out_r, replica.log, "stdout")
+                pumps.start_soon(reader, err_r, replica.log, "stderr")
                 clean = False
                 try:
                     await child.wait_exit()
@@ -292,6 +296,16 @@ class LocalApp:
                 f"supervising replica {launch.role}/{launch.replica_id} failed", error
             )
 
+    async def _pump(self, fd: int, log: ReplicaLog, stream: str) -> None:
+        """:func:`pump`, after the fault seam's ``before_log`` hook."""
+        assert self._faults.before_log is not None
+        try:
+            self._faults.before_log(log.paths[stream])
+        except BaseException:
+            os.close(fd)  # as pump does, whatever happens
+            raise
+        await pump(fd, log, stream)
+
     def _watch_failed(self, replica: Replica, child: Child, exc: Exception) -> None:
         """The watcher of ``replica`` crashed: fail the app, never leak ``child``."""
         if replica.child is child:
@@ -342,6 +356,9 @@ class LocalApp:
     ) -> None:
         if replica.child is not child:  # pragma: no cover - defensive
             return
+        if self._faults.before_exit is not None:
+            launch = replica.launch
+            self._faults.before_exit(self.app_id, launch.role, launch.replica_id)
         replica.child = None
         # one convention in memory, records, messages: a death by signal N
         # is 128 + N, as shells and container engines report it

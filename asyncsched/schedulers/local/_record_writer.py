@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import anyio
@@ -77,7 +78,9 @@ class RecordWriter:
     is being written are coalesced into the next batch.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, before_write: Callable[[str], None] | None = None) -> None:
+        #: the fault seam's hook, called with each record path before it is written
+        self._before_write = before_write
         self._dirty: dict[Recorded, None] = {}
         self._wake: anyio.Event | None = None
         self._written = ChangeSignal()
@@ -135,7 +138,9 @@ class RecordWriter:
         written = False
         failures: list[tuple[int, Exception]] = []
         try:
-            failures = await anyio.to_thread.run_sync(_write_records, jobs)
+            failures = await anyio.to_thread.run_sync(
+                _write_records, jobs, self._before_write
+            )
             written = True
         except Exception:
             written = True
@@ -160,11 +165,15 @@ class RecordWriter:
         self._written.notify()
 
 
-def _write_records(jobs: list[RecordJob]) -> list[tuple[int, Exception]]:
+def _write_records(
+    jobs: list[RecordJob], before_write: Callable[[str], None] | None
+) -> list[tuple[int, Exception]]:
     """Write each job; return the failures (index, error): one never stops the rest."""
     failures: list[tuple[int, Exception]] = []
     for i, job in enumerate(jobs):
         try:
+            if before_write is not None:
+                before_write(job[0])
             _write_record(*job)
         except Exception as exc:  # noqa: BLE001 - reported to the app it belongs to
             failures.append((i, exc))

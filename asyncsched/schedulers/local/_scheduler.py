@@ -14,7 +14,7 @@ Runs on asyncio and trio (anyio-only code, tested on both). POSIX only.
 from __future__ import annotations
 
 import builtins
-import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -38,7 +38,6 @@ from asyncsched.schedulers.kit import (
     DescribeAppResponse,
     LogQuery,
     Scheduler,
-    TaskHost,
     all_or_nothing,
     final_if_settled,
     make_unique,
@@ -48,13 +47,13 @@ from asyncsched.schedulers.local import _records as records, _remote as remote
 from asyncsched.schedulers.local._app_table import AppTable
 from asyncsched.schedulers.local._capacity import (
     FDS_PER_REPLICA,
-    LOG_FILES_KEPT_OPEN,
     ReplicaSlots,
     default_max_running_replicas,
 )
 from asyncsched.schedulers.local._env import (
     join_PATH,
 )
+from asyncsched.schedulers.local._faults import LocalFaults
 from asyncsched.schedulers.local._gpus import count_gpus
 from asyncsched.schedulers.local._launch import (
     ExecutableCache,
@@ -73,14 +72,11 @@ from asyncsched.schedulers.local._logs import (
     LogFiles,
     ReplicaLog,
 )
-from asyncsched.schedulers.local._open_files import OpenFiles
 from asyncsched.schedulers.local._opts import LocalOpts
 from asyncsched.schedulers.local._process import (
-    Guardian,
     PdeathsigMode,
-    resolve_pdeathsig,
 )
-from asyncsched.schedulers.local._record_writer import RecordWriter, supervisor_info
+from asyncsched.schedulers.local._record_writer import supervisor_info
 from asyncsched.schedulers.local._render import (
     CWDImageProvider,
     HostFacts,
@@ -95,22 +91,16 @@ from asyncsched.schedulers.local._render import (
 from asyncsched.schedulers.local._replica import Replica, RoleInfo
 from asyncsched.schedulers.local._retention import (
     Retention,
-    automatic,
     managed_logs_dir,
-    prune as prune_apps,
 )
+from asyncsched.schedulers.local._runtime import LocalRuntime, stop_apps
 from asyncsched.schedulers.local._snapshot import snapshot_app
 from asyncsched.schedulers.local._spawn import (
     ReplicaLaunch,
     SpawnConfig,
     Started,
 )
-from asyncsched.schedulers.local._spawner import Spawner
 from asyncsched.schedulers.shared.ids import unique_app_id
-from asyncsched.schedulers.shared.state_dir import (
-    makedirs_private,
-    tighten_dir,
-)
 from asyncsched.specs import (
     AppDef,
     AppDryRunInfo,
@@ -208,10 +198,15 @@ class LocalScheduler(Scheduler[LocalOpts]):
             raise ``SubmitError`` naming it, after stopping every replica
             already started; on a retry, an ``OSError`` fails the replica
             (its app reads FAILED, the message naming it). Default: none.
+            The same hook as ``faults.before_spawn`` (give one of them).
+        faults: The fault seam for tests: :class:`LocalFaults` hooks that make
+            the backend's own steps fail (a replica start, a log, a reaper, a
+            record write, the spawner's dispatcher). Default: none.
 
     Raises:
         InvalidArgumentError: ``cache_size`` or ``max_running_replicas`` is
-            not positive, or ``session_name`` cannot name a directory.
+            not positive, ``session_name`` cannot name a directory, or both
+            ``before_spawn`` and ``faults.before_spawn`` are given.
 
     Example:
         >>> async def main() -> None:
@@ -241,6 +236,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         max_running_replicas: int | None = None,
         raise_nofile: bool = True,
         before_spawn: Callable[[str, int], None] | None = None,
+        faults: LocalFaults | None = None,
     ) -> None:
         super().__init__("local", session_name, max_line_bytes)
         if cache_size <= 0:
@@ -260,23 +256,28 @@ class LocalScheduler(Scheduler[LocalOpts]):
         #: replicas that may run at once; submits beyond it wait
         self.max_running_replicas = max_running_replicas
         self._slots = ReplicaSlots(max_running_replicas)
-        #: the log files the replicas' writes keep open (bounded, shared)
-        self._log_files = OpenFiles(LOG_FILES_KEPT_OPEN)
         self._image_provider_class = image_provider_class
         self._extra_paths = list(extra_paths or [])
         self.cancel_grace = cancel_grace
         self.close_grace = close_grace
         self.state_dir = state_dir or records.default_state_dir()
-        self._pdeathsig: PdeathsigMode = pdeathsig
         self._table = AppTable(cache_size, self.state_dir, session_name)
-        self._retention = retention
-        self._host = TaskHost(f"LocalScheduler({session_name!r})")
-        self._spawn_cfg: SpawnConfig | None = None
-        self._runtime_lock: anyio.Lock | None = None
-        self._remote_cancels: list[anyio.Event] = []
-        self._writer = RecordWriter()
-        self._spawner = Spawner(f"asyncsched-spawner-{session_name}")
-        self._before_spawn = before_spawn
+        if before_spawn is not None:
+            if faults is not None and faults.before_spawn is not None:
+                raise InvalidArgumentError(
+                    "give before_spawn or faults.before_spawn, not both"
+                )
+            faults = dataclasses.replace(
+                faults or LocalFaults(), before_spawn=before_spawn
+            )
+        self._faults = faults or LocalFaults()
+        self._runtime = LocalRuntime(
+            session_name,
+            self.state_dir,
+            pdeathsig=pdeathsig,
+            retention=retention,
+            faults=self._faults,
+        )
         # bounds how many submits run their synchronous part at once, so that
         # one loop pass never runs hundreds of them (event-loop lag)
         self._submit_limiter: anyio.Semaphore | None = None
@@ -381,58 +382,15 @@ class LocalScheduler(Scheduler[LocalOpts]):
     # -- lifecycle ---------------------------------------------------------------------
 
     async def _aenter(self) -> None:
-        await self._host.enter()
+        await self._runtime.host.enter()
 
     def _close_timeout(self) -> float:
         # both graces, the SIGKILL wait (10 s), then writer and host (<= 30 s each)
         return self.close_grace + self.cancel_grace + 80.0
 
     async def _ensure_runtime(self) -> SpawnConfig:
-        if self._spawn_cfg is not None:
-            return self._spawn_cfg
-        if self._runtime_lock is None:
-            self._runtime_lock = anyio.Lock()
-        async with self._runtime_lock:
-            await self._host.group()
-            if self._spawn_cfg is None:
-                # before anything starts: an unsafe state dir is refused
-                await anyio.to_thread.run_sync(self._table.check_state_dir)
-                setpriv, use_preexec = await resolve_pdeathsig(self._pdeathsig)
-                guardian = Guardian()
-                guardian.start()
-                devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-                self._spawner.start()
-                # host-level loops: restarted (and logged) should they raise
-                await self._host.start_service(
-                    self._spawner.dispatch, name="local:spawner"
-                )
-                await self._host.start_service(self._writer.run, name="local:records")
-                self._spawn_cfg = SpawnConfig(
-                    setpriv,
-                    use_preexec,
-                    devnull,
-                    guardian,
-                    self._spawner,
-                    self._before_spawn,
-                )
-                await anyio.to_thread.run_sync(_private_state_dirs, self.state_dir)
-                if self._retention is not None:
-                    await self._prune(self._retention)
-        return self._spawn_cfg
-
-    async def _prune(self, retention: Retention) -> None:
-        """Apply the retention policy once; a failure is logged, never raised."""
-        try:
-            report = await anyio.to_thread.run_sync(
-                prune_apps, self.state_dir, automatic(retention)
-            )
-        except OSError as exc:
-            logger.warning("could not prune %s: %s", self.state_dir, exc)
-            return
-        if report.removed:
-            logger.info("pruned %d finished apps", len(report.removed))
-        for path in report.unreadable:
-            logger.warning("skipped an unreadable app record: %s", path)
+        # before anything starts: an unsafe state dir is refused
+        return await self._runtime.start(self._table.check_state_dir)
 
     async def _aclose(self) -> None:
         # ``closed`` is set: no new submit passes its open check; those waiting
@@ -444,29 +402,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
             self._submits_idle = anyio.Event()
             await self._submits_idle.wait()
         apps, owed = self._table.take_for_close()
-        for app in apps:
-            app.begin_close()
-        with anyio.move_on_after(self.close_grace):
-            for app in apps:
-                await app.finished.wait()
-        for app in apps:
-            app.kill_all()
-        with anyio.move_on_after(10):
-            for app in apps:
-                await app.finished.wait()
-        if self._remote_cancels:
-            with anyio.move_on_after(self.cancel_grace + 1):
-                for done in self._remote_cancels:
-                    await done.wait()
-        await self._writer.aclose()
-        with contextlib.suppress(Exception):
-            await self._writer.write([a for a in apps + owed if a.record_stale])
-        await self._host.aclose()
-        self._log_files.close()
-        await self._spawner.aclose()
-        if self._spawn_cfg is not None:
-            await self._spawn_cfg.guardian.aclose()
-            os.close(self._spawn_cfg.devnull)
+        await stop_apps(apps, self.close_grace)
+        await self._runtime.aclose(apps + owed, self.cancel_grace)
 
     # -- dry-run ---------------------------------------------------------------------------
 
@@ -616,7 +553,9 @@ class LocalScheduler(Scheduler[LocalOpts]):
     ) -> LocalApp:
         spawn_cfg = await self._ensure_runtime()
         self._check_open()
-        files, started = await spawn_app(self._spawner, request, launches, spawn_cfg)
+        files, started = await spawn_app(
+            self._runtime.spawner, request, launches, spawn_cfg
+        )
         async with all_or_nothing(request.app_id) as steps:
             # never leave started replicas unsupervised
             steps.add(
@@ -645,9 +584,10 @@ class LocalScheduler(Scheduler[LocalOpts]):
         files: builtins.list[LogFiles],
     ) -> LocalApp:
         """The supervisor of a spawned app (no side effect: undone by a kill)."""
-        assert self._spawn_cfg is not None
+        runtime = self._runtime
+        assert runtime.spawn_cfg is not None
         replicas = [
-            Replica(launch, ReplicaLog(launch.log_dir, f, self._log_files))
+            Replica(launch, ReplicaLog(launch.log_dir, f, runtime.log_files))
             for launch, f in zip(launches, files, strict=True)
         ]
         roles = [
@@ -671,15 +611,16 @@ class LocalScheduler(Scheduler[LocalOpts]):
             replicas=replicas,
             fail_fast=request.fail_fast,
             cancel_grace=self.cancel_grace,
-            spawn=self._spawn_cfg,
-            host=self._host,
-            writer=self._writer,
+            spawn=runtime.spawn_cfg,
+            host=runtime.host,
+            writer=runtime.writer,
             state_dir=self.state_dir,
             supervisor=supervisor_info(),
             changes=self.change_source,
             on_finished=functools.partial(self._slots.release, len(replicas)),
             on_done=functools.partial(self._table.app_done, request.app_id),
             time_limit=request.time_limit,
+            faults=self._faults,
         )
         return app
 
@@ -690,12 +631,13 @@ class LocalScheduler(Scheduler[LocalOpts]):
         started: builtins.list[Started],
     ) -> LocalApp:
         """Watch the spawned replicas of ``app`` (no await: never interrupted)."""
-        assert self._spawn_cfg is not None
+        runtime = self._runtime
+        assert runtime.spawn_cfg is not None
         app.start(started)
         self._table.add(app, dryrun_info.app)
-        guardian = self._spawn_cfg.guardian
+        guardian = runtime.spawn_cfg.guardian
         if guardian.has_pending:
-            self._host.spawn(guardian.flush, name="local:guardian")
+            runtime.host.spawn(guardian.flush, name="local:guardian")
         return app
 
     # -- observation ----------------------------------------------------------------------
@@ -755,17 +697,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
             remote.supervisor_alive, updated
         ):
             await self._ensure_runtime()
-            done = anyio.Event()
-            self._remote_cancels.append(done)
-            self._host.spawn(self._escalate_remote, app_dir, done, name="local:cancel")
-
-    async def _escalate_remote(self, app_dir: str, done: anyio.Event) -> None:
-        try:
-            await remote.escalate_remote(app_dir, self.cancel_grace)
-        except Exception:
-            logger.exception("escalating the cancel of %s failed", app_dir)
-        finally:
-            done.set()
+            self._runtime.escalate_remote(app_dir, self.cancel_grace)
 
     # -- logs ----------------------------------------------------------------------------------
 
@@ -785,18 +717,6 @@ def _role_specs(request: PopenRequest) -> dict[str, dict[str, Any]]:
         name: request.roles.get(name, {"name": name, "num_replicas": len(params)})
         for name, params in request.role_params.items()
     }
-
-
-def _private_state_dirs(state_dir: str) -> None:
-    """Create (or, from older versions, tighten) the state dir's own folders
-    ``0700`` (blocking; best effort: a failure shows at the first submit)."""
-    try:
-        makedirs_private(state_dir)
-    except OSError as exc:
-        logger.warning("cannot create the state dir %s: %s", state_dir, exc)
-        return
-    for sub in ("local", "logs"):
-        tighten_dir(os.path.join(state_dir, sub))
 
 
 def _describe_mount(mount: BindMount | VolumeMount | DeviceMount) -> str:

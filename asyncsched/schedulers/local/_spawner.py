@@ -79,8 +79,15 @@ class Spawner:
     scheduler's group) waits on; a burst of jobs costs one wake-up.
     """
 
-    def __init__(self, name: str = "asyncsched-spawner", threads: int = 2) -> None:
+    def __init__(
+        self,
+        name: str = "asyncsched-spawner",
+        threads: int = 2,
+        before_dispatch: Callable[[], None] | None = None,
+    ) -> None:
         self._name = name
+        #: the fault seam's hook, called each time :meth:`dispatch` starts over
+        self._before_dispatch = before_dispatch
         self._nthreads = max(1, threads)
         self._jobs: SimpleQueue[_Job | None] = SimpleQueue()
         self._done: deque[_Job] = deque()
@@ -134,6 +141,8 @@ class Spawner:
         Restartable: jobs finished while it was not running are completed first.
         """
         while True:
+            if self._before_dispatch is not None:
+                self._before_dispatch()
             self._complete()
             await anyio.wait_readable(self._rfd)
             with contextlib.suppress(BlockingIOError):
