@@ -23,7 +23,7 @@ from asyncsched.schedulers.kit import (
 )
 from asyncsched.schedulers.local._exit_facts import ExitFacts, read_exit_facts
 from asyncsched.schedulers.local._faults import LocalFaults
-from asyncsched.schedulers.local._logs import ReplicaLog, pump
+from asyncsched.schedulers.local._logs import pump
 from asyncsched.schedulers.local._oom import out_of_memory
 from asyncsched.schedulers.local._process import Child
 from asyncsched.schedulers.local._reasons import shell_exit_code
@@ -232,9 +232,9 @@ class LocalApp:
         facts = ExitFacts()
         try:
             async with anyio.create_task_group() as pumps:
-                reader = pump if self._faults.before_log is None else self._pump
-                pumps.start_soon(reader, out_r, replica.log, "stdout")
-                pumps.start_soon(reader, err_r, replica.log, "stderr")
+                before_log = self._faults.before_log
+                pumps.start_soon(pump, out_r, replica.log, "stdout", before_log)
+                pumps.start_soon(pump, err_r, replica.log, "stderr", before_log)
                 clean = False
                 try:
                     await child.wait_exit()
@@ -295,16 +295,6 @@ class LocalApp:
             self.fail_internal(
                 f"supervising replica {launch.role}/{launch.replica_id} failed", error
             )
-
-    async def _pump(self, fd: int, log: ReplicaLog, stream: str) -> None:
-        """:func:`pump`, after the fault seam's ``before_log`` hook."""
-        assert self._faults.before_log is not None
-        try:
-            self._faults.before_log(log.paths[stream])
-        except BaseException:
-            os.close(fd)  # as pump does, whatever happens
-            raise
-        await pump(fd, log, stream)
 
     def _watch_failed(self, replica: Replica, child: Child, exc: Exception) -> None:
         """The watcher of ``replica`` crashed: fail the app, never leak ``child``."""

@@ -17,7 +17,6 @@ import builtins
 import dataclasses
 import functools
 import logging
-import os
 import warnings
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, cast, final
@@ -27,7 +26,6 @@ import anyio
 from asyncsched.errors import (
     AsyncschedWarning,
     InvalidArgumentError,
-    InvalidRunConfigException,
     SpecError,
     SubmitError,
 )
@@ -50,9 +48,6 @@ from asyncsched.schedulers.local._capacity import (
     ReplicaSlots,
     default_max_running_replicas,
 )
-from asyncsched.schedulers.local._env import (
-    join_PATH,
-)
 from asyncsched.schedulers.local._faults import LocalFaults
 from asyncsched.schedulers.local._gpus import count_gpus
 from asyncsched.schedulers.local._launch import (
@@ -72,7 +67,7 @@ from asyncsched.schedulers.local._logs import (
     LogFiles,
     ReplicaLog,
 )
-from asyncsched.schedulers.local._opts import LocalOpts
+from asyncsched.schedulers.local._opts import LocalOpts, base_log_dir, local_run_opts
 from asyncsched.schedulers.local._process import (
     PdeathsigMode,
 )
@@ -81,9 +76,7 @@ from asyncsched.schedulers.local._render import (
     CWDImageProvider,
     HostFacts,
     ImageProvider,
-    LocalDirectoryImageProvider,
     PopenRequest,
-    ReplicaParam,
     format_request,
     gpus_requested,
     render_request,
@@ -91,7 +84,6 @@ from asyncsched.schedulers.local._render import (
 from asyncsched.schedulers.local._replica import Replica, RoleInfo
 from asyncsched.schedulers.local._retention import (
     Retention,
-    managed_logs_dir,
 )
 from asyncsched.schedulers.local._runtime import LocalRuntime, stop_apps
 from asyncsched.schedulers.local._snapshot import snapshot_app
@@ -112,18 +104,7 @@ from asyncsched.specs import (
     runopts,
 )
 
-__all__ = [
-    "CWDImageProvider",
-    "ImageProvider",
-    "LocalDirectoryImageProvider",
-    "LocalScheduler",
-    "PopenRequest",
-    "ReplicaParam",
-    "create_cwd_scheduler",
-    "create_dir_scheduler",
-    "create_scheduler",
-    "join_PATH",
-]
+__all__ = ("LocalScheduler",)
 
 logger = logging.getLogger(__name__)
 
@@ -290,52 +271,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         self._prlimit_probed = False
 
     def _run_opts(self) -> runopts:
-        opts = runopts()
-        opts.add(
-            "log_dir",
-            type_=str,
-            default=None,
-            help="dir to write stdout/stderr logs of replicas (default: a temp dir"
-            " removed when the scheduler closes)",
-        )
-        opts.add(
-            "prepend_cwd",
-            type_=bool,
-            default=False,
-            help="if set, prepends CWD to replica's PATH env var making any binaries"
-            " in CWD take precedence over those in PATH",
-        )
-        opts.add(
-            "auto_set_cuda_visible_devices",
-            type_=bool,
-            default=False,
-            help="sets CUDA_VISIBLE_DEVICES for roles that request GPU resources;"
-            " each replica gets its own GPUs (all or nothing)",
-        )
-        opts.add(
-            "fail_fast",
-            type_=bool,
-            default=True,
-            help="when a replica fails for good, terminate the others and report"
-            " FAILED at once (False: let the others finish)",
-        )
-        opts.add(
-            "time_limit",
-            type_=int,
-            default=None,
-            help="seconds the app may run, counted from its start (restarts"
-            " included); then its replicas are stopped (SIGTERM, SIGKILL after"
-            " cancel_grace) and the app FAILS with reason TIME_LIMIT",
-        )
-        opts.add(
-            "enforce_memory",
-            type_=bool,
-            default=True,
-            help="limit each replica's memory to its role's resource.memMB"
-            " (RLIMIT_DATA, an approximation: see docs/backends/local.md); a"
-            " replica that runs out FAILS with reason OOM_KILLED",
-        )
-        return opts
+        return local_run_opts()
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         """Local replicas need no resource (TorchX's rule); mounts are ignored.
@@ -407,23 +343,6 @@ class LocalScheduler(Scheduler[LocalOpts]):
 
     # -- dry-run ---------------------------------------------------------------------------
 
-    def _base_log_dir(self, cfg: Mapping[str, CfgVal]) -> str:
-        log_dir = cfg.get("log_dir")
-        if isinstance(log_dir, str) and log_dir:
-            path = os.path.abspath(os.path.expanduser(log_dir))
-            probe = path
-            while not os.path.exists(probe):
-                probe = os.path.dirname(probe)
-            if not os.path.isdir(probe) or not os.access(probe, os.W_OK | os.X_OK):
-                raise InvalidRunConfigException(
-                    f"Run option: log_dir, {path!r} is not a writable directory"
-                    f" ({probe!r} is not writable)",
-                    "log_dir",
-                    dict(cfg),
-                )
-            return path
-        return managed_logs_dir(self.state_dir)
-
     async def _host_gpus(self) -> int:
         """This host's GPU count: probed once per scheduler, then cached."""
         if self._gpu_count is None:
@@ -460,7 +379,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
             ),
             values,
             session_name=self.session_name,
-            base_log_dir=self._base_log_dir(values),
+            base_log_dir=base_log_dir(values, self.state_dir),
             provider=self._image_provider_class(values),
             host=host,
         )
@@ -725,67 +644,3 @@ def _describe_mount(mount: BindMount | VolumeMount | DeviceMount) -> str:
     if isinstance(mount, VolumeMount):
         return f"volume {mount.src}:{mount.dst_path}"
     return f"device {mount.src_path}"
-
-
-# -- factories ------------------------------------------------------------------------------
-
-_SCHEDULER_PARAMS = (
-    "cancel_grace",
-    "close_grace",
-    "state_dir",
-    "pdeathsig",
-    "max_line_bytes",
-    "max_running_replicas",
-    "raise_nofile",
-)
-
-
-def create_scheduler(
-    session_name: str,
-    cache_size: int = 100,
-    extra_paths: list[str] | None = None,
-    image_provider_class: type[ImageProvider] = CWDImageProvider,
-    **kwargs: Any,
-) -> LocalScheduler:
-    """Create a :class:`LocalScheduler`; unknown keyword arguments are ignored."""
-    params = {k: v for k, v in kwargs.items() if k in _SCHEDULER_PARAMS}
-    return LocalScheduler(
-        session_name,
-        image_provider_class=image_provider_class,
-        cache_size=cache_size,
-        extra_paths=extra_paths,
-        **params,
-    )
-
-
-def _factory_with(
-    provider: type[ImageProvider], name: str, doc: str
-) -> Callable[..., LocalScheduler]:
-    """A :func:`create_scheduler` whose image provider is always ``provider``."""
-
-    def create(
-        session_name: str,
-        cache_size: int = 100,
-        extra_paths: list[str] | None = None,
-        **kwargs: Any,
-    ) -> LocalScheduler:
-        kwargs.pop("image_provider_class", None)
-        return create_scheduler(
-            session_name, cache_size, extra_paths, provider, **kwargs
-        )
-
-    create.__name__ = create.__qualname__ = name
-    create.__doc__ = doc
-    return create
-
-
-create_cwd_scheduler = _factory_with(
-    CWDImageProvider,
-    "create_cwd_scheduler",
-    "``local_cwd``: replicas run in the current directory.",
-)
-create_dir_scheduler = _factory_with(
-    LocalDirectoryImageProvider,
-    "create_dir_scheduler",
-    "``local_dir``: replicas run in the directory named by the role's image.",
-)
