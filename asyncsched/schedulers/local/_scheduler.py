@@ -26,7 +26,6 @@ import anyio
 from asyncsched.errors import (
     AsyncschedWarning,
     InvalidArgumentError,
-    SpecError,
     SubmitError,
 )
 from asyncsched.schedulers.kit import (
@@ -44,8 +43,8 @@ from asyncsched.schedulers.kit import (
 from asyncsched.schedulers.local import _records as records, _remote as remote
 from asyncsched.schedulers.local._app_table import AppTable
 from asyncsched.schedulers.local._capacity import (
-    FDS_PER_REPLICA,
     ReplicaSlots,
+    check_replica_count,
     default_max_running_replicas,
 )
 from asyncsched.schedulers.local._faults import LocalFaults
@@ -280,8 +279,11 @@ class LocalScheduler(Scheduler[LocalOpts]):
         mounts cannot be honoured: each role with mounts gets an
         :class:`~asyncsched.errors.AsyncschedWarning` naming them.
         """
-        self._check_replica_count(
-            [role.num_replicas for role in app.roles], field_prefix="roles"
+        check_replica_count(
+            [role.num_replicas for role in app.roles],
+            self.max_running_replicas,
+            "roles",
+            self.backend,
         )
         for index, role in enumerate(app.roles):
             if role.mounts:
@@ -292,28 +294,6 @@ class LocalScheduler(Scheduler[LocalOpts]):
                     AsyncschedWarning,
                     stacklevel=2,
                 )
-
-    def _check_replica_count(
-        self, counts: builtins.list[int], field_prefix: str
-    ) -> None:
-        """Refuse an app that could never run: more replicas than may run at once."""
-        total = sum(counts)
-        if total <= self.max_running_replicas:
-            return
-        biggest = max(range(len(counts)), key=counts.__getitem__)
-        field = (
-            f"{field_prefix}[{biggest}].num_replicas"
-            if counts[biggest] > self.max_running_replicas
-            else field_prefix
-        )
-        raise SpecError(
-            field,
-            f"the app has {total} replicas, more than the {self.max_running_replicas}"
-            f" this {self.backend} scheduler may run at once (max_running_replicas;"
-            f" each running replica holds {FDS_PER_REPLICA} file descriptors, the"
-            " default follows the hard RLIMIT_NOFILE): ask for fewer replicas, or"
-            " raise the hard open-file limit (`ulimit -Hn`) or max_running_replicas",
-        )
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -431,8 +411,11 @@ class LocalScheduler(Scheduler[LocalOpts]):
         self, request: PopenRequest, dryrun_info: AppDryRunInfo[Any]
     ) -> LocalApp:
         count = sum(len(params) for params in request.role_params.values())
-        self._check_replica_count(  # a request edited after the dry run
-            [len(params) for params in request.role_params.values()], "roles"
+        check_replica_count(  # a request edited after the dry run
+            [len(params) for params in request.role_params.values()],
+            self.max_running_replicas,
+            "roles",
+            self.backend,
         )
         # wait (cancellably) until the app's replicas may run; given back when
         # the app has finished, or below when the submit fails
