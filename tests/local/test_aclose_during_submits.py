@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 from pathlib import Path
@@ -64,12 +63,15 @@ async def test_aclose_while_spawning_undoes_the_submit(log_dir: Path) -> None:
     fds = nfds()
     spawning = threading.Event()  # replica 0 runs, replica 1 is about to start
     closing = threading.Event()  # the scheduler is closed: let the spawn go on
+    others: set[int] = set()  # this process's children before the replicas
     spawned: list[int] = []
 
     def before_spawn(role: str, replica_id: int) -> None:
         # (spawner thread) hold the start of replica 1 until aclose has begun
-        if replica_id == 1:
-            spawned.extend(_replicas_running())
+        if replica_id == 0:
+            others.update(_children())
+        else:
+            spawned.extend(_children() - others)
             spawning.set()
             closing.wait(30)
 
@@ -91,16 +93,11 @@ async def test_aclose_while_spawning_undoes_the_submit(log_dir: Path) -> None:
             )
     assert len(spawned) == 1  # replica 0 had started before aclose
     assert not any(exists(pid) for pid in spawned)  # killed and reaped
-    assert _replicas_running() == []  # replica 1 too
+    assert _children() - others == set()  # replica 1 too
     assert os.listdir(log_dir / "s") == []
     assert nfds() == fds
 
 
-def _replicas_running() -> list[int]:
-    """The pids of this process's children that run ``sleep 30``."""
-    pids = []
-    for child in psutil.Process().children():
-        with contextlib.suppress(psutil.Error):
-            if "sleep 30" in " ".join(child.cmdline()):
-                pids.append(child.pid)
-    return pids
+def _children() -> set[int]:
+    """The pids of this process's children (zombies too: not reaped yet)."""
+    return {child.pid for child in psutil.Process().children()}
