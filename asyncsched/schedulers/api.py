@@ -29,7 +29,7 @@ import logging
 import math
 import re
 import warnings
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -50,7 +50,10 @@ from asyncsched.errors import (
     UnsupportedOperationError,
     WaitTimeoutError,
 )
+from asyncsched.schedulers.events import AppEvent
 from asyncsched.schedulers.shared.changes import ChangeNotifier
+from asyncsched.schedulers.shared.cursor import decode_cursor
+from asyncsched.schedulers.shared.event_stream import EventStream
 from asyncsched.schedulers.shared.lifecycle import AsyncClosable
 from asyncsched.schedulers.shared.lines import (
     DEFAULT_MAX_LINE_BYTES,
@@ -60,6 +63,7 @@ from asyncsched.schedulers.shared.lines import (
     split_lines,
     split_lines_iterator,
 )
+from asyncsched.schedulers.shared.poll_events import PolledEvents
 from asyncsched.schedulers.shared.replica_limits import ReplicaLimits
 from asyncsched.schedulers.snapshot import AppSnapshot, ReplicaSnapshot
 from asyncsched.specs import (
@@ -266,6 +270,7 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
         self._closed = False
         # per-key change events: backends notify, ``wait`` listens
         self._change_source = ChangeNotifier()
+        self._polled_events: PolledEvents | None = None
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -670,6 +675,74 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
     async def _cancel(self, app: AppSnapshot) -> None:
         """Hook: stop an app known to exist (it may be terminal already)."""
 
+    # -- events ----------------------------------------------------------------
+
+    def events(
+        self, app_ids: Iterable[str] | None = None, *, since: str | None = None
+    ) -> EventStream:
+        """Yield every change of this scheduler's apps, ordered per app.
+
+        Without ``since``: a CURRENT event per app first, then each change as
+        it happens. With ``since`` (an :attr:`AppEvent.cursor` saved earlier,
+        possibly by another process): every change after it, even changes
+        made while nobody read; a cursor the backend can no longer honour
+        yields RESYNC then CURRENT of every app (never a silent gap).
+        ``app_ids`` keeps only those apps' events (RESYNC always passes).
+        The iterator ends when the scheduler closes; use it as
+        ``async with`` to release it as soon as you stop reading. Delivery is
+        at-least-once at resume boundaries; ``docs/events.md`` states each
+        backend's guarantees.
+
+        Example:
+            >>> async def show(sched: Scheduler[Any], saved: str | None) -> None:
+            ...     async with sched.events(since=saved) as stream:
+            ...         async for event in stream:
+            ...             print(event.kind, event.app_id, event.state, event.cursor)
+
+        Raises:
+            InvalidArgumentError: ``since`` is not a cursor of this
+                scheduler's backend, or ``app_ids`` is not an iterable of
+                app id strings (raised at the call, before anything is read).
+        """
+        self._check_open()
+        wanted = _check_app_ids(app_ids)
+        if since is not None:
+            self._check_cursor(since)
+        return EventStream(self._events(since), wanted, self._handle)
+
+    @property
+    def event_source(self) -> str:
+        """The name this scheduler's cursors carry (its backend by default)."""
+        return self.backend
+
+    def _check_cursor(self, cursor: str) -> None:
+        """Hook: refuse a cursor this backend could never read (the default
+        checks its source and format)."""
+        decode_cursor(cursor, self.event_source)
+
+    def _events(self, since: str | None) -> AsyncIterator[AppEvent]:
+        """Hook: the backend's change stream (see :meth:`events`).
+
+        The default re-lists the apps (``_list``) at each change signal or
+        every :meth:`_events_interval` seconds and yields the differences;
+        its cursors resume within this scheduler instance only. A backend
+        with a native source (a journal, an engine's event stream, a watch)
+        overrides this.
+        """
+        if self._polled_events is None:
+            self._polled_events = PolledEvents(
+                self.event_source,
+                self._list,
+                self._change_source,
+                self._events_interval(),
+            )
+        return self._polled_events.follow(since, lambda: not self._closed)
+
+    def _events_interval(self) -> float | None:
+        """Hook: the fallback event source re-lists at least this often
+        (seconds; None: only at change signals). Default 2 s."""
+        return 2.0
+
     # -- logs ------------------------------------------------------------------
 
     def log_iter(
@@ -861,3 +934,18 @@ def _compile_regex(regex: str | None) -> re.Pattern[str] | None:
         return re.compile(regex)
     except re.error as exc:
         raise InvalidArgumentError(f"invalid regex {regex!r}: {exc}") from None
+
+
+def _check_app_ids(app_ids: Iterable[str] | None) -> frozenset[str] | None:
+    """``app_ids`` as a set, checked (a lone string is refused)."""
+    if app_ids is None:
+        return None
+    if isinstance(app_ids, str | bytes) or not hasattr(app_ids, "__iter__"):
+        raise InvalidArgumentError(
+            f"app_ids must be an iterable of app id strings, got {app_ids!r}"
+        )
+    wanted: frozenset[object] = frozenset(app_ids)
+    for app_id in wanted:
+        if not isinstance(app_id, str) or not app_id:
+            raise InvalidArgumentError(f"app_ids holds {app_id!r}, not an app id")
+    return cast("frozenset[str]", wanted)
