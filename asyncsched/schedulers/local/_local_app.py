@@ -16,11 +16,7 @@ from typing import Any
 
 import anyio
 
-from asyncsched.schedulers.kit import (
-    ChangeNotifier,
-    TaskHost,
-    describe_error,
-)
+from asyncsched.schedulers.kit import ChangeNotifier, TaskHost, describe_error
 from asyncsched.schedulers.local._exit_facts import ExitFacts, read_exit_facts
 from asyncsched.schedulers.local._faults import LocalFaults
 from asyncsched.schedulers.local._logs import pump
@@ -41,11 +37,7 @@ from asyncsched.schedulers.local._replica import (
     success_entry,
 )
 from asyncsched.schedulers.local._spawn import SpawnConfig, Started, spawn_child
-from asyncsched.schedulers.local._state import (
-    RetryAction,
-    RetryCounters,
-    decide_retry,
-)
+from asyncsched.schedulers.local._state import RetryAction, RetryCounters, decide_retry
 from asyncsched.specs import (
     NONE,
     AppState,

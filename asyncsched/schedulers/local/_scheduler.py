@@ -23,11 +23,7 @@ from typing import Any, cast, final
 
 import anyio
 
-from asyncsched.errors import (
-    AsyncschedWarning,
-    InvalidArgumentError,
-    SubmitError,
-)
+from asyncsched.errors import AsyncschedWarning, InvalidArgumentError, SubmitError
 from asyncsched.schedulers.kit import (
     DEFAULT_MAX_LINE_BYTES,
     AppSnapshot,
@@ -62,14 +58,9 @@ from asyncsched.schedulers.local._limits import (
 )
 from asyncsched.schedulers.local._local_app import LocalApp
 from asyncsched.schedulers.local._log_lines import log_lines
-from asyncsched.schedulers.local._logs import (
-    LogFiles,
-    ReplicaLog,
-)
+from asyncsched.schedulers.local._logs import LogFiles, ReplicaLog
 from asyncsched.schedulers.local._opts import LocalOpts, base_log_dir, local_run_opts
-from asyncsched.schedulers.local._process import (
-    PdeathsigMode,
-)
+from asyncsched.schedulers.local._process import PdeathsigMode
 from asyncsched.schedulers.local._record_writer import supervisor_info
 from asyncsched.schedulers.local._render import (
     CWDImageProvider,
@@ -81,16 +72,10 @@ from asyncsched.schedulers.local._render import (
     render_request,
 )
 from asyncsched.schedulers.local._replica import Replica, RoleInfo
-from asyncsched.schedulers.local._retention import (
-    Retention,
-)
+from asyncsched.schedulers.local._retention import Retention
 from asyncsched.schedulers.local._runtime import LocalRuntime, stop_apps
 from asyncsched.schedulers.local._snapshot import snapshot_app
-from asyncsched.schedulers.local._spawn import (
-    ReplicaLaunch,
-    SpawnConfig,
-    Started,
-)
+from asyncsched.schedulers.local._spawn import ReplicaLaunch, SpawnConfig, Started
 from asyncsched.schedulers.shared.ids import unique_app_id
 from asyncsched.specs import (
     AppDef,
