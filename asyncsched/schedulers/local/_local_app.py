@@ -370,6 +370,9 @@ class LocalApp:
             replica.state = AppState.SUCCEEDED
         else:
             self._on_failure(replica)
+        # the exit is a change of its own (its exit code is journaled even
+        # when a restart replaces the attempt at once)
+        self._mark_dirty()
         self._after_change()
 
     def _on_failure(self, replica: Replica) -> None:

@@ -26,6 +26,7 @@ import anyio
 from asyncsched.errors import AsyncschedWarning, InvalidArgumentError, SubmitError
 from asyncsched.schedulers.kit import (
     DEFAULT_MAX_LINE_BYTES,
+    AppEvent,
     AppSnapshot,
     Capabilities,
     DescribeAppResponse,
@@ -45,6 +46,8 @@ from asyncsched.schedulers.local._capacity import (
 )
 from asyncsched.schedulers.local._faults import LocalFaults
 from asyncsched.schedulers.local._gpus import count_gpus
+from asyncsched.schedulers.local._journal_events import decode_position, follow_journal
+from asyncsched.schedulers.local._journal_writer import JournalBounds
 from asyncsched.schedulers.local._launch import (
     ExecutableCache,
     plan_launches,
@@ -166,7 +169,11 @@ class LocalScheduler(Scheduler[LocalOpts]):
             The same hook as ``faults.before_spawn`` (give one of them).
         faults: The fault seam for tests: :class:`LocalFaults` hooks that make
             the backend's own steps fail (a replica start, a log, a reaper, a
-            record write, the spawner's dispatcher). Default: none.
+            record write, the spawner's dispatcher, a journal append).
+            Default: none.
+        journal_bounds: How much event history the session's event journal
+            keeps (:class:`JournalBounds`: 4 segments of 4 MiB by default);
+            see ``docs/events.md``.
 
     Raises:
         InvalidArgumentError: ``cache_size`` or ``max_running_replicas`` is
@@ -202,8 +209,13 @@ class LocalScheduler(Scheduler[LocalOpts]):
         raise_nofile: bool = True,
         before_spawn: Callable[[str, int], None] | None = None,
         faults: LocalFaults | None = None,
+        journal_bounds: JournalBounds | None = None,
     ) -> None:
         super().__init__("local", session_name, max_line_bytes)
+        if journal_bounds is not None and not isinstance(journal_bounds, JournalBounds):
+            raise InvalidArgumentError(
+                f"journal_bounds must be a JournalBounds, got {journal_bounds!r}"
+            )
         if cache_size <= 0:
             raise InvalidArgumentError(
                 f"cache_size must be greater than zero, got {cache_size}"
@@ -242,6 +254,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
             pdeathsig=pdeathsig,
             retention=retention,
             faults=self._faults,
+            journal_bounds=journal_bounds,
         )
         # bounds how many submits run their synchronous part at once, so that
         # one loop pass never runs hundreds of them (event-loop lag)
@@ -571,6 +584,22 @@ class LocalScheduler(Scheduler[LocalOpts]):
     def _poll_interval(self, snapshot: AppSnapshot) -> float | None:
         # an app supervised by another process changes on disk: poll its record
         return 1.0 if isinstance(snapshot.native, dict) else None
+
+    # -- events ----------------------------------------------------------------------
+
+    def _check_cursor(self, cursor: str) -> None:
+        decode_position(cursor)
+
+    def _events(self, since: str | None) -> AsyncIterator[AppEvent]:
+        """Follow the session's event journal (see ``docs/events.md``)."""
+        journal = self._runtime.journal
+        return follow_journal(
+            journal.file,
+            since,
+            list_apps=self._list,
+            appended=journal.appended.changed,
+            is_open=lambda: not self._closed,
+        )
 
     # -- control -----------------------------------------------------------------------------
 
