@@ -201,11 +201,14 @@ async def follow_journal(
     floor: dict[str, tuple[int, bool]] = {}
     stale_until = 0
 
-    async def current(kind_first: bool, msg: str) -> AsyncIterator[AppEvent]:
+    async def current(kind_first: bool, msg: str) -> list[AppEvent]:
         nonlocal stale_until
         cursor = encode_position(journal_id, pos)
+        out = []
         if kind_first:
-            yield AppEvent(cursor, EventKind.RESYNC, observed=time.time(), msg=msg)
+            out.append(
+                AppEvent(cursor, EventKind.RESYNC, observed=time.time(), msg=msg)
+            )
         differ = SnapshotDiffer()
         now = time.time()
         for snapshot in await list_apps():
@@ -215,10 +218,11 @@ async def follow_journal(
         floor.clear()
         for draft in differ.current():
             floor[draft.app_id] = (draft.num_restarts, is_terminal(draft.state))
-            yield replace(draft, cursor=cursor)
+            out.append(replace(draft, cursor=cursor))
+        return out
 
     if since is None:
-        async for event in current(False, ""):
+        for event in await current(False, ""):
             yield event
     else:
         want_id, seq = decode_position(since)
@@ -230,7 +234,7 @@ async def follow_journal(
                 if want_id != journal_id
                 else "the journal no longer holds the events after the cursor"
             )
-            async for event in current(True, f"{why}: current state follows"):
+            for event in await current(True, f"{why}: current state follows"):
                 yield event
     reader = _Reader(journal.directory)
     try:
@@ -245,7 +249,7 @@ async def follow_journal(
                 if line.get("k") == "gap" or seq != pos + 1:
                     lost = line.get("k") == "gap"
                     pos = seq if lost else seq - 1
-                    async for event in current(
+                    for event in await current(
                         True, "events were lost (journal write failed or trimmed)"
                     ):
                         yield event
