@@ -44,6 +44,7 @@ from asyncsched.schedulers.local._capacity import (
     check_replica_count,
     default_max_running_replicas,
 )
+from asyncsched.schedulers.local._detach import launch_detached
 from asyncsched.schedulers.local._faults import LocalFaults
 from asyncsched.schedulers.local._gpus import count_gpus
 from asyncsched.schedulers.local._journal_events import decode_position, follow_journal
@@ -266,6 +267,18 @@ class LocalScheduler(Scheduler[LocalOpts]):
         self._gpu_count: int | None = None
         self._prlimit: str | None = None
         self._prlimit_probed = False
+        #: what a detached app's supervisor builds its scheduler with
+        self._detached_args: dict[str, Any] = {
+            "session_name": session_name,
+            "cache_size": 1,
+            "cancel_grace": cancel_grace,
+            "close_grace": close_grace,
+            "state_dir": self.state_dir,
+            "pdeathsig": pdeathsig,
+            "retention": None,
+            "max_line_bytes": max_line_bytes,
+            "journal_bounds": journal_bounds,
+        }
 
     def _run_opts(self) -> runopts:
         return local_run_opts()
@@ -394,6 +407,9 @@ class LocalScheduler(Scheduler[LocalOpts]):
             )
         if request.app_id in self._table.apps:
             raise SubmitError(f"app {request.app_id} was already scheduled")
+        if request.detach:
+            # supervised by a process of its own, seen here through its record
+            return await launch_detached(dryrun_info, self._detached_args)
         self._submits_active += 1
         try:
             app = await self._schedule_reserved(request, dryrun_info)
