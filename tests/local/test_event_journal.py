@@ -16,7 +16,13 @@ import pytest
 
 from asyncsched.errors import InvalidArgumentError
 from asyncsched.schedulers.kit import AppEvent, EventKind, encode_cursor
-from asyncsched.schedulers.local import JournalBounds, LocalFaults, LocalScheduler
+from asyncsched.schedulers.local import (
+    JournalBounds,
+    LocalFaults,
+    LocalScheduler,
+    Retention,
+    prune,
+)
 from asyncsched.specs import AppState
 
 from .conftest import PY, app_of, py_role, sh_role
@@ -207,6 +213,29 @@ async def test_a_failed_journal_write_keeps_the_app_right_and_the_reader_resyncs
     assert later[0].kind == EventKind.RESYNC, later
     current = {e.app_id: e.state for e in events if e.kind == EventKind.CURRENT}
     assert current[lost] == AppState.FAILED
+
+
+async def test_pruning_an_app_tells_readers_it_is_forgotten(
+    sched: LocalScheduler, state_dir: Path
+) -> None:
+    kept = await sched.submit(app_of(sh_role("exit 0")), {})
+    saved = await cursor_after(sched, kept)
+    pruned = await sched.submit(app_of(sh_role("exit 1")), {})
+    await sched.wait(pruned, timeout=30)
+    report = await anyio.to_thread.run_sync(
+        prune, str(state_dir), Retention(max_apps=1, max_age_days=None)
+    )
+    assert report.removed == [kept]
+    async with sched.events(since=saved) as stream:
+        with anyio.fail_after(30):
+            events = [await anext(stream) for _ in range(4)]
+    assert [(e.kind, e.app_id) for e in events] == [
+        (EventKind.SUBMITTED, pruned),
+        (EventKind.REPLICA, pruned),
+        (EventKind.APP, pruned),
+        (EventKind.FORGOTTEN, kept),
+    ]
+    assert events[-1].state == AppState.SUCCEEDED
 
 
 async def test_a_cursor_of_another_journal_resyncs(sched: LocalScheduler) -> None:
