@@ -1,4 +1,4 @@
-"""Cancel and list on a real cluster; list sees other processes' submissions."""
+"""Cancel and list on a real cluster; list shows its own session's apps only."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ async def test_cancel_stops_every_replica(
     assert states.stdout.split() == ["CANCELLED", "CANCELLED"]
 
 
-async def test_list_shows_apps_of_every_scheduler_sharing_the_state_dir(
+async def test_list_shows_only_the_apps_of_its_own_session(
     slurm: SlurmScheduler, slurm_cluster: Cluster
 ) -> None:
     first = await slurm.submit(_app("first", "true"))
@@ -55,7 +55,11 @@ async def test_list_shows_apps_of_every_scheduler_sharing_the_state_dir(
     ) as other:
         second = await other.submit(_app("second", "exit 1"))
         await other.wait(second, timeout=SETTLE)
+        listed_by_other = {a.app_id: a for a in await other.list()}
     await slurm.wait(first, timeout=SETTLE)
     listed = {a.app_id: a for a in await slurm.list()}
+    assert set(listed) == {first}
     assert (listed[first].name, listed[first].state) == ("first", AppState.SUCCEEDED)
-    assert (listed[second].name, listed[second].state) == ("second", AppState.FAILED)
+    assert set(listed_by_other) == {second}
+    assert listed_by_other[second].name == "second"
+    assert listed_by_other[second].state == AppState.FAILED

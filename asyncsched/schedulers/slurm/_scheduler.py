@@ -290,7 +290,8 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         Raises:
             SchedulerUnavailableError: Slurm is not installed or its controller
                 does not answer (checked before submitting).
-            SubmitError: ``job_dir`` exists, or ``sbatch`` refused the job.
+            InvalidRunConfigException: ``job_dir`` exists (nothing submitted).
+            SubmitError: ``sbatch`` refused the job.
         """
         req: SlurmBatchRequest = dryrun_info.request
         await self._partition_memory()  # Slurm present and the controller up
@@ -299,8 +300,10 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             try:
                 await anyio.Path(job_dir).mkdir(parents=True)
             except FileExistsError:
-                raise SubmitError(
-                    f"job_dir {job_dir!r} already exists; use a new directory"
+                raise InvalidRunConfigException(
+                    f"job_dir {job_dir!r} already exists; use a new directory",
+                    "job_dir",
+                    job_dir,
                 ) from None
             return await self._sbatch(req, job_dir, job_dir, created=True)
         with tempfile.TemporaryDirectory(prefix="asyncsched-slurm-") as tmp:
@@ -493,11 +496,13 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         return self._batcher.queries
 
     async def _list(self) -> builtins.list[AppSnapshot]:
-        """The jobs asyncsched submitted (from the registry) in the last two
+        """The jobs this session submitted (from the registry) in the last two
         weeks, with their states from one batched query."""
         horizon = time.time() - DAYS_IN_2_WEEKS * 86400
         records = {
-            i: r for i, r in (await self.registry.all()).items() if r.submit >= horizon
+            i: r
+            for i, r in (await self.registry.all()).items()
+            if r.submit >= horizon and r.session == self.session_name
         }
         if not records:
             return []
