@@ -17,7 +17,9 @@ blocks below are the ones the built-in backends use:
 * :class:`LineAssembler`: bytes into capped, UTF-8-safe lines for ``log_iter``;
 * :func:`keyword_params`: the keyword arguments a registry factory passes on;
 * :func:`make_unique`: a fresh app id from an app name;
-* :func:`render_off_loop`: render a big app in a worker thread.
+* :func:`render_off_loop`: render a big app in a worker thread;
+* :func:`failed_replica_message`: the app message naming the replica that
+  failed it (one shape on every backend).
 
 Every built-in backend imports these names from here (or from its own
 package); ``docs/scheduler-contract.md`` walks through a complete plugin.
@@ -55,6 +57,7 @@ from asyncsched.schedulers.shared.lines import (
     split_lines,
     split_lines_iterator,
 )
+from asyncsched.schedulers.shared.messages import failed_replica_message
 from asyncsched.schedulers.shared.replica_limits import ReplicaLimits, render_off_loop
 from asyncsched.schedulers.shared.taskhost import TaskHost, describe_error
 from asyncsched.schedulers.shared.undo import (
@@ -94,6 +97,7 @@ __all__ = (
     "assemble_lines",
     "check_max_line_bytes",
     "describe_error",
+    "failed_replica_message",
     "filter_regex",
     "final_if_settled",
     "follow_file",

@@ -131,5 +131,6 @@ def test_existing_job_dir_exits_2_and_submits_nothing(
         "--", "true",
     )  # fmt: skip
     assert run.returncode == 2, run.stderr
-    assert "job_dir" in run.stderr and "already exists" in run.stderr
+    assert "job_dir" in run.stderr
+    assert "already exists" in run.stderr
     assert list(taken.iterdir()) == []

@@ -25,6 +25,7 @@ from asyncsched.schedulers.kit import (
     ChangeSignal,
     TaskHost,
     describe_error,
+    failed_replica_message,
 )
 from asyncsched.schedulers.local._logs import ReplicaLog, pump
 from asyncsched.schedulers.local._oom import out_of_memory
@@ -54,7 +55,6 @@ from asyncsched.specs import (
     AppState,
     RetryPolicy,
     StatusReason,
-    explain_exit_code,
     is_terminal,
     rollup_state,
 )
@@ -730,10 +730,8 @@ class LocalApp:
                     f" under its limit of {launch.memory_mb} MB (resource.memMB)"
                 )
             elif not self.failed:
-                code = replica.exit_code
-                _, how = explain_exit_code(code) if code is not None else (None, "")
-                self.msg = (
-                    f"replica {launch.role}/{launch.replica_id} {how or 'failed'}"
+                self.msg = failed_replica_message(
+                    launch.role, launch.replica_id, replica.exit_code
                 )
             self.failed = True
             if self.fail_fast:

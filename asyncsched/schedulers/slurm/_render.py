@@ -220,6 +220,7 @@ def _component(
     *,
     nomem: bool,
     gpus_per_node: bool,
+    fail_fast: bool = True,
 ) -> SlurmReplicaRequest:
     opts: dict[str, str | None] = {"job-name": name, "requeue": None}
     for key in GROUP_OPTS:
@@ -243,7 +244,11 @@ def _component(
         entrypoint=role.entrypoint,
         args=list(role.args),
         sbatch_opts=opts,
-        srun_opts={"wait": "60", "kill-on-bad-exit": "1"},
+        srun_opts=(
+            {"wait": "60", "kill-on-bad-exit": "1"}
+            if fail_fast
+            else {"wait": "0", "kill-on-bad-exit": "0"}
+        ),
         env=env,
     )
 
@@ -262,7 +267,10 @@ def render_request(
     ``${img_root}`` is the role's image (a directory); ``${rank0_env}`` is
     ``SLURM_JOB_NODELIST_HET_GROUP_0``. ``nomem`` drops ``--mem``;
     ``gpus_per_node`` uses ``--gpus-per-node`` (Slurm >= 24.11) instead of
-    ``--gpus-per-task`` with ``--ntasks=1``.
+    ``--gpus-per-task`` with ``--ntasks=1``. Run option ``fail_fast=False``
+    starts the replicas with ``srun --kill-on-bad-exit=0 --wait=0``: a replica
+    that fails leaves its siblings running to their own end (by default srun
+    stops them, and any still running 60 s after the first replica ended).
 
     Raises:
         InvalidRunConfigException: a run option the script cannot carry (a
@@ -288,6 +296,7 @@ def render_request(
             cfg,
             nomem=nomem or bool(cfg.get("nomem")),
             gpus_per_node=gpus_per_node,
+            fail_fast=cfg.get("fail_fast", True) is not False,
         )
     cmd = ["sbatch", "--parsable"]
     for key in JOB_OPTS:

@@ -48,6 +48,13 @@ from asyncsched.schedulers.slurm._checks import check_roles, check_run_options
 from asyncsched.schedulers.slurm._commands import BACKEND, CommandFailed, SlurmCli
 from asyncsched.schedulers.slurm._envdir import create_env_dir, remove_env_dir
 from asyncsched.schedulers.slurm._logs import iter_file, log_path
+from asyncsched.schedulers.slurm._partitions import (
+    SINFO_FORMAT,
+    Partition,
+    check_fits,
+    default_partition,
+    parse_sinfo,
+)
 from asyncsched.schedulers.slurm._registry import JobRecord, Registry
 from asyncsched.schedulers.slurm._render import (
     MIN_PARTITION_MEM_MB,
@@ -96,6 +103,7 @@ SlurmOpts = TypedDict(
         "job_dir": str | None,
         "qos": str | None,
         "nomem": bool,
+        "fail_fast": bool,
     },
     total=False,
 )
@@ -180,7 +188,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             min_interval=min_interval,
             max_interval=max_interval,
         )
-        self._partitions: dict[str, int] | None = None
+        self._partitions: dict[str, Partition] | None = None
         self._probed_at = -_PROBE_TTL
         self._accounting: bool | None = None
         self._terminal: dict[str, AppView] = {}
@@ -205,6 +213,12 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             type_=bool,
             default=False,
             help="do not request memory (--mem), e.g. on clusters that report none",
+        )
+        opts.add(
+            "fail_fast",
+            type_=bool,
+            default=True,
+            help="stop the other replicas when one fails for good",
         )
         return opts
 
@@ -233,18 +247,20 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             absolute = await anyio.Path(str(job_dir)).absolute()
             plain = {**plain, "job_dir": str(absolute)}
         nomem = False
+        parts = await self._partition_table()
         partition = plain.get("partition")
+        if partition is not None and str(partition) not in parts:
+            raise InvalidRunConfigException(
+                f"partition={partition!r} does not exist; known partitions:"
+                f" {sorted(parts)}",
+                "partition",
+                partition,
+            )
         if partition is not None:
-            mem = (await self._partition_memory()).get(str(partition))
-            if mem is None:
-                known = sorted((await self._partition_memory()).keys())
-                raise InvalidRunConfigException(
-                    f"partition={partition!r} does not exist; known partitions:"
-                    f" {known}",
-                    "partition",
-                    partition,
-                )
-            nomem = mem <= MIN_PARTITION_MEM_MB
+            nomem = parts[str(partition)].mem_mb <= MIN_PARTITION_MEM_MB
+        target = str(partition) if partition is not None else default_partition(parts)
+        if target is not None:
+            check_fits(app, target, parts[target])
         gpus_per_node = False
         if any(r.resource.gpu > 0 for r in app.roles):
             gpus_per_node = await self._gpus_per_node()
@@ -257,22 +273,15 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         )
         return AppDryRunInfo(request, str)
 
-    async def _partition_memory(self) -> dict[str, int]:
-        """Partition -> smallest node memory (MB); cached for a few seconds.
+    async def _partition_table(self) -> dict[str, Partition]:
+        """Partition -> its nodes, CPUs and memory; cached for a few seconds.
 
         Also the probe that Slurm is installed and its controller answers.
         """
         now = time.monotonic()
         if self._partitions is None or now - self._probed_at > _PROBE_TTL:
-            out = await self.cli.run(["sinfo", "-h", "--noconvert", "-o", "%R|%m"])
-            parts: dict[str, int] = {}
-            for line in out.splitlines():
-                name, _, mem = line.strip().partition("|")
-                digits = mem.rstrip("+")
-                value = int(digits) if digits.isdigit() else 0
-                if name:
-                    parts[name] = min(parts.get(name, value), value)
-            self._partitions = parts
+            out = await self.cli.run(["sinfo", "-h", "--noconvert", "-o", SINFO_FORMAT])
+            self._partitions = parse_sinfo(out)
             self._probed_at = now
         return self._partitions
 
@@ -294,7 +303,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             SubmitError: ``sbatch`` refused the job.
         """
         req: SlurmBatchRequest = dryrun_info.request
-        await self._partition_memory()  # Slurm present and the controller up
+        await self._partition_table()  # Slurm present and the controller up
         if req.job_dir is not None:
             job_dir = str(await anyio.Path(req.job_dir).absolute())
             try:
