@@ -24,6 +24,6 @@ class TestSlurmContract(SchedulerContract):
             image="/",
             quick_timeout=30,
             independent_replicas=slurm_cluster.accounting,
-            # scancel also signals srun, which may end a step before its trap ran
-            cancel_grace_kept=False,
+            # cancel signals the replicas' steps, never srun: every trap runs
+            cancel_grace_kept=True,
         )

@@ -48,6 +48,10 @@ GOLDEN = f"""#!/bin/bash
 #SBATCH --job-name=trainer-1 {OPTS}
 
 set -evx
+# asyncsched cancels with SIGURG to this script: TERM to the replicas' steps
+# (their traps run), then the job is cancelled once they ended
+cancelled=
+trap 'cancelled=1; scancel --signal=TERM "$SLURM_JOB_ID"' URG
 
 export PYTHONUNBUFFERED=1
 export SLURM_UNBUFFEREDIO=1
@@ -56,11 +60,23 @@ env_dir=${{1:?the directory of the environment files}}
 
 set +e
 srun --output=slurm-"$SLURM_JOB_ID"-trainer-0.out --error=slurm-"$SLURM_JOB_ID"-trainer-0.err --wait=60 --kill-on-bad-exit=1 {EXPORT_0} {ARGS} :\\
-     --output=slurm-"$SLURM_JOB_ID"-trainer-1.out --error=slurm-"$SLURM_JOB_ID"-trainer-1.err --wait=60 --kill-on-bad-exit=1 {EXPORT_1} {ARGS}
+     --output=slurm-"$SLURM_JOB_ID"-trainer-1.out --error=slurm-"$SLURM_JOB_ID"-trainer-1.err --wait=60 --kill-on-bad-exit=1 {EXPORT_1} {ARGS} &
+srun_pid=$!
+wait "$srun_pid"
 exitcode=$?
+while kill -0 "$srun_pid" 2>/dev/null; do  # a trapped signal ended wait early
+    wait "$srun_pid"
+    exitcode=$?
+done
 set -e
 
 echo "job exited with code $exitcode"
+if [ -n "$cancelled" ]; then
+    rm -rf -- "$env_dir"
+    scancel "$SLURM_JOB_ID"
+    sleep 300
+    exit $exitcode
+fi
 if [ $exitcode -ne 0 ]; then
     if [ "$TORCHX_MAX_RETRIES" -gt "${{SLURM_RESTART_COUNT:-0}}" ]; then
         scontrol requeue "$SLURM_JOB_ID"

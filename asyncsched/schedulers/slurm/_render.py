@@ -177,6 +177,10 @@ class SlurmBatchRequest:
 {header}
 
 set -evx
+# asyncsched cancels with SIGURG to this script: TERM to the replicas' steps
+# (their traps run), then the job is cancelled once they ended
+cancelled=
+trap 'cancelled=1; scancel --signal=TERM "$SLURM_JOB_ID"' URG
 
 export PYTHONUNBUFFERED=1
 export SLURM_UNBUFFEREDIO=1
@@ -184,11 +188,23 @@ export TORCHX_MAX_RETRIES={self.max_retries}
 {_ENV_DIR}=${{1:?the directory of the environment files}}
 
 set +e
-srun {groups}
+srun {groups} &
+srun_pid=$!
+wait "$srun_pid"
 exitcode=$?
+while kill -0 "$srun_pid" 2>/dev/null; do  # a trapped signal ended wait early
+    wait "$srun_pid"
+    exitcode=$?
+done
 set -e
 
 echo "job exited with code $exitcode"
+if [ -n "$cancelled" ]; then
+    rm -rf -- "${_ENV_DIR}"
+    scancel "$SLURM_JOB_ID"
+    sleep 300
+    exit $exitcode
+fi
 if [ $exitcode -ne 0 ]; then
     if [ "$TORCHX_MAX_RETRIES" -gt "${{SLURM_RESTART_COUNT:-0}}" ]; then
         scontrol requeue "$SLURM_JOB_ID"

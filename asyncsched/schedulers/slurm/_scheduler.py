@@ -141,6 +141,8 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         max_status_commands_per_minute: Ceiling on ``squeue``/``sacct``
             commands for status, over every describe, wait and list of this
             scheduler together, in any 60 s window (default 60).
+        cancel_grace: Seconds a cancelled job's replicas get between SIGTERM
+            and the job's end (``scancel``) when they do not stop by themselves.
 
     Attributes:
         cli: Runs the commands; ``cli.counts`` counts them by program.
@@ -173,12 +175,14 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         min_interval: float = 0.25,
         max_interval: float = 10.0,
         max_status_commands_per_minute: int = 60,
+        cancel_grace: float = 30.0,
     ) -> None:
         super().__init__(BACKEND, session_name, max_line_bytes)
         env = {"SLURM_CONF": slurm_conf} if slurm_conf else {}
         self.cli = SlurmCli(env, timeout=command_timeout)
         self.registry = Registry(state_dir or default_state_dir())
         self._tasks = TaskHost("SlurmScheduler")
+        self.cancel_grace = cancel_grace
         self.status_window = RateWindow(max_status_commands_per_minute, 60.0)
         self._batcher = StatusBatcher(self._fetch)
         self._tracker = StatusTracker(
@@ -527,14 +531,39 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
     # -- control ---------------------------------------------------------------
 
     async def _cancel(self, app: AppSnapshot) -> None:
+        """Ask a running job's script to stop its replicas with their grace.
+
+        SIGURG to the batch script (its trap sends SIGTERM to the replicas'
+        steps, not to ``srun``, then cancels the job once they ended, so
+        their exit codes are kept and nothing is requeued); a job not
+        running yet is cancelled at once. After ``cancel_grace`` seconds a
+        job still not over is cancelled outright (``scancel``).
+        """
         if app.app_id in self._terminal:
             return  # finished: nothing to cancel
-        await self.cli.run(["scancel", app.app_id])
+        if app.state == AppState.RUNNING:
+            try:
+                await self.cli.run(["scancel", "--batch", "--signal=URG", app.app_id])
+            except CommandFailed:
+                await self.cli.run(["scancel", app.app_id])
+            else:
+                await self._tasks.start_soon(
+                    self._cancel_after_grace, app.app_id, name=f"cancel {app.app_id}"
+                )
+        else:
+            await self.cli.run(["scancel", app.app_id])
         # a cancelled job never runs again: its environment files can go now,
         # before its end is seen
         record = await self.registry.get(app.app_id)
         if record is not None and record.env_dir:
             await anyio.to_thread.run_sync(remove_env_dir, record.env_dir)
+
+    async def _cancel_after_grace(self, app_id: str) -> None:
+        """``scancel`` the job unless it ended within ``cancel_grace``."""
+        await anyio.sleep(self.cancel_grace)
+        view = await self._view(app_id)
+        if view is not None and not is_terminal(view.state):
+            await self.cli.run(["scancel", app_id])
 
     # -- logs ------------------------------------------------------------------
 
@@ -582,6 +611,6 @@ def create_scheduler(session_name: str, **kwargs: Any) -> SlurmScheduler:
 
     Known ones: ``slurm_conf``, ``state_dir``, ``command_timeout``,
     ``max_line_bytes``, ``min_interval``, ``max_interval``,
-    ``max_status_commands_per_minute``.
+    ``max_status_commands_per_minute``, ``cancel_grace``.
     """
     return SlurmScheduler(session_name, **keyword_params(SlurmScheduler, kwargs))
