@@ -28,7 +28,6 @@ import copy
 import logging
 import math
 import re
-import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
@@ -40,7 +39,6 @@ import anyio
 import sniffio
 
 from asyncsched.errors import (
-    AsyncschedWarning,
     InvalidArgumentError,
     SchedulerClosedError,
     SchedulerUnavailableError,
@@ -695,7 +693,9 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
         once when you stop early.
 
         Raises:
-            UnsupportedOperationError: the backend has no logs.
+            UnsupportedOperationError: the backend has no logs, or ``since``/
+                ``until`` on a backend that cannot filter by time
+                (``capabilities.log_since_until`` False).
             InvalidArgumentError: an unsupported stream, an invalid ``regex``,
                 or ``should_tail`` on a backend that cannot tail.
             UnknownAppException: (when iterated) the app is unknown.
@@ -711,12 +711,10 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
         stream = _parse_stream(streams, caps)
         pattern = _compile_regex(regex)
         if (since is not None or until is not None) and not caps.log_since_until:
-            warnings.warn(
-                f"{type(self).__name__} ignores since/until",
-                AsyncschedWarning,
-                stacklevel=2,
+            raise UnsupportedOperationError(
+                f"{type(self).__name__} cannot filter logs by time (its log lines"
+                " carry none): call log_iter without since/until"
             )
-            since = until = None
         if should_tail and not caps.log_tail:
             raise InvalidArgumentError(f"{type(self).__name__} cannot tail logs")
         query = LogQuery(

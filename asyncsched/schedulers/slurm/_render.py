@@ -2,7 +2,8 @@
 
 Every replica of every role is one component of a heterogeneous job, named
 ``{role}-{replica}``; one ``srun`` starts them all, each component writing
-``slurm-$SLURM_JOB_ID-{role}-{replica}.out|.err``. A component's environment
+its stdout and stderr to ``slurm-$SLURM_JOB_ID-{role}-{replica}.out`` (with
+run option ``split_logs``: stderr to ``.err``). A component's environment
 is not in the script: it is written to an owner-only file per component
 (:meth:`SlurmBatchRequest.env_files`, shell-quoted assignments, so every value
 arrives byte for byte), in a directory the script gets as its first argument;
@@ -106,6 +107,8 @@ class SlurmReplicaRequest:
     sbatch_opts: dict[str, str | None]
     srun_opts: dict[str, str]
     env: dict[str, str]
+    #: stdout and stderr to separate files (``.out``, ``.err``); else both to ``.out``
+    split_logs: bool = False
 
     def sbatch_line(self) -> str:
         """The component's ``#SBATCH`` options (``--key=value`` or ``--flag``)."""
@@ -116,11 +119,10 @@ class SlurmReplicaRequest:
     def srun_group(self) -> str:
         """The component's part of the ``srun`` line, every token quoted."""
         out = f'slurm-"$SLURM_JOB_ID"-{self.name}'
-        tokens = [
-            f"--output={out}.out",
-            f"--error={out}.err",
-            *(f"--{k}={v}" for k, v in self.srun_opts.items()),
-        ]
+        tokens = [f"--output={out}.out"]
+        if self.split_logs:
+            tokens.append(f"--error={out}.err")
+        tokens += [f"--{k}={v}" for k, v in self.srun_opts.items()]
         if self.env:
             tokens += ["--export=ALL", *map(shlex.quote, ENV_WRAPPER)]
             tokens += ['"$SLURM_JOB_ID"', f'"${_ENV_DIR}"/{self.env_file}']
@@ -156,6 +158,7 @@ class SlurmBatchRequest:
     app_name: str = ""
     roles: dict[str, int] = field(default_factory=dict)
     version: str = ""
+    split_logs: bool = False
 
     def env_files(self) -> dict[str, str]:
         """File name -> text of each component's environment file (holds the
@@ -237,6 +240,7 @@ def _component(
     nomem: bool,
     gpus_per_node: bool,
     fail_fast: bool = True,
+    split_logs: bool = False,
 ) -> SlurmReplicaRequest:
     opts: dict[str, str | None] = {"job-name": name, "requeue": None}
     for key in GROUP_OPTS:
@@ -266,6 +270,7 @@ def _component(
             else {"wait": "0", "kill-on-bad-exit": "0"}
         ),
         env=env,
+        split_logs=split_logs,
     )
 
 
@@ -313,6 +318,7 @@ def render_request(
             nomem=nomem or bool(cfg.get("nomem")),
             gpus_per_node=gpus_per_node,
             fail_fast=cfg.get("fail_fast", True) is not False,
+            split_logs=bool(cfg.get("split_logs")),
         )
     cmd = ["sbatch", "--parsable"]
     for key in JOB_OPTS:
@@ -329,4 +335,5 @@ def render_request(
         app_name=app.name,
         roles={r.name: r.num_replicas for r in app.roles},
         version=version,
+        split_logs=bool(cfg.get("split_logs")),
     )

@@ -26,6 +26,7 @@ import anyio
 from asyncsched._version import __version__
 from asyncsched.errors import (
     InvalidRunConfigException,
+    SchedulerUnavailableError,
     SpecError,
     SubmitError,
 )
@@ -37,7 +38,6 @@ from asyncsched.schedulers.kit import (
     LogQuery,
     ReplicaLimits,
     Scheduler,
-    Stream,
     TaskHost,
     all_or_nothing,
     keyword_params,
@@ -47,7 +47,7 @@ from asyncsched.schedulers.shared.state_dir import default_state_dir
 from asyncsched.schedulers.slurm._checks import check_roles, check_run_options
 from asyncsched.schedulers.slurm._commands import BACKEND, CommandFailed, SlurmCli
 from asyncsched.schedulers.slurm._envdir import create_env_dir, remove_env_dir
-from asyncsched.schedulers.slurm._logs import iter_file, log_path
+from asyncsched.schedulers.slurm._logs import iter_file, log_path, log_suffix
 from asyncsched.schedulers.slurm._partitions import (
     SINFO_FORMAT,
     Partition,
@@ -87,6 +87,8 @@ logger = logging.getLogger(__name__)
 _UNDO_TIMEOUT = 10.0
 _SUBMIT_SLACK = 120.0
 _PROBE_TTL = 10.0
+#: seconds the cancel signal to a running job's script may take
+_SIGNAL_TIMEOUT = 5.0
 
 
 #: Run options of :class:`SlurmScheduler` (after resolution); TorchX's keys,
@@ -104,6 +106,7 @@ SlurmOpts = TypedDict(
         "qos": str | None,
         "nomem": bool,
         "fail_fast": bool,
+        "split_logs": bool,
     },
     total=False,
 )
@@ -158,8 +161,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
     """
 
     capabilities = Capabilities.observed(
-        log_streams=frozenset({Stream.STDOUT, Stream.STDERR}),
-        log_since_until=False,
+        log_since_until=False,  # srun writes no time on a line
         retries=True,
     )
     replica_limits = ReplicaLimits(128, 128, "one heterogeneous-job component per replica; Slurm allows 128")  # fmt: skip
@@ -223,6 +225,13 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             type_=bool,
             default=True,
             help="stop the other replicas when one fails for good",
+        )
+        opts.add(
+            "split_logs",
+            type_=bool,
+            default=False,
+            help="write stdout and stderr to separate files (.out, .err) instead"
+            " of one combined .out",
         )
         return opts
 
@@ -381,6 +390,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
                 roles=dict(req.roles),
                 session=self.session_name,
                 env_dir=env_dir,
+                split_logs=req.split_logs,
             )
         )
         return app_id
@@ -543,8 +553,13 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             return  # finished: nothing to cancel
         if app.state == AppState.RUNNING:
             try:
-                await self.cli.run(["scancel", "--batch", "--signal=URG", app.app_id])
-            except CommandFailed:
+                # scancel keeps retrying a job in transition (being requeued):
+                # such a job is cancelled outright
+                await self.cli.run(
+                    ["scancel", "--batch", "--signal=URG", app.app_id],
+                    timeout=min(self.cli.timeout, _SIGNAL_TIMEOUT),
+                )
+            except (CommandFailed, SchedulerUnavailableError):
                 await self.cli.run(["scancel", app.app_id])
             else:
                 await self._tasks.start_soon(
@@ -573,8 +588,14 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         view: AppView = app.native
         record = await self.registry.get(app_id)
         work_dir = (record.work_dir if record else "") or view.work_dir or os.getcwd()
-        suffix = "err" if query.streams == Stream.STDERR else "out"
-        path = log_path(work_dir, app_id, role_name, k, suffix)
+        if record is not None:
+            split = record.split_logs
+        else:  # submitted elsewhere: separate files if stderr has one
+            err = log_path(work_dir, app_id, role_name, k, "err")
+            split = await anyio.Path(err).exists()
+        path = log_path(
+            work_dir, app_id, role_name, k, log_suffix(query.streams, split)
+        )
 
         checked = [0.0, True]  # last status check, and its answer
 
