@@ -60,12 +60,17 @@ async def _started(sched: SlurmScheduler, app_id: str, replicas: int) -> None:
 async def test_cancel_runs_the_replicas_term_traps_and_keeps_their_codes(
     slurm: SlurmScheduler,
 ) -> None:
-    # retries left: a cancelled job must not be requeued as if it had failed
-    script = "trap 'echo stopped; exit 7' TERM; echo started; sleep 300 & wait"
-    app_id = await slurm.submit(_app("graced", script, 2, max_retries=1))
+    # retries left: a cancelled job must not be requeued as if it had failed;
+    # no fail-fast: srun's --kill-on-bad-exit would end the other replica's
+    # trap once the first one exited 7
+    script = "trap 'sleep 1; echo stopped; exit 7' TERM; echo started; sleep 300 & wait"
+    app = _app("graced", script, 2, max_retries=1)
+    app_id = await slurm.submit(app, {"fail_fast": False})
     await _started(slurm, app_id, 2)
+    cancelled_at = anyio.current_time()
     await slurm.cancel(app_id)
     desc = await slurm.wait(app_id, timeout=SETTLE)
+    assert anyio.current_time() - cancelled_at >= 1.0  # the traps' second
     assert desc is not None
     assert desc.state == AppState.CANCELLED
     assert desc.num_restarts == 0
@@ -75,7 +80,8 @@ async def test_cancel_runs_the_replicas_term_traps_and_keeps_their_codes(
     ] * 2
     for k in range(2):
         lines = [line async for line in slurm.log_iter(app_id, "worker", k)]
-        assert lines == ["started\n", "stopped\n"]
+        assert lines[0] == "started\n"
+        assert lines[-1] == "stopped\n"  # after Slurm's note of the step's end
 
 
 async def test_cancel_ends_replicas_that_ignore_term_after_the_grace(

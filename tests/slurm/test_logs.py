@@ -62,22 +62,8 @@ async def test_default_stream_interleaves_stdout_and_stderr_as_written(
     assert [line async for line in slurm.log_iter(app_id, "worker")] == want
     combined = slurm.log_iter(app_id, "worker", streams="combined")
     assert [line async for line in combined] == want
-    with pytest.raises(InvalidArgumentError, match="split_logs=True"):
-        [line async for line in slurm.log_iter(app_id, "worker", streams="stdout")]
-
-
-async def test_split_logs_keeps_stdout_and_stderr_apart(
-    slurm: SlurmScheduler,
-) -> None:
-    app_id = await slurm.submit(
-        _app("echo a; echo b >&2; echo c"), {"split_logs": True}
-    )
-    await slurm.wait(app_id, timeout=SETTLE)
-    assert [line async for line in slurm.log_iter(app_id, "worker")] == ["a\n", "c\n"]
-    errors = [line async for line in slurm.log_iter(app_id, "worker", streams="stderr")]
-    assert errors == ["b\n"]
-    with pytest.raises(InvalidArgumentError, match="separate files"):
-        [line async for line in slurm.log_iter(app_id, "worker", streams="combined")]
+    with pytest.raises(InvalidArgumentError, match="not supported"):
+        slurm.log_iter(app_id, "worker", streams="stdout")
 
 
 async def test_since_is_refused_at_the_call_not_ignored(slurm: SlurmScheduler) -> None:

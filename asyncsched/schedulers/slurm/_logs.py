@@ -1,8 +1,7 @@
 """Read (and follow) a replica's output file, as whole lines, off the event loop.
 
 ``srun`` writes each replica's stdout and stderr, as the replica wrote them,
-to ``slurm-{job id}-{role}-{replica}.out`` in the job's working directory (with
-run option ``split_logs``: stderr to ``.err``).
+to ``slurm-{job id}-{role}-{replica}.out`` in the job's working directory.
 Lines go through the shared :class:`LineAssembler` (linear, capped at
 ``max_line_bytes``, UTF-8 safe across chunk boundaries).
 
@@ -20,15 +19,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
 
-from asyncsched.errors import InvalidArgumentError
 from asyncsched.schedulers.kit import (
     DEFAULT_MAX_LINE_BYTES,
-    Stream,
     assemble_lines,
     follow_file,
 )
 
-__all__ = ["CHUNK", "iter_file", "log_path", "log_suffix"]
+__all__ = ["CHUNK", "iter_file", "log_path"]
 
 CHUNK = 256 * 1024
 _POLL = 0.1
@@ -37,34 +34,6 @@ _POLL = 0.1
 def log_path(work_dir: str, app_id: str, role: str, k: int, suffix: str) -> str:
     """Where srun writes replica ``k`` of ``role`` (suffix ``out`` or ``err``)."""
     return os.path.join(work_dir, f"slurm-{app_id}-{role}-{k}.{suffix}")
-
-
-def log_suffix(stream: Stream | None, split: bool) -> str:
-    """The file suffix serving ``stream`` (None: the default, combined) of a
-    job whose replicas wrote one combined ``.out`` or (``split``) separate
-    ``.out`` and ``.err`` files.
-
-    Raises:
-        InvalidArgumentError: the job's files cannot serve ``stream``.
-
-    Example:
-        >>> log_suffix(None, split=False), log_suffix(Stream.STDERR, split=True)
-        ('out', 'err')
-    """
-    if split:
-        if stream == Stream.COMBINED:
-            raise InvalidArgumentError(
-                "this job wrote stdout and stderr to separate files (run option"
-                " split_logs=True), in no common order: ask streams='stdout' or"
-                " 'stderr'"
-            )
-        return "err" if stream == Stream.STDERR else "out"
-    if stream in (Stream.STDOUT, Stream.STDERR):
-        raise InvalidArgumentError(
-            f"this job wrote stdout and stderr to one combined file; streams="
-            f"{stream.value!r} needs run option split_logs=True at submit"
-        )
-    return "out"
 
 
 async def iter_file(

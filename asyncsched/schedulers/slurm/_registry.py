@@ -38,9 +38,6 @@ class JobRecord:
     roles: dict[str, int] = field(default_factory=dict)
     session: str = ""
     env_dir: str = ""
-    #: stdout and stderr in separate files (records written before the
-    #: combined default had them so)
-    split_logs: bool = True
 
     @property
     def num_components(self) -> int:
@@ -64,7 +61,6 @@ class JobRecord:
                 roles={str(k): int(v) for k, v in dict(data.get("roles", {})).items()},
                 session=str(data.get("session", "")),
                 env_dir=str(data.get("env_dir", "")),
-                split_logs=bool(data.get("split_logs", True)),
             )
         except (ValueError, KeyError, TypeError):
             return None

@@ -2,8 +2,8 @@
 
 Every replica of every role is one component of a heterogeneous job, named
 ``{role}-{replica}``; one ``srun`` starts them all, each component writing
-its stdout and stderr to ``slurm-$SLURM_JOB_ID-{role}-{replica}.out`` (with
-run option ``split_logs``: stderr to ``.err``). A component's environment
+its stdout and stderr, in the order written, to
+``slurm-$SLURM_JOB_ID-{role}-{replica}.out``. A component's environment
 is not in the script: it is written to an owner-only file per component
 (:meth:`SlurmBatchRequest.env_files`, shell-quoted assignments, so every value
 arrives byte for byte), in a directory the script gets as its first argument;
@@ -73,12 +73,13 @@ MIN_PARTITION_MEM_MB = 1000
 #: environment file, the rest the role's command. The file is sourced with
 #: tracing off (``set +vx``: an inherited ``SHELLOPTS`` may turn it on where
 #: /bin/sh is bash), then the command replaces the shell, so neither
-#: srun's nor the replica's command line holds a value (``srun --export``'s
+#: srun's nor the replica's command line holds a value; its stderr goes into
+#: its stdout (one pipe: the combined log keeps the order it was written in) (``srun --export``'s
 #: comma list could not carry a comma either, and kept quotes)
 ENV_WRAPPER = (
     "/bin/sh",
     "-c",
-    'set +vx; . "$2" || exit 127; shift 2; exec "$@"',
+    'set +vx; . "$2" || exit 127; shift 2; exec "$@" 2>&1',
     "asyncsched-env",
 )
 #: the script's variable holding the directory of the environment files
@@ -107,8 +108,6 @@ class SlurmReplicaRequest:
     sbatch_opts: dict[str, str | None]
     srun_opts: dict[str, str]
     env: dict[str, str]
-    #: stdout and stderr to separate files (``.out``, ``.err``); else both to ``.out``
-    split_logs: bool = False
 
     def sbatch_line(self) -> str:
         """The component's ``#SBATCH`` options (``--key=value`` or ``--flag``)."""
@@ -120,8 +119,6 @@ class SlurmReplicaRequest:
         """The component's part of the ``srun`` line, every token quoted."""
         out = f'slurm-"$SLURM_JOB_ID"-{self.name}'
         tokens = [f"--output={out}.out"]
-        if self.split_logs:
-            tokens.append(f"--error={out}.err")
         tokens += [f"--{k}={v}" for k, v in self.srun_opts.items()]
         if self.env:
             tokens += ["--export=ALL", *map(shlex.quote, ENV_WRAPPER)]
@@ -158,7 +155,6 @@ class SlurmBatchRequest:
     app_name: str = ""
     roles: dict[str, int] = field(default_factory=dict)
     version: str = ""
-    split_logs: bool = False
 
     def env_files(self) -> dict[str, str]:
         """File name -> text of each component's environment file (holds the
@@ -240,7 +236,6 @@ def _component(
     nomem: bool,
     gpus_per_node: bool,
     fail_fast: bool = True,
-    split_logs: bool = False,
 ) -> SlurmReplicaRequest:
     opts: dict[str, str | None] = {"job-name": name, "requeue": None}
     for key in GROUP_OPTS:
@@ -270,7 +265,6 @@ def _component(
             else {"wait": "0", "kill-on-bad-exit": "0"}
         ),
         env=env,
-        split_logs=split_logs,
     )
 
 
@@ -318,7 +312,6 @@ def render_request(
             nomem=nomem or bool(cfg.get("nomem")),
             gpus_per_node=gpus_per_node,
             fail_fast=cfg.get("fail_fast", True) is not False,
-            split_logs=bool(cfg.get("split_logs")),
         )
     cmd = ["sbatch", "--parsable"]
     for key in JOB_OPTS:
@@ -335,5 +328,4 @@ def render_request(
         app_name=app.name,
         roles={r.name: r.num_replicas for r in app.roles},
         version=version,
-        split_logs=bool(cfg.get("split_logs")),
     )

@@ -38,6 +38,7 @@ from asyncsched.schedulers.kit import (
     LogQuery,
     ReplicaLimits,
     Scheduler,
+    Stream,
     TaskHost,
     all_or_nothing,
     keyword_params,
@@ -47,7 +48,7 @@ from asyncsched.schedulers.shared.state_dir import default_state_dir
 from asyncsched.schedulers.slurm._checks import check_roles, check_run_options
 from asyncsched.schedulers.slurm._commands import BACKEND, CommandFailed, SlurmCli
 from asyncsched.schedulers.slurm._envdir import create_env_dir, remove_env_dir
-from asyncsched.schedulers.slurm._logs import iter_file, log_path, log_suffix
+from asyncsched.schedulers.slurm._logs import iter_file, log_path
 from asyncsched.schedulers.slurm._partitions import (
     SINFO_FORMAT,
     Partition,
@@ -106,7 +107,6 @@ SlurmOpts = TypedDict(
         "qos": str | None,
         "nomem": bool,
         "fail_fast": bool,
-        "split_logs": bool,
     },
     total=False,
 )
@@ -161,6 +161,8 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
     """
 
     capabilities = Capabilities.observed(
+        # one file per replica, stdout and stderr in the order written
+        log_streams=frozenset({Stream.COMBINED}),
         log_since_until=False,  # srun writes no time on a line
         retries=True,
     )
@@ -225,13 +227,6 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             type_=bool,
             default=True,
             help="stop the other replicas when one fails for good",
-        )
-        opts.add(
-            "split_logs",
-            type_=bool,
-            default=False,
-            help="write stdout and stderr to separate files (.out, .err) instead"
-            " of one combined .out",
         )
         return opts
 
@@ -390,7 +385,6 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
                 roles=dict(req.roles),
                 session=self.session_name,
                 env_dir=env_dir,
-                split_logs=req.split_logs,
             )
         )
         return app_id
@@ -588,14 +582,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         view: AppView = app.native
         record = await self.registry.get(app_id)
         work_dir = (record.work_dir if record else "") or view.work_dir or os.getcwd()
-        if record is not None:
-            split = record.split_logs
-        else:  # submitted elsewhere: separate files if stderr has one
-            err = log_path(work_dir, app_id, role_name, k, "err")
-            split = await anyio.Path(err).exists()
-        path = log_path(
-            work_dir, app_id, role_name, k, log_suffix(query.streams, split)
-        )
+        path = log_path(work_dir, app_id, role_name, k, "out")
 
         checked = [0.0, True]  # last status check, and its answer
 
