@@ -27,12 +27,8 @@ from typing import Any
 
 from asyncsched.errors import SchedulerUnavailableError
 from asyncsched.schedulers.kubernetes._caches import SELECTOR, Caches, app_key
-from asyncsched.schedulers.kubernetes._client import (
-    BACKEND,
-    KubeApi,
-    KubernetesApiError,
-    _map_denied,
-)
+from asyncsched.schedulers.kubernetes._client import KubeApi, denied_error
+from asyncsched.schedulers.kubernetes._gate import BACKEND, KubernetesApiError
 from asyncsched.schedulers.kubernetes._names import MAX_LABEL
 from asyncsched.schedulers.kubernetes._render import (
     LABEL_APP_ID,
@@ -76,7 +72,7 @@ async def read_once(api: KubeApi, ns: Caches, name: str) -> Found | None:
         job = await api.request("GET", f"{ns.volcano.path}/{name}", map_denied=False)
     except KubernetesApiError as exc:
         if exc.status == 401:
-            raise _map_denied(exc) from exc
+            raise denied_error(exc) from exc
         if exc.status not in (403, 404):
             raise
         volcano_denied = exc if exc.status == 403 else None
@@ -96,7 +92,7 @@ async def read_once(api: KubeApi, ns: Caches, name: str) -> Found | None:
         )
     except KubernetesApiError as exc:
         if exc.status == 401:
-            raise _map_denied(exc) from exc
+            raise denied_error(exc) from exc
         if exc.status == 403 and volcano_denied is not None:
             raise SchedulerUnavailableError(
                 BACKEND,

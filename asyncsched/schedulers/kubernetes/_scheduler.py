@@ -61,13 +61,10 @@ from asyncsched.schedulers.kubernetes._caches import (
     expired_state,
 )
 from asyncsched.schedulers.kubernetes._client import (
-    BACKEND,
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_REQUEST_TIMEOUT,
     MERGE_PATCH_CT,
     KubeApi,
-    KubernetesApiError,
-    import_client_off_loop,
 )
 from asyncsched.schedulers.kubernetes._config import connect
 from asyncsched.schedulers.kubernetes._create_errors import create_error
@@ -80,6 +77,11 @@ from asyncsched.schedulers.kubernetes._features import (
     server_version,
 )
 from asyncsched.schedulers.kubernetes._field_validation import create_query
+from asyncsched.schedulers.kubernetes._gate import (
+    BACKEND,
+    KubernetesApiError,
+    import_client_off_loop,
+)
 from asyncsched.schedulers.kubernetes._informer import DEFAULT_PAGE_SIZE
 from asyncsched.schedulers.kubernetes._logs import has_log, iter_pod_log
 from asyncsched.schedulers.kubernetes._lookup import (
