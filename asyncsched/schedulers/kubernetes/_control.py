@@ -24,8 +24,8 @@ from asyncsched.schedulers.kubernetes._client import MERGE_PATCH_CT
 from asyncsched.schedulers.kubernetes._connector import Connector
 from asyncsched.schedulers.kubernetes._found import Found, deleting
 from asyncsched.schedulers.kubernetes._gate import KubernetesApiError
+from asyncsched.schedulers.kubernetes._job_names import ANNOTATION_CANCELLED
 from asyncsched.schedulers.kubernetes._registry import NamespaceRegistry
-from asyncsched.schedulers.kubernetes._render import ANNOTATION_CANCELLED
 from asyncsched.schedulers.kubernetes._submit import SERVICES, delete_object
 
 __all__ = ("ANNOTATION_STOPPED", "Control")

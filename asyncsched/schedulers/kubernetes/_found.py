@@ -19,7 +19,7 @@ from typing import Any, Literal
 from asyncsched.errors import SchedulerError
 from asyncsched.schedulers.kit import AppSnapshot
 from asyncsched.schedulers.kubernetes._caches import Caches, app_key, expired_state
-from asyncsched.schedulers.kubernetes._render import LABEL_APP_NAME
+from asyncsched.schedulers.kubernetes._job_names import LABEL_APP_NAME
 from asyncsched.schedulers.kubernetes._state import describe_indexed, describe_volcano
 
 __all__ = ("Found", "JobApi", "deleting", "found_of", "labels", "snapshot_of")

@@ -30,12 +30,12 @@ from asyncsched.schedulers.kubernetes._caches import SELECTOR, Caches, app_key
 from asyncsched.schedulers.kubernetes._client import KubeApi, denied_error
 from asyncsched.schedulers.kubernetes._found import Found
 from asyncsched.schedulers.kubernetes._gate import BACKEND, KubernetesApiError
-from asyncsched.schedulers.kubernetes._names import MAX_LABEL
-from asyncsched.schedulers.kubernetes._render import (
+from asyncsched.schedulers.kubernetes._job_names import (
     LABEL_APP_ID,
     LABEL_MANAGED_BY,
     MANAGED_BY,
 )
+from asyncsched.schedulers.kubernetes._names import MAX_LABEL
 
 __all__ = (
     "is_managed",

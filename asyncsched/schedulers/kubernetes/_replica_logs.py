@@ -23,14 +23,14 @@ import anyio
 from asyncsched.schedulers.kit import LogQuery
 from asyncsched.schedulers.kubernetes._connector import Connector
 from asyncsched.schedulers.kubernetes._found import Found, labels
-from asyncsched.schedulers.kubernetes._logs import has_log, iter_pod_log
-from asyncsched.schedulers.kubernetes._lookup import is_managed
-from asyncsched.schedulers.kubernetes._registry import NamespaceRegistry
-from asyncsched.schedulers.kubernetes._render import (
+from asyncsched.schedulers.kubernetes._job_names import (
     LABEL_REPLICA_ID,
     LABEL_ROLE_NAME,
     sanitize_label_value,
 )
+from asyncsched.schedulers.kubernetes._logs import has_log, iter_pod_log
+from asyncsched.schedulers.kubernetes._lookup import is_managed
+from asyncsched.schedulers.kubernetes._registry import NamespaceRegistry
 from asyncsched.schedulers.kubernetes._state import completion_index, main_container
 
 __all__ = ("ReplicaLogs",)
