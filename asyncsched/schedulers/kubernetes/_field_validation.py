@@ -17,12 +17,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from asyncsched.schedulers.kubernetes._client import KubeApi
 from asyncsched.schedulers.kubernetes._features import job_api_version
-
-if TYPE_CHECKING:
-    from asyncsched.schedulers.kubernetes._client import KubeApi
 
 __all__ = ("STRICT_SINCE", "create_query", "strict_validation")
 
