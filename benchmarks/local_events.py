@@ -132,17 +132,17 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             "print(json.dumps(anyio.run(follow, int(sys.argv[1]),"
             " lambda: print('ready', flush=True))))\n"
         )
-        reader = subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, "-c", code, str(args.apps), str(Path(__file__).parent)],
             stdout=subprocess.PIPE,
             text=True,
         )
-        assert reader.stdout is not None
-        line = await anyio.to_thread.run_sync(reader.stdout.readline)
+        assert proc.stdout is not None
+        line = await anyio.to_thread.run_sync(proc.stdout.readline)
         assert line.strip() == "ready", line
         result["wall_s"] = round(await run_apps(args.apps, args.concurrency), 1)
-        out = await anyio.to_thread.run_sync(reader.stdout.read)
-        reader.wait()
+        out = await anyio.to_thread.run_sync(proc.stdout.read)
+        proc.wait()
         result.update(json.loads(out))
     journal = Path(state) / "events" / SESSION
     size = sum(p.stat().st_size for p in journal.glob("seg-*.jsonl"))
@@ -160,6 +160,6 @@ if __name__ == "__main__":
     parser.add_argument("--json")
     ns = parser.parse_args()
     res = anyio.run(main, ns)
-    print(json.dumps(res, indent=2))  # noqa: T201 - the benchmark's report
+    print(json.dumps(res, indent=2))
     if ns.json:
         Path(ns.json).write_text(json.dumps(res, indent=2))

@@ -286,15 +286,15 @@ async def test_concurrent_writers_of_one_session_never_tear_or_reuse_numbers(
 ) -> None:
     directory = tmp_path / "journal"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    async def writer(name: str) -> None:
+        command = [sys.executable, "-c", WRITER, str(directory), name, "200"]
+        await anyio.run_process(command, env=env)
+
     with anyio.fail_after(120):
         async with anyio.create_task_group() as tg:
-            for w in ("a", "b", "c"):
-                tg.start_soon(
-                    lambda w=w: anyio.run_process(
-                        [sys.executable, "-c", WRITER, str(directory), w, "200"],
-                        env=env,
-                    )
-                )
+            for name in ("a", "b", "c"):
+                tg.start_soon(writer, name)
     seqs: list[int] = []
     apps: set[str] = set()
     for segment in sorted(directory.glob("seg-*.jsonl")):
