@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from asyncsched.errors import InvalidArgumentError
 from asyncsched.schedulers.events import replica_from_json
@@ -47,8 +49,11 @@ __all__ = ("decode_position", "encode_position", "follow_journal")
 
 #: how often a reader looks for lines other processes appended (seconds)
 POLL_INTERVAL = 0.02
-#: bytes one read takes from a segment
-_CHUNK = 1 << 20
+#: bytes one read takes from a segment (about 500 events)
+_CHUNK = 256 << 10
+#: events yielded between two checkpoints (a reader catching up never
+#: holds the loop for long)
+_BATCH = 64
 
 
 def encode_position(journal_id: str, seq: int) -> str:
@@ -76,6 +81,7 @@ class _Reader:
     """A position in the journal's segments (blocking reads, one thread at a time)."""
 
     directory: str
+    journal_id: str
     fd: int = -1
     first: int = 0
     offset: int = 0
@@ -111,6 +117,20 @@ class _Reader:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+    def read_events(self) -> list[tuple[int, bool, AppEvent | None]]:
+        """(number, gap mark?, event or None if unreadable) of each new line,
+        built here, in the worker thread."""
+        out: list[tuple[int, bool, AppEvent | None]] = []
+        for line in self.read():
+            event: AppEvent | None = None
+            gap = line.get("k") == "gap"
+            if not gap:
+                # a line this release cannot read is skipped
+                with contextlib.suppress(KeyError, ValueError, TypeError):
+                    event = _event(self.journal_id, line)
+            out.append((int(line["s"]), gap, event))
+        return out
 
     def read(self) -> list[dict[str, Any]]:
         """The complete lines written since the last read ([] when none)."""
@@ -236,33 +256,31 @@ async def follow_journal(
             )
             for event in await current(True, f"{why}: current state follows"):
                 yield event
-    reader = _Reader(journal.directory)
+    reader = _Reader(journal.directory, journal_id)
     try:
         await anyio.to_thread.run_sync(reader.open_at, pos)
         while is_open():
             woken = appended()
-            lines = await anyio.to_thread.run_sync(reader.read)
-            for line in lines:
-                seq = int(line["s"])
+            lines = await anyio.to_thread.run_sync(reader.read_events)
+            for count, (seq, lost, found) in enumerate(lines, 1):
+                if count % _BATCH == 0:
+                    await anyio.lowlevel.checkpoint()
                 if seq <= pos:
                     continue  # before the cursor (the segment's start)
-                if line.get("k") == "gap" or seq != pos + 1:
-                    lost = line.get("k") == "gap"
+                if lost or seq != pos + 1:
                     pos = seq if lost else seq - 1
-                    for event in await current(
+                    for resync in await current(
                         True, "events were lost (journal write failed or trimmed)"
                     ):
-                        yield event
+                        yield resync
                     if lost:
                         continue
                 pos = seq
-                try:
-                    event = _event(journal_id, line)
-                except (KeyError, ValueError, TypeError):
-                    continue  # a line this release cannot read: skipped
-                if seq <= stale_until and _older(event, floor.get(event.app_id)):
+                if found is None:
                     continue
-                yield event
+                if seq <= stale_until and _older(found, floor.get(found.app_id)):
+                    continue
+                yield found
             if not lines:
                 with anyio.move_on_after(POLL_INTERVAL):
                     await woken.wait()
