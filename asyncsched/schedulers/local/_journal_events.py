@@ -209,11 +209,16 @@ async def follow_journal(
     list_apps: Callable[[], Awaitable[list[AppSnapshot]]],
     appended: Callable[[], anyio.Event],
     is_open: Callable[[], bool],
+    check: Callable[[], None] | None = None,
 ) -> AsyncIterator[AppEvent]:
     """Every journaled change after ``since`` (None: CURRENT of every app first).
 
-    ``appended()`` is an event set at this process's next append.
+    ``appended()`` is an event set at this process's next append; ``check``
+    (blocking, run in a worker thread) may refuse to read, before anything
+    is read or created.
     """
+    if check is not None:
+        await anyio.to_thread.run_sync(check)
     info = await anyio.to_thread.run_sync(journal.ensure)
     journal_id, pos = info.journal_id, info.last
     # after CURRENT: lines appended before the list was read may be older

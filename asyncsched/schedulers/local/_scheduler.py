@@ -607,7 +607,11 @@ class LocalScheduler(Scheduler[LocalOpts]):
         decode_position(cursor)
 
     def _events(self, since: str | None) -> AsyncIterator[AppEvent]:
-        """Follow the session's event journal (see ``docs/events.md``)."""
+        """Follow the session's event journal (see ``docs/events.md``).
+
+        Raises:
+            UnsafeStateDirError: (from the stream) the state dir is not private.
+        """
         journal = self._runtime.journal
         return follow_journal(
             journal.file,
@@ -615,6 +619,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
             list_apps=self._list,
             appended=journal.appended.changed,
             is_open=lambda: not self._closed,
+            check=self._table.check_state_dir,
         )
 
     # -- control -----------------------------------------------------------------------------
