@@ -27,6 +27,7 @@ BENCHMARKS = {
     "web": "web_sse_load.py",
     "log": "log_throughput.py",
     "fds": "local_fds.py",
+    "localevents": "local_events.py",
     "slurm": "slurm_fanout.py",
     "kubernetes": "kubernetes_api_load.py",
     "kubecache": "kubernetes_cache_memory.py",
