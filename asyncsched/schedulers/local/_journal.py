@@ -45,6 +45,7 @@ __all__ = (
     "JournalFile",
     "JournalInfo",
     "journal_dir",
+    "newest_size",
     "parse_line",
     "read_info",
     "segment_first",
@@ -86,6 +87,17 @@ def segment_names(directory: str) -> list[str]:
         return []
     found = [(segment_first(n), n) for n in names]
     return [n for first, n in sorted((f, n) for f, n in found if f is not None)]
+
+
+def newest_size(directory: str) -> tuple[str, int] | None:
+    """(name, size) of the newest segment (blocking); None when there is none."""
+    names = segment_names(directory)
+    if not names:
+        return None
+    try:
+        return names[-1], os.stat(os.path.join(directory, names[-1])).st_size
+    except OSError:
+        return None
 
 
 def parse_line(line: bytes) -> dict[str, Any] | None:

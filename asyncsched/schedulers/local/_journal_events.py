@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -47,8 +47,8 @@ from asyncsched.specs import NONE, AppState, is_terminal
 
 __all__ = ("decode_position", "encode_position", "follow_journal")
 
-#: how often a reader looks for lines other processes appended (seconds)
-POLL_INTERVAL = 0.02
+#: a reader looks again at least this often, whatever woke it (seconds)
+SAFETY_INTERVAL = 1.0
 #: bytes one read takes from a segment (about 500 events)
 _CHUNK = 256 << 10
 #: events yielded between two checkpoints (a reader catching up never
@@ -210,10 +210,11 @@ async def follow_journal(
     appended: Callable[[], anyio.Event],
     is_open: Callable[[], bool],
     check: Callable[[], None] | None = None,
-) -> AsyncIterator[AppEvent]:
+) -> AsyncGenerator[AppEvent, None]:
     """Every journaled change after ``since`` (None: CURRENT of every app first).
 
-    ``appended()`` is an event set at this process's next append; ``check``
+    ``appended()`` is an event set at this process's next append and when
+    the journal grew (the process's shared watch); ``check``
     (blocking, run in a worker thread) may refuse to read, before anything
     is read or created.
     """
@@ -287,7 +288,7 @@ async def follow_journal(
                     continue
                 yield found
             if not lines:
-                with anyio.move_on_after(POLL_INTERVAL):
+                with anyio.move_on_after(SAFETY_INTERVAL):
                     await woken.wait()
     finally:
         reader.close()

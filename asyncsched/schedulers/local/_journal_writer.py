@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
 from asyncsched.errors import InvalidArgumentError
 from asyncsched.schedulers.events import replica_to_json
 from asyncsched.schedulers.kit import (
@@ -37,12 +39,16 @@ from asyncsched.schedulers.local._journal import (
     DEFAULT_SEGMENT_BYTES,
     DEFAULT_SEGMENTS,
     JournalFile,
+    newest_size,
 )
 from asyncsched.specs import NONE
 
 __all__ = ("REPLICA_DEFAULTS", "EventJournal", "JournalBounds", "event_line")
 
 logger = logging.getLogger(__name__)
+
+#: how often the readers of a process look for what other processes appended
+WATCH_INTERVAL = 0.02
 
 
 @dataclass(frozen=True)
@@ -127,8 +133,33 @@ class EventJournal:
         self._before_write = before_write
         self._differ = SnapshotDiffer()
         self._pending: list[dict[str, Any]] = []
-        #: notified (in the loop) after each append, written or failed
+        #: notified (in the loop) after each append of this process, and by
+        #: :meth:`watch` when the journal grew (another process appended)
         self.appended = ChangeSignal()
+        #: readers following the journal now (the watch runs while > 0)
+        self.readers = 0
+        self._watching = False
+
+    def start_watch(self, spawn: Callable[..., None]) -> None:
+        """Count one more reader; start the watch (with ``spawn``) if none runs."""
+        self.readers += 1
+        if not self._watching:
+            self._watching = True
+            spawn(self._watch, name="local:journal-watch")
+
+    async def _watch(self) -> None:
+        """One look per poll interval at the newest segment's size, shared by
+        every reader of this process: they wake when it changes."""
+        last: tuple[str, int] | None = None
+        try:
+            while self.readers > 0:
+                await anyio.sleep(WATCH_INTERVAL)
+                now = await anyio.to_thread.run_sync(newest_size, self.file.directory)
+                if now != last:
+                    last = now
+                    self.appended.notify()
+        finally:
+            self._watching = False
 
     @property
     def directory(self) -> str:

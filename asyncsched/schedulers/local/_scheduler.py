@@ -14,6 +14,7 @@ Runs on asyncio and trio (anyio-only code, tested on both). POSIX only.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -612,15 +613,28 @@ class LocalScheduler(Scheduler[LocalOpts]):
         Raises:
             UnsafeStateDirError: (from the stream) the state dir is not private.
         """
+        return self._follow(since)
+
+    async def _follow(self, since: str | None) -> AsyncIterator[AppEvent]:
         journal = self._runtime.journal
-        return follow_journal(
-            journal.file,
-            since,
-            list_apps=self._list,
-            appended=journal.appended.changed,
-            is_open=lambda: not self._closed,
-            check=self._table.check_state_dir,
-        )
+        host = self._runtime.host
+        await host.group()
+        journal.start_watch(host.spawn)
+        try:
+            async with contextlib.aclosing(
+                follow_journal(
+                    journal.file,
+                    since,
+                    list_apps=self._list,
+                    appended=journal.appended.changed,
+                    is_open=lambda: not self._closed,
+                    check=self._table.check_state_dir,
+                )
+            ) as events:
+                async for event in events:
+                    yield event
+        finally:
+            journal.readers -= 1
 
     # -- control -----------------------------------------------------------------------------
 
