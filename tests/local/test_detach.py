@@ -13,7 +13,7 @@ import pytest
 
 from asyncsched.schedulers.kit import EventKind
 from asyncsched.schedulers.local import LocalScheduler
-from asyncsched.specs import AppState
+from asyncsched.specs import AppDef, AppState, Role
 
 from ._helpers import lines
 from .conftest import alive
@@ -81,3 +81,25 @@ async def test_detach_is_a_documented_run_option() -> None:
     opt = LocalScheduler("x").run_opts().get("detach")
     assert opt is not None
     assert opt.default is False
+
+
+async def test_every_reader_of_a_process_sees_the_changes_another_process_makes(
+    sched: LocalScheduler,
+) -> None:
+    ends: dict[int, AppState] = {}
+
+    async def follow(k: int, app_id: str) -> None:
+        async with sched.events([app_id]) as stream:
+            async for event in stream:
+                if event.terminal:
+                    ends[k] = event.state
+                    return
+
+    role = Role("w", image="/", entrypoint="sh", args=["-c", "sleep 0.5; exit 2"])
+    # supervised by a detached process: these readers learn of it from the journal
+    app_id = await sched.submit(AppDef("elsewhere", roles=[role]), {"detach": True})
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            for k in range(100):
+                tg.start_soon(follow, k, app_id)
+    assert ends == dict.fromkeys(range(100), AppState.FAILED)
