@@ -641,7 +641,7 @@ class DockerScheduler(
         return None if view is None else view.snapshot()
 
     async def _list(self) -> builtins.list[AppSnapshot]:
-        """Every asyncsched app on this daemon."""
+        """The apps of this scheduler's session on this daemon (session label)."""
         docker = self._docker()
         watcher = await self._ensure_watching()
         if watcher.synced:
@@ -653,6 +653,7 @@ class DockerScheduler(
             for r in records:
                 grouped.setdefault(r.app_id, []).append(r)
             views = [AppView(a, rs) for a, rs in grouped.items()]
+        views = [v for v in views if v.session == self.session_name]
         await self._settle([r for v in views for r in v.records])
         return [v.snapshot() for v in views]
 

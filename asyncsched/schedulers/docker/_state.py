@@ -165,6 +165,11 @@ class AppView:
         """The AppDef name, from the labels."""
         return self.records[0].app_name if self.records else ""
 
+    @property
+    def session(self) -> str:
+        """The session that submitted the app, from the labels."""
+        return self.records[0].session if self.records else ""
+
     def snapshot(self) -> AppSnapshot:
         """The app as the scheduler reports it (exit codes, restart counts)."""
         replicas = [
