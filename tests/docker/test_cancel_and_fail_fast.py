@@ -1,7 +1,7 @@
 """Cancel asks and returns; fail-fast stops the siblings; stopped replicas keep codes.
 
 Every test runs on the real engine. Replicas that must outlive SIGTERM ignore
-it (``trap '' TERM``), so the daemon's SIGKILL ends them after the grace.
+it (PID 1 without a handler), so the daemon's SIGKILL ends them after the grace.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from .helpers import sh_app
 
 pytestmark = pytest.mark.docker
 
-#: a replica that ignores SIGTERM, and says when it runs
-IGNORES_TERM = "trap '' TERM; echo started; sleep 60 & wait"
+#: a replica that ignores SIGTERM, and says when it runs: the shell is PID 1 of
+#: its container and sets no handler, so the kernel drops SIGTERM
+IGNORES_TERM = "echo started; sleep 60 & wait"
 #: the grace of the scheduler under test: long enough to tell a blocking cancel
 GRACE = 4
 
