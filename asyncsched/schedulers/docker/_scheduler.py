@@ -151,8 +151,9 @@ class DockerScheduler(
             instead of opening 10,000 connections (the daemon serialises most
             of them anyway). Streams are not counted: the one events stream
             and each ``log_iter``.
-        stop_timeout: Seconds ``cancel`` lets a container handle SIGTERM
-            before Docker kills it.
+        stop_timeout: Seconds the daemon lets a container handle SIGTERM
+            (after a ``cancel`` or a fail-fast stop) before it kills it;
+            ``cancel`` does not wait for them, ``wait`` does.
         max_line_bytes: Cap of one ``log_iter`` line in bytes (default 1 MiB);
             a longer line comes in pieces of at most this size.
         connect_timeout: Seconds to connect to the daemon.
@@ -693,7 +694,11 @@ class DockerScheduler(
         the containers to stop: SIGKILL comes ``stop_timeout`` s later).
         """
         view: AppView = app.native
-        live = [r for r in view.records if r.live and not r.cancelled]
+        live = [
+            r
+            for r in view.records
+            if r.live and not r.cancelled and r.id not in self._failing_fast
+        ]
         await self._run_all([_bind(self._cancel_one, r) for r in live])
 
     async def _cancel_one(self, record: ContainerRecord) -> None:
@@ -740,7 +745,11 @@ class DockerScheduler(
     async def _stop_sibling(self, record: ContainerRecord) -> None:
         try:
             async with self._api_slot():
-                await self._cancel_one(record)
+                # another process may be stopping it already: one stop signal
+                if not await settle(self._docker(), self._host, record):
+                    return
+                if record.live and not record.cancelled:
+                    await self._cancel_one(record)
         finally:
             self._failing_fast.discard(record.id)
 
