@@ -33,14 +33,16 @@ async def test_list_shows_only_the_apps_of_its_own_session(
             assert [a.app_id for a in await sched.list()] == [mine]
             assert [a.app_id for a in await other.list()] == [theirs]
             # an app of another session is still found by its id
-            desc = await sched.describe(theirs)
+            desc = await sched.wait(theirs, timeout=30)
             assert desc is not None
             assert desc.state == AppState.SUCCEEDED
         finally:
             await other.delete(theirs)
 
 
-def test_run_detach_returns_right_after_submit(swept: Engine, tmp_path: Path) -> None:
+def test_run_detach_returns_right_after_submit_and_list_is_per_session(
+    swept: Engine, tmp_path: Path
+) -> None:
     """Docker containers are no children of the CLI: ``--detach`` does not stay."""
     env = {**os.environ, "ASYNCSCHED_STATE_DIR": str(tmp_path), "NO_COLOR": "1"}
     env["DOCKER_HOST"] = swept.host
@@ -79,3 +81,9 @@ def test_run_detach_returns_right_after_submit(swept: Engine, tmp_path: Path) ->
     assert took < 30, took  # the app sleeps 60 s: it was not waited for
     status = cli("status", handle)
     assert "RUNNING" in status.stdout, status.stdout + status.stderr
+    # `list --session` shows that session's apps only
+    mine = cli("list", "-s", "local_docker", "--session", SESSION)
+    theirs = cli("list", "-s", "local_docker", "--session", f"{SESSION}-other")
+    assert handle in mine.stdout, mine.stdout + mine.stderr
+    assert theirs.returncode == 0, theirs.stderr
+    assert handle not in theirs.stdout, theirs.stdout
