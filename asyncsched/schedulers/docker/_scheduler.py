@@ -702,6 +702,13 @@ class DockerScheduler(
         await self._run_all([_bind(self._cancel_one, r) for r in live])
 
     async def _cancel_one(self, record: ContainerRecord) -> None:
+        # once marked, the container must get its stop: a cancel cut in
+        # between would leave it marked (skipped by later cancels) and running
+        # (each step is bounded by the client's timeouts)
+        with anyio.CancelScope(shield=True):
+            await self._mark_and_stop(record)
+
+    async def _mark_and_stop(self, record: ContainerRecord) -> None:
         docker = self._docker()
         try:
             with docker_errors(f"cancel container {record.name!r}", self._host):
