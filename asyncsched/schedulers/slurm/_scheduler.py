@@ -255,8 +255,13 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             absolute = await anyio.Path(str(job_dir)).absolute()
             plain = {**plain, "job_dir": str(absolute)}
         nomem = False
-        parts = await self._partition_table()
         partition = plain.get("partition")
+        try:
+            parts = await self._partition_table()
+        except SchedulerUnavailableError:
+            if partition is not None:
+                raise  # a named partition is checked before anything else
+            parts = {}  # a dry run needs no cluster: submit checks the fit
         if partition is not None and str(partition) not in parts:
             raise InvalidRunConfigException(
                 f"partition={partition!r} does not exist; known partitions:"
@@ -311,7 +316,12 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             SubmitError: ``sbatch`` refused the job.
         """
         req: SlurmBatchRequest = dryrun_info.request
-        await self._partition_table()  # Slurm present and the controller up
+        parts = await self._partition_table()  # Slurm present, controller up
+        app, cfg = dryrun_info.app, dryrun_info.cfg or {}
+        named = cfg.get("partition")
+        target = str(named) if named is not None else default_partition(parts)
+        if app is not None and target is not None and target in parts:
+            check_fits(app, target, parts[target])  # e.g. a dry run made offline
         if req.job_dir is not None:
             job_dir = str(await anyio.Path(req.job_dir).absolute())
             try:
