@@ -170,8 +170,12 @@ class EventJournal:
         for draft in self._differ.update(snapshot, observed=observed):
             self._pending.append(event_line(draft))
 
+    def knows(self, app_id: str) -> bool:
+        """True while the last journaled state of ``app_id`` is kept."""
+        return app_id in self._differ
+
     def forget(self, app_id: str) -> None:
-        """No more lines about ``app_id`` from this process (it left memory)."""
+        """Drop the last journaled state of ``app_id`` (it will not change)."""
         self._differ.forget(app_id, observed=0.0)
 
     @property

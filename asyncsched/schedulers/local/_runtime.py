@@ -98,7 +98,13 @@ class LocalRuntime:
         self._remote_cancels: list[anyio.Event] = []
 
     def _journal_change(self, app: LocalApp) -> None:
-        self.journal.changed(snapshot_app(app, []), observed=time.time())
+        journal = self.journal
+        over = app.finished.is_set()
+        if over and not journal.knows(app.app_id):
+            return  # journaled to its end already
+        journal.changed(snapshot_app(app, []), observed=time.time())
+        if over:  # nothing changes any more: its last state is not kept
+            journal.forget(app.app_id)
 
     async def start(self, check_state_dir: Callable[[], None]) -> SpawnConfig:
         """Start everything once (later calls return at once).
