@@ -16,6 +16,8 @@ from asyncsched.testing import ContractTarget, SchedulerContract
 
 
 class TestLocalContract(SchedulerContract):
+    capabilities = LocalScheduler.capabilities
+
     @pytest.fixture
     async def target(self, tmp_path: Path) -> AsyncIterator[ContractTarget]:
         async with LocalScheduler(

@@ -16,6 +16,8 @@ import pytest
 from asyncsched.schedulers import get_scheduler
 from asyncsched.testing import ContractTarget, SchedulerContract
 
+from .memo import MemoScheduler
+
 HERE = Path(__file__).parent
 DIST = HERE / "installed"  # not "dist": that name is git-ignored
 
@@ -26,6 +28,9 @@ def _memo_plugin_installed(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 class TestMemoPluginContract(SchedulerContract):
+    capabilities = MemoScheduler.capabilities
+    posix_shell = False
+
     @pytest.fixture
     async def target(self) -> AsyncIterator[ContractTarget]:
         async with get_scheduler("memo", session_name="contract") as sched:

@@ -13,6 +13,8 @@ pytestmark = pytest.mark.slurm
 
 
 class TestSlurmContract(SchedulerContract):
+    capabilities = SlurmScheduler.capabilities
+
     @pytest.fixture
     async def target(
         self, slurm: SlurmScheduler, slurm_cluster: Cluster
