@@ -26,9 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import sniffio
 
 from asyncsched.errors import (
+    AsyncschedError,
     InvalidRunConfigException,
     SchedulerClosedError,
     SpecError,
@@ -42,13 +44,17 @@ from asyncsched.specs import AppDef, AppState, StatusReason, is_terminal
 from .target import ContractTarget
 from .waiting import wait_for_state
 
-__all__ = ("CASES", "Case")
+__all__ = ("CASES", "CLOSED_WAIT_ENDS_WITHIN", "Case", "CaseFn", "ContractViolation")
 
 CaseFn = Callable[[ContractTarget], Awaitable[None]]
 
 #: seconds a ``wait`` pending when its scheduler closes may take to end
 #: once ``aclose`` returned
 CLOSED_WAIT_ENDS_WITHIN = 5.0
+
+
+class ContractViolation(AsyncschedError, AssertionError):
+    """A case found behaviour the contract rules out."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +103,8 @@ def _case(
 ) -> Callable[[CaseFn], CaseFn]:
     def register(fn: CaseFn) -> CaseFn:
         doc = (fn.__doc__ or "").strip()
-        CASES.append(Case(fn.__name__, fn, needs, needs_stderr, posix_shell, doc))
+        name = fn.__name__.lstrip("_")
+        CASES.append(Case(name, fn, needs, needs_stderr, posix_shell, doc))
         return fn
 
     return register
@@ -112,10 +119,10 @@ def _raises(kind: type[BaseException], match: str = "") -> Iterator[list[Any]]:
         yield caught
     except kind as exc:
         if match and not re.search(match, str(exc)):
-            raise AssertionError(f"{exc!r} does not match {match!r}") from exc
+            raise ContractViolation(f"{exc!r} does not match {match!r}") from exc
         caught.append(exc)
     else:
-        raise AssertionError(f"{kind.__name__} not raised")
+        raise ContractViolation(f"{kind.__name__} not raised")
 
 
 async def _lines(
@@ -155,7 +162,7 @@ async def _wait_running(target: ContractTarget, app_id: str, replicas: int) -> N
                         if line == "started\n":
                             break
                     else:
-                        raise AssertionError(f"replica {k} ended before it started")
+                        raise ContractViolation(f"replica {k} ended before it started")
 
 
 async def _cancel_if_declared(target: ContractTarget, app_id: str) -> None:
@@ -167,7 +174,7 @@ async def _cancel_if_declared(target: ContractTarget, app_id: str) -> None:
 
 
 @_case()
-async def successful_app_is_succeeded(target: ContractTarget) -> None:
+async def _successful_app_is_succeeded(target: ContractTarget) -> None:
     """An app whose replica exits 0 is SUCCEEDED."""
     app_id = await target.run("echo hello")
     desc = await _final(target, app_id)
@@ -176,7 +183,7 @@ async def successful_app_is_succeeded(target: ContractTarget) -> None:
 
 
 @_case()
-async def nonzero_exit_is_failed_with_exit_code(target: ContractTarget) -> None:
+async def _nonzero_exit_is_failed_with_exit_code(target: ContractTarget) -> None:
     """A replica exiting 3 fails the app, and reads exit code 3."""
     app_id = await target.run("exit 3")
     desc = await _final(target, app_id)
@@ -188,7 +195,7 @@ async def nonzero_exit_is_failed_with_exit_code(target: ContractTarget) -> None:
 
 
 @_case()
-async def every_replica_runs(target: ContractTarget) -> None:
+async def _every_replica_runs(target: ContractTarget) -> None:
     """Three replicas of one role all run and succeed."""
     app_id = await target.run("echo replica", replicas=3)
     desc = await _final(target, app_id)
@@ -196,7 +203,7 @@ async def every_replica_runs(target: ContractTarget) -> None:
 
 
 @_case("per_replica_status")
-async def declared_per_replica_status_reports_each_replica(
+async def _declared_per_replica_status_reports_each_replica(
     target: ContractTarget,
 ) -> None:
     """Per-replica status names every replica of every role, each with its
@@ -217,7 +224,7 @@ async def declared_per_replica_status_reports_each_replica(
 
 
 @_case()
-async def unknown_app(target: ContractTarget) -> None:
+async def _unknown_app(target: ContractTarget) -> None:
     """An unknown app is None, does not exist, waits to None, cancels silently."""
     sched = target.scheduler
     assert await sched.describe("no-such-app-bcdfg") is None
@@ -227,7 +234,7 @@ async def unknown_app(target: ContractTarget) -> None:
 
 
 @_case("cancel")
-async def cancel_is_idempotent_and_reports_cancelled(target: ContractTarget) -> None:
+async def _cancel_is_idempotent_and_reports_cancelled(target: ContractTarget) -> None:
     """Cancelling twice is fine; the app then reads CANCELLED and still exists."""
     sched = target.scheduler
     app_id = await target.run("sleep 60")
@@ -239,19 +246,20 @@ async def cancel_is_idempotent_and_reports_cancelled(target: ContractTarget) -> 
 
 
 @_case()
-async def wait_timeout_raises(target: ContractTarget) -> None:
+async def _wait_timeout_raises(target: ContractTarget) -> None:
     """``wait`` past its timeout raises WaitTimeoutError (a TimeoutError)."""
     app_id = await target.run("sleep 60")
     with _raises(WaitTimeoutError) as caught:
         await target.scheduler.wait(app_id, timeout=0.2)
     [error] = caught
     assert isinstance(error, TimeoutError)
+    assert isinstance(error, WaitTimeoutError)
     assert error.app_id == app_id
     await _cancel_if_declared(target, app_id)
 
 
 @_case()
-async def describe_answers_right_after_submit(target: ContractTarget) -> None:
+async def _describe_answers_right_after_submit(target: ContractTarget) -> None:
     """No gap between ``submit`` returning and the app being known.
 
     Quick and long apps, submitted one after another and all at once: the
@@ -283,7 +291,7 @@ async def describe_answers_right_after_submit(target: ContractTarget) -> None:
 
 
 @_case()
-async def describe_is_running_while_running(target: ContractTarget) -> None:
+async def _describe_is_running_while_running(target: ContractTarget) -> None:
     """A long app reads RUNNING (never terminal) while it runs."""
     app_id = await target.run("sleep 60")
 
@@ -296,7 +304,7 @@ async def describe_is_running_while_running(target: ContractTarget) -> None:
 
 
 @_case("list")
-async def list_contains_submitted_app(target: ContractTarget) -> None:
+async def _list_contains_submitted_app(target: ContractTarget) -> None:
     """``list`` (declared) names a finished app with its state."""
     app_id = await target.run("echo listed")
     await _final(target, app_id)
@@ -309,7 +317,7 @@ async def list_contains_submitted_app(target: ContractTarget) -> None:
 
 
 @_case("logs")
-async def logs_arrive_in_order_with_newlines(target: ContractTarget) -> None:
+async def _logs_arrive_in_order_with_newlines(target: ContractTarget) -> None:
     """Log lines come in order, each with its newline."""
     app_id = await target.run("echo one; echo two; echo three")
     await _final(target, app_id)
@@ -317,7 +325,7 @@ async def logs_arrive_in_order_with_newlines(target: ContractTarget) -> None:
 
 
 @_case("logs", needs_stderr=True)
-async def log_regex_and_streams(target: ContractTarget) -> None:
+async def _log_regex_and_streams(target: ContractTarget) -> None:
     """stdout and stderr are told apart; ``regex`` filters lines."""
     app_id = await target.run("echo out1; echo err1 >&2; echo out2")
     await _final(target, app_id)
@@ -330,7 +338,7 @@ async def log_regex_and_streams(target: ContractTarget) -> None:
 
 
 @_case("logs", "log_streams")
-async def declared_log_streams_are_served(target: ContractTarget) -> None:
+async def _declared_log_streams_are_served(target: ContractTarget) -> None:
     """Every declared stream can be read and holds what it names; an
     undeclared one is refused at the call."""
     sched = target.scheduler
@@ -352,7 +360,7 @@ async def declared_log_streams_are_served(target: ContractTarget) -> None:
 
 
 @_case("logs", "log_tail")
-async def log_tail_follows_until_terminal(target: ContractTarget) -> None:
+async def _log_tail_follows_until_terminal(target: ContractTarget) -> None:
     """``should_tail=True`` (declared) follows the log until the app ends."""
     app_id = await target.run("echo first; sleep 0.5; echo second")
     with anyio.fail_after(target.quick_timeout):
@@ -361,7 +369,7 @@ async def log_tail_follows_until_terminal(target: ContractTarget) -> None:
 
 
 @_case("logs", "log_since_until")
-async def declared_log_since_until_is_honoured(target: ContractTarget) -> None:
+async def _declared_log_since_until_is_honoured(target: ContractTarget) -> None:
     """``since``/``until`` (declared) select lines by the time they were
     written: a line 4 s after another is cut apart by a time between them."""
     sched = target.scheduler
@@ -389,14 +397,14 @@ async def declared_log_since_until_is_honoured(target: ContractTarget) -> None:
 
 
 @_case()
-async def unsupported_stream_is_value_error(target: ContractTarget) -> None:
+async def _unsupported_stream_is_value_error(target: ContractTarget) -> None:
     """An unknown stream name is a ValueError when ``log_iter`` is called."""
     with _raises(ValueError, match="stream"):
         target.scheduler.log_iter("whatever", "worker", streams="bogus")
 
 
 @_case("logs")
-async def unknown_app_role_and_replica_errors_name_the_handle(
+async def _unknown_app_role_and_replica_errors_name_the_handle(
     target: ContractTarget,
 ) -> None:
     """Unknown role, replica and app errors name the full handle."""
@@ -423,7 +431,7 @@ async def unknown_app_role_and_replica_errors_name_the_handle(
 
 
 @_case()
-async def invalid_app_rejected_before_launch(target: ContractTarget) -> None:
+async def _invalid_app_rejected_before_launch(target: ContractTarget) -> None:
     """An invalid app is a SpecError naming the field; nothing is launched."""
     sched = target.scheduler
     listing = sched.capabilities.list
@@ -440,7 +448,7 @@ async def invalid_app_rejected_before_launch(target: ContractTarget) -> None:
 
 
 @_case()
-async def unknown_run_option_rejected(target: ContractTarget) -> None:
+async def _unknown_run_option_rejected(target: ContractTarget) -> None:
     """An unknown run option is an InvalidRunConfigException naming it."""
     with _raises(InvalidRunConfigException) as caught:
         await target.scheduler.submit(
@@ -450,7 +458,7 @@ async def unknown_run_option_rejected(target: ContractTarget) -> None:
 
 
 @_case()
-async def dryrun_launches_nothing_and_formats(target: ContractTarget) -> None:
+async def _dryrun_launches_nothing_and_formats(target: ContractTarget) -> None:
     """A dry run formats its request and launches nothing."""
     sched = target.scheduler
     info = await sched.submit_dryrun(target.app("echo dry"), target.cfg)
@@ -464,7 +472,7 @@ async def dryrun_launches_nothing_and_formats(target: ContractTarget) -> None:
 
 
 @_case()
-async def one_failed_replica_fails_the_app(target: ContractTarget) -> None:
+async def _one_failed_replica_fails_the_app(target: ContractTarget) -> None:
     """One replica succeeds, another fails: FAILED, each replica as it ended."""
     app = target.roles_app({"ok": "echo ok", "bad": "sleep 2; exit 3"})
     app_id = await target.scheduler.submit(app, target.cfg)
@@ -486,7 +494,7 @@ async def one_failed_replica_fails_the_app(target: ContractTarget) -> None:
 
 
 @_case("cancel", "per_replica_status")
-async def cancel_after_a_failure_keeps_the_app_failed(target: ContractTarget) -> None:
+async def _cancel_after_a_failure_keeps_the_app_failed(target: ContractTarget) -> None:
     """A cancel wins only when it comes before any failure."""
     sched = target.scheduler
     app = target.roles_app({"bad": "sleep 1; exit 3", "long": "sleep 60"})
@@ -518,7 +526,7 @@ async def cancel_after_a_failure_keeps_the_app_failed(target: ContractTarget) ->
 
 
 @_case("cancel")
-async def wait_after_cancel_returns_every_replica_stopped(
+async def _wait_after_cancel_returns_every_replica_stopped(
     target: ContractTarget,
 ) -> None:
     """``wait`` after ``cancel``: every replica final, with its exit code.
@@ -546,7 +554,7 @@ async def wait_after_cancel_returns_every_replica_stopped(
 
 
 @_case("cancel", posix_shell=True)
-async def wait_after_cancel_waits_out_the_replicas_grace(
+async def _wait_after_cancel_waits_out_the_replicas_grace(
     target: ContractTarget,
 ) -> None:
     """Replicas that handle SIGTERM are waited for until they exit.
@@ -602,7 +610,7 @@ async def wait_after_cancel_waits_out_the_replicas_grace(
 
 
 @_case()
-async def closed_scheduler_refuses_work(target: ContractTarget) -> None:
+async def _closed_scheduler_refuses_work(target: ContractTarget) -> None:
     """After ``aclose`` (idempotent) every operation raises SchedulerClosedError."""
     sched = target.scheduler
     info = await sched.submit_dryrun(target.app("echo late"), target.cfg)
@@ -631,7 +639,7 @@ async def closed_scheduler_refuses_work(target: ContractTarget) -> None:
 
 
 @_case()
-async def aclose_ends_a_pending_wait(target: ContractTarget) -> None:
+async def _aclose_ends_a_pending_wait(target: ContractTarget) -> None:
     """A ``wait`` pending when the scheduler closes ends promptly with
     SchedulerClosedError, and no replica process is left running."""
     sched = target.scheduler
@@ -643,7 +651,7 @@ async def aclose_ends_a_pending_wait(target: ContractTarget) -> None:
     async def waiter() -> None:
         try:
             outcome.append(await sched.wait(app_id))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 -- what the case checks
             outcome.append(exc)
         finally:
             ended.set()
@@ -664,7 +672,7 @@ async def aclose_ends_a_pending_wait(target: ContractTarget) -> None:
 
 
 @_case()
-async def cancelled_aclose_still_closes(target: ContractTarget) -> None:
+async def _cancelled_aclose_still_closes(target: ContractTarget) -> None:
     """Cancelling the task that runs ``aclose`` leaves the scheduler closed:
     it refuses work, none of its tasks is left, no replica process runs, and
     a second ``aclose`` returns at once."""
@@ -680,7 +688,7 @@ async def cancelled_aclose_still_closes(target: ContractTarget) -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(close)
         await closing.wait()
-        await anyio.sleep(0)  # aclose under way
+        await anyio.lowlevel.checkpoint()  # aclose under way
         tg.cancel_scope.cancel()
     with _raises(SchedulerClosedError):
         await sched.submit(target.app("echo late"), target.cfg)
@@ -710,9 +718,7 @@ def _scheduler_tasks(sched: Any) -> builtins.list[str]:
 
     def ours(filename: str) -> bool:
         path = str(Path(filename).resolve())
-        return path == own or (
-            path.startswith(str(_PACKAGE)) and path not in _HARNESS
-        )
+        return path == own or (path.startswith(str(_PACKAGE)) and path not in _HARNESS)
 
     found = []
     for name, coro in _other_tasks():
@@ -740,7 +746,8 @@ def _other_tasks() -> builtins.list[tuple[str, Any]]:
         import trio
 
         current = trio.lowlevel.current_task()
-        stack = [trio.lowlevel.current_root_task()]
+        root = trio.lowlevel.current_root_task()
+        stack = [] if root is None else [root]
         found = []
         while stack:
             task = stack.pop()

@@ -16,7 +16,7 @@ from asyncsched.errors import AsyncschedError, InvalidArgumentError
 from .cases import CASES
 from .target import ContractTarget
 
-__all__ = ("ContractFailure", "ContractReport", "check_scheduler")
+__all__ = ("ContractFailure", "ContractReport", "MakeTarget", "check_scheduler")
 
 MakeTarget = Callable[[], AbstractAsyncContextManager[ContractTarget]]
 
@@ -33,10 +33,11 @@ class ContractReport:
     failed: dict[str, Exception] = field(default_factory=dict)
 
     def __str__(self) -> str:
-        lines = [
-            f"contract on {self.event_loop}: {len(self.passed)} passed,"
-            f" {len(self.failed)} failed, {len(self.not_applicable)} not applicable"
-        ]
+        counts = (
+            f"{len(self.passed)} passed, {len(self.failed)} failed,"
+            f" {len(self.not_applicable)} not applicable"
+        )
+        lines = [f"contract on {self.event_loop}: {counts}"]
         lines += [f"  FAILED {n}: {e!r}" for n, e in self.failed.items()]
         lines += [f"  not applicable {n}: {w}" for n, w in self.not_applicable.items()]
         return "\n".join(lines)
@@ -127,7 +128,7 @@ async def check_scheduler(
                 continue
             try:
                 await case.check(target)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 -- reported by case name
                 exc.add_note(f"contract case: {case.name} ({loop})")
                 report.failed[case.name] = exc
             else:

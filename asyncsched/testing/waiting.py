@@ -15,9 +15,9 @@ from asyncsched.specs import AppState
 __all__ = ("StateTimeoutError", "wait_for_state")
 
 #: how often an app the scheduler does not know (yet) is read again, at most
-UNKNOWN_POLL = 1.0
+_UNKNOWN_POLL = 1.0
 #: the first pause of a poll, growing by half each time up to the bound
-FIRST_PAUSE = 0.05
+_FIRST_PAUSE = 0.05
 
 
 class StateTimeoutError(WaitTimeoutError):
@@ -25,10 +25,8 @@ class StateTimeoutError(WaitTimeoutError):
 
     def __init__(self, app_id: str, timeout: float, detail: str = "") -> None:
         super().__init__(app_id, timeout, detail)
-        self.args = (
-            f"app {app_id!r} did not reach the state waited for within"
-            f" {timeout}s ({detail})",
-        )
+        text = f"app {app_id!r} did not reach the state waited for within {timeout}s"
+        self.args = (f"{text} ({detail})",)
 
 
 def _predicate(
@@ -77,7 +75,7 @@ async def wait_for_state(
                 sched._check_open()
                 changed = sched.changed(key)
                 snapshot = await sched._describe(app_id)
-                poll: float | None = UNKNOWN_POLL
+                poll: float | None = _UNKNOWN_POLL
                 if snapshot is not None:
                     if (snapshot.change_key or snapshot.app_id) != key:
                         key = snapshot.change_key or snapshot.app_id
@@ -89,7 +87,7 @@ async def wait_for_state(
                     poll = sched._poll_interval(snapshot)
                 pause = math.inf
                 if poll is not None:
-                    delay = min(delay * 1.5, poll) if delay else min(FIRST_PAUSE, poll)
+                    delay = min(delay * 1.5, poll) if delay else min(_FIRST_PAUSE, poll)
                     pause = delay
                 with anyio.move_on_after(pause):
                     await changed.wait()

@@ -6,13 +6,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator
-from contextlib import aclosing, asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
-from asyncsched.schedulers.kit import AppSnapshot, LogQuery, TaskHost
+from asyncsched.schedulers.kit import AppSnapshot, LogQuery, Scheduler, TaskHost
 from asyncsched.testing import (
     ContractFailure,
     ContractTarget,
@@ -20,23 +21,27 @@ from asyncsched.testing import (
     check_scheduler,
 )
 from asyncsched.testing.cases import CASES
+from tests.plugin_example.memo import MemoScheduler
+
+MakeTarget = Callable[[], AbstractAsyncContextManager[ContractTarget]]
 
 pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class IgnoresLogQueries(InMemoryScheduler):
+class IgnoresLogQueries(MemoScheduler):
     """Declares every log stream and since/until, yet serves every line."""
 
     async def _log_iter(self, app: AppSnapshot, query: LogQuery) -> AsyncIterator[str]:
         everything = LogQuery(query.role_name, query.k, None, None, False, None)
-        async with aclosing(super()._log_iter(app, everything)) as lines:
-            async for line in lines:
+        lines = super()._log_iter(app, everything)
+        async with aclosing(cast(AsyncGenerator[str, None], lines)) as closing:
+            async for line in closing:
                 yield line
 
 
-class LeavesATaskRunning(InMemoryScheduler):
+class LeavesATaskRunning(MemoScheduler):
     """Starts a background task that its ``aclose`` never stops."""
 
     async def _aenter(self) -> None:
@@ -45,7 +50,7 @@ class LeavesATaskRunning(InMemoryScheduler):
         await self._forgotten.enter()
 
 
-def _maker(kind: type[InMemoryScheduler]):  # type: ignore[no-untyped-def]
+def _maker(kind: Callable[[str], Scheduler[Any]]) -> MakeTarget:
     @asynccontextmanager
     async def make_target() -> AsyncIterator[ContractTarget]:
         async with kind("contract") as sched:
@@ -104,7 +109,7 @@ def test_check_scheduler_runs_under_plain_anyio_run_without_pytest() -> None:
         """
         import sys
         sys.modules["pytest"] = None  # importing pytest now fails
-        from contextlib import aclosing, asynccontextmanager
+        from contextlib import asynccontextmanager
         import anyio
         from asyncsched.testing import (
             ContractTarget, InMemoryScheduler, check_scheduler,

@@ -14,18 +14,12 @@ from asyncsched.testing import (
     StateTimeoutError,
     wait_for_state,
 )
+from tests.plugin_example.memo import MemoScheduler
 
 pytestmark = pytest.mark.anyio
 
 
-class SignalsOnly(InMemoryScheduler):
-    """Signals every change and asks for no polling."""
-
-    def _poll_interval(self, snapshot: AppSnapshot) -> float | None:
-        return None
-
-
-class NeverSignals(InMemoryScheduler):
+class NeverSignals(MemoScheduler):
     """Its change events never fire: only its 0.1 s poll shows changes."""
 
     def changed(self, key: str) -> anyio.Event:
@@ -59,7 +53,7 @@ async def test_a_predicate_sees_each_description() -> None:
 
 
 async def test_a_signalled_change_wakes_it_without_any_poll() -> None:
-    async with SignalsOnly("signals") as sched:
+    async with MemoScheduler("signals") as sched:  # signals, never polls
         app_id = await ContractTarget(sched).run("sleep 0.3")
         with anyio.fail_after(5):  # never woken: it would wait forever
             desc = await wait_for_state(sched, app_id, AppState.SUCCEEDED, 10)
