@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import pytest
 
+from asyncsched.errors import InvalidArgumentError, SchedulerUnavailableError
 from asyncsched.schedulers.kit import AppSnapshot, LogQuery, Scheduler, TaskHost
 from asyncsched.testing import (
     ContractFailure,
@@ -50,6 +51,38 @@ class LeavesATaskRunning(MemoScheduler):
         await self._forgotten.enter()
 
 
+class ListsNothing(MemoScheduler):
+    """Declares ``list``, yet lists no app."""
+
+    async def _list(self) -> list[AppSnapshot]:
+        return []
+
+
+class NeverTails(MemoScheduler):
+    """Declares ``log_tail``, yet stops at the end of what exists now."""
+
+    async def _log_iter(self, app: AppSnapshot, query: LogQuery) -> AsyncIterator[str]:
+        now = LogQuery(query.role_name, query.k, query.since, query.until, False, None)
+        lines = super()._log_iter(app, now)
+        async with aclosing(cast(AsyncGenerator[str, None], lines)) as closing:
+            async for line in closing:
+                yield line
+
+
+class FirstReplicaOnly(MemoScheduler):
+    """Declares per-replica status, yet reports replica 0 of each role only."""
+
+    async def _describe(self, app_id: str) -> AppSnapshot | None:
+        snapshot = await super()._describe(app_id)
+        if snapshot is not None:
+            snapshot.replicas = [r for r in snapshot.replicas if r.id == 0]
+        return snapshot
+
+
+class AsyncioOnly(MemoScheduler):
+    capabilities = MemoScheduler.capabilities.observed(event_loops=("asyncio",))
+
+
 def _maker(kind: Callable[[str], Scheduler[Any]]) -> MakeTarget:
     @asynccontextmanager
     async def make_target() -> AsyncIterator[ContractTarget]:
@@ -59,13 +92,20 @@ def _maker(kind: Callable[[str], Scheduler[Any]]) -> MakeTarget:
     return make_target
 
 
-async def test_check_scheduler_reports_each_case_by_name() -> None:
+async def test_check_scheduler_reports_each_case_by_name(anyio_backend: str) -> None:
     report = await check_scheduler(_maker(InMemoryScheduler))
     shell = "wait_after_cancel_waits_out_the_replicas_grace"
     applicable = [c.name for c in CASES if c.name != shell]
     assert report.passed == applicable
     assert report.failed == {}
     assert report.not_applicable == {shell: "replicas do not run a POSIX shell"}
+    assert str(report).splitlines() == [
+        (
+            f"contract on {anyio_backend}: {len(applicable)} passed, 0 failed,"
+            " 1 not applicable"
+        ),
+        f"  not applicable {shell}: replicas do not run a POSIX shell",
+    ]
 
 
 async def test_declared_log_streams_and_since_until_not_honoured_fail(
@@ -146,7 +186,45 @@ def test_check_scheduler_runs_under_plain_anyio_run_without_pytest() -> None:
 
 
 async def test_an_unknown_case_name_is_refused() -> None:
-    from asyncsched.errors import InvalidArgumentError
-
     with pytest.raises(InvalidArgumentError, match="no_such_case"):
         await check_scheduler(_maker(InMemoryScheduler), cases=["no_such_case"])
+
+
+@pytest.mark.parametrize(
+    ("kind", "case"),
+    [
+        (ListsNothing, "list_contains_submitted_app"),
+        (NeverTails, "log_tail_follows_until_terminal"),
+        (FirstReplicaOnly, "declared_per_replica_status_reports_each_replica"),
+    ],
+    ids=["list", "log_tail", "per_replica_status"],
+)
+async def test_a_declared_capability_not_honoured_fails_its_case(
+    kind: Callable[[str], Scheduler[Any]], case: str
+) -> None:
+    report = await check_scheduler(_maker(kind), cases=[case], raise_on_failure=False)
+    assert list(report.failed) == [case]
+
+
+async def test_an_event_loop_not_declared_is_refused(anyio_backend: str) -> None:
+    if anyio_backend == "asyncio":
+        report = await check_scheduler(_maker(AsyncioOnly), cases=["unknown_app"])
+        assert report.passed == ["unknown_app"]
+        return
+    # the scheduler refuses to open; check_scheduler lets that through
+    with pytest.raises(SchedulerUnavailableError, match="runs on asyncio, not trio"):
+        await check_scheduler(_maker(AsyncioOnly), cases=["unknown_app"])
+
+
+async def test_a_pytest_suite_whose_capabilities_differ_from_its_scheduler_fails() -> (
+    None
+):
+    from asyncsched.schedulers.kit import Capabilities
+    from asyncsched.testing import SchedulerContract
+
+    class Mismatched(SchedulerContract):
+        capabilities = Capabilities()  # memo declares far more
+
+    async with MemoScheduler("mismatch") as sched:
+        with pytest.raises(pytest.fail.Exception, match="is not what MemoScheduler"):
+            await Mismatched().test_unknown_app(ContractTarget(sched))  # type: ignore[attr-defined]
