@@ -79,6 +79,9 @@ class SchedulerContract:
     #: the event loops to run on; None: ``capabilities.event_loops``, or
     #: without capabilities the loops of the ``anyio_backend`` fixture
     event_loops: ClassVar[tuple[str, ...] | None] = None
+    #: True: the ``anyio_backend`` fixture in scope picks the loop of each
+    #: test (e.g. one loop per test cluster), whatever the capabilities say
+    event_loops_from_fixture: ClassVar[bool] = False
     #: False when no target of this class runs replicas in a POSIX shell:
     #: the cases that need one are not collected
     posix_shell: ClassVar[bool] = True
@@ -99,6 +102,8 @@ class SchedulerContract:
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         """Collect each case once per event loop the backend runs on."""
         loops = self.event_loops
+        if self.event_loops_from_fixture:
+            return
         if loops is None and self.capabilities is not None:
             loops = self.capabilities.event_loops
         if loops is not None and "anyio_backend" in metafunc.fixturenames:
