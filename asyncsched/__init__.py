@@ -28,8 +28,11 @@ from asyncsched.schedulers import (
     get_scheduler,
     get_scheduler_factories,
 )
+from asyncsched.schedulers.events import AppEvent, EventKind
 
 __all__ = [
+    "AppEvent",
+    "EventKind",
     "__version__",
     "get_default_scheduler_name",
     "get_scheduler",

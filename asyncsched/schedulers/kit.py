@@ -17,7 +17,12 @@ blocks below are the ones the built-in backends use:
 * :class:`LineAssembler`: bytes into capped, UTF-8-safe lines for ``log_iter``;
 * :func:`keyword_params`: the keyword arguments a registry factory passes on;
 * :func:`make_unique`: a fresh app id from an app name;
-* :func:`render_off_loop`: render a big app in a worker thread.
+* :func:`render_off_loop`: render a big app in a worker thread;
+* events (see ``docs/events.md``): :class:`AppEvent`/:class:`EventKind`,
+  :func:`encode_cursor`/:func:`decode_cursor` for a source's cursors,
+  :class:`SnapshotDiffer` (states into change events, for re-lists and
+  polls), :class:`EventHistory` (an in-process resumable log) and
+  :class:`PolledEvents` (the fallback ``_events`` hook built from both).
 
 Every built-in backend imports these names from here (or from its own
 package); ``docs/scheduler-contract.md`` walks through a complete plugin.
@@ -40,7 +45,15 @@ from asyncsched.schedulers.api import (
     Stream,
     final_if_settled,
 )
+from asyncsched.schedulers.events import AppEvent, EventKind
 from asyncsched.schedulers.shared.changes import ChangeNotifier, ChangeSignal
+from asyncsched.schedulers.shared.cursor import (
+    cursor_source,
+    decode_cursor,
+    encode_cursor,
+)
+from asyncsched.schedulers.shared.event_diff import SnapshotDiffer, replica_key
+from asyncsched.schedulers.shared.event_history import EventHistory
 from asyncsched.schedulers.shared.factory import keyword_params
 from asyncsched.schedulers.shared.follow import FOLLOW_CHUNK, Follow, follow_file
 from asyncsched.schedulers.shared.ids import make_unique
@@ -55,6 +68,7 @@ from asyncsched.schedulers.shared.lines import (
     split_lines,
     split_lines_iterator,
 )
+from asyncsched.schedulers.shared.poll_events import PolledEvents
 from asyncsched.schedulers.shared.replica_limits import ReplicaLimits, render_off_loop
 from asyncsched.schedulers.shared.taskhost import TaskHost, describe_error
 from asyncsched.schedulers.shared.undo import (
@@ -66,6 +80,7 @@ from asyncsched.schedulers.shared.undo import (
 from asyncsched.schedulers.snapshot import AppSnapshot, ReplicaSnapshot
 
 __all__ = (
+    "AppEvent",
     "AppSnapshot",
     "AsyncClosable",
     "CLOSE_TIMEOUT",
@@ -75,16 +90,20 @@ __all__ = (
     "DAYS_IN_2_WEEKS",
     "DEFAULT_MAX_LINE_BYTES",
     "DescribeAppResponse",
+    "EventHistory",
+    "EventKind",
     "FOLLOW_CHUNK",
     "Follow",
     "LineAssembler",
     "LineSplitter",
     "ListAppResponse",
     "LogQuery",
+    "PolledEvents",
     "ReplicaLimits",
     "ReplicaSnapshot",
     "SETTLE_TIMEOUT",
     "Scheduler",
+    "SnapshotDiffer",
     "Stream",
     "TaskHost",
     "UNDO_TIMEOUT",
@@ -93,13 +112,17 @@ __all__ = (
     "all_or_nothing",
     "assemble_lines",
     "check_max_line_bytes",
+    "cursor_source",
+    "decode_cursor",
     "describe_error",
+    "encode_cursor",
     "filter_regex",
     "final_if_settled",
     "follow_file",
     "keyword_params",
     "make_unique",
     "render_off_loop",
+    "replica_key",
     "split_lines",
     "split_lines_iterator",
 )

@@ -180,6 +180,7 @@ class InMemoryScheduler(Scheduler[dict[str, CfgVal]]):
             fail_fast=request.fail_fast,
         )
         self._apps[app.app_id] = app
+        app.notify()
         await self._host.start_soon(
             self._run_app,
             app,
@@ -227,6 +228,7 @@ class InMemoryScheduler(Scheduler[dict[str, CfgVal]]):
         self, app: _App, replica: _Replica, commands: list[list[str]]
     ) -> None:
         replica.state = AppState.RUNNING
+        app.notify()
         code = 0
         for cmd in commands:
             name, rest = cmd[0], cmd[1:]

@@ -32,6 +32,7 @@ class ChangeNotifier:
         self._events: weakref.WeakValueDictionary[str, anyio.Event] = (
             weakref.WeakValueDictionary()
         )
+        self._any: anyio.Event | None = None
 
     def held(self) -> int:
         """How many keys have an event someone still holds (e.g. a waiter)."""
@@ -45,16 +46,32 @@ class ChangeNotifier:
             self._events[key] = event
         return event
 
+    def changed_any(self) -> anyio.Event:
+        """An event set at the next change of any key (take it before reading).
+
+        For a consumer of every change (an event stream re-reading all apps).
+        """
+        if self._any is None:
+            self._any = anyio.Event()
+        return self._any
+
     def notify(self, key: str) -> None:
-        """Wake everyone waiting on ``key``."""
+        """Wake everyone waiting on ``key`` (and on any key)."""
         event = self._events.pop(key, None)
         if event is not None:
             event.set()
+        self._wake_any()
+
+    def _wake_any(self) -> None:
+        any_event, self._any = self._any, None
+        if any_event is not None:
+            any_event.set()
 
     def notify_all(self) -> None:
         """Wake every waiter (e.g. the cache was rebuilt, or the owner closed)."""
         events = list(self._events.values())
         self._events = weakref.WeakValueDictionary()
+        self._wake_any()
         for event in events:
             event.set()
 

@@ -1,0 +1,196 @@
+"""Chaos for event readers: kill a reader process at random, resume it, check.
+
+:class:`ChaosReader` runs ``tests.events.reader`` in its own process,
+SIGKILLs it when told (after it said ``ready``) and starts it again from its
+last saved cursor. :func:`check_delivery` then reads everything the reader
+processes wrote and asserts what a user of ``events(since=...)`` relies on:
+
+* every app's terminal state arrives (as an APP, CURRENT or SUBMITTED event);
+* every replica failure (exit code != 0) and restart count a replica reached
+  is delivered, unless a RESYNC in between announced the gap;
+* per app, events never go back in order: once an event of a reader run is
+  delivered, a later one of the same run is newer (states are monotonic
+  within one replica's life, restart counts never decrease);
+* duplicates (the same cursor twice) only right after a restart.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import Process
+
+REPO = Path(__file__).resolve().parents[2]
+TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+
+
+@dataclass
+class ChaosReader:
+    """One logical reader, restarted after each kill from its saved cursor."""
+
+    scheduler: str
+    session: str
+    workdir: Path
+    params: dict[str, Any] = field(default_factory=dict)
+    kills: int = 0
+    _proc: Process | None = None
+
+    @property
+    def out(self) -> Path:
+        return self.workdir / "events.jsonl"
+
+    @property
+    def cursor_file(self) -> Path:
+        return self.workdir / "cursor"
+
+    async def start(self) -> None:
+        """Start the reader and wait until its stream is open."""
+        spec = {
+            "scheduler": self.scheduler,
+            "session": self.session,
+            "params": self.params,
+            "cursor_file": str(self.cursor_file),
+            "out": str(self.out),
+        }
+        env = {
+            **os.environ,
+            "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        }
+        self._proc = await anyio.open_process(
+            [sys.executable, "-m", "tests.events.reader", json.dumps(spec)],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=None,
+            start_new_session=True,
+        )
+        assert self._proc.stdout is not None
+        with anyio.fail_after(60):
+            line = b""
+            while not line.endswith(b"\n"):
+                chunk = await self._proc.stdout.receive(1)
+                line += chunk
+        assert line.strip() == b"ready", line
+
+    async def kill_and_restart(self) -> None:
+        """SIGKILL the reader (no cleanup of any kind), then resume it."""
+        await self.stop(signal.SIGKILL)
+        self.kills += 1
+        await self.start()
+
+    async def stop(self, sig: signal.Signals = signal.SIGTERM) -> None:
+        if self._proc is None:
+            return
+        if self._proc.returncode is None:
+            self._proc.send_signal(sig)
+        with anyio.fail_after(30):
+            await self._proc.wait()
+        await self._proc.aclose()
+        self._proc = None
+
+    def events(self) -> list[dict[str, Any]]:
+        if not self.out.exists():
+            return []
+        out = []
+        for line in self.out.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue  # a line torn by the SIGKILL
+        return out
+
+
+async def kill_at_random(
+    reader: ChaosReader, times: int, *, every: tuple[float, float] = (0.2, 1.5)
+) -> None:
+    """Kill and resume ``reader`` ``times`` times at random moments."""
+    rng = random.Random(os.environ.get("CHAOS_SEED", "7"))
+    for _ in range(times):
+        await anyio.sleep(rng.uniform(*every))
+        await reader.kill_and_restart()
+
+
+def check_delivery(
+    events: list[dict[str, Any]],
+    app_ids: Iterable[str],
+    *,
+    final_states: dict[str, str],
+    failed_replicas: dict[str, set[tuple[str, int]]] | None = None,
+    restarts: dict[str, int] | None = None,
+) -> None:
+    """Assert the delivery guarantees listed in the module docstring.
+
+    ``final_states``: app id -> the terminal state name the engine reports;
+    ``failed_replicas``: app id -> replicas that exited non-zero at least once;
+    ``restarts``: app id -> the restart count the app reached.
+    """
+    by_app: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    resynced_after: list[int] = []
+    seen_cursors: dict[tuple[Any, ...], int] = {}
+    last_pid = None
+    for i, e in enumerate(events):
+        fresh_run = e["pid"] != last_pid
+        last_pid = e["pid"]
+        if e["kind"] == "resync":
+            resynced_after.append(i)
+            continue
+        # CURRENT events after a RESYNC share one cursor: key on the change
+        key = (e["cursor"], e["app_id"], e["kind"], e.get("role"), e.get("replica_id"))
+        if key in seen_cursors and not fresh_run:
+            prev = events[seen_cursors[key]]
+            # a duplicate is allowed only at a resume boundary: the same
+            # cursor delivered again by a later reader process
+            assert prev["pid"] != e["pid"], f"duplicate within one run: {e}"
+        seen_cursors.setdefault(key, i)
+        by_app[e["app_id"]].append({**e, "_i": i})
+    for app_id in app_ids:
+        got = by_app.get(app_id, [])
+        assert got, f"no event at all for {app_id}"
+        states = [e["state"] for e in got]
+        want = final_states[app_id]
+        assert any(
+            e["state"] == want and e["kind"] in ("app", "current", "submitted")
+            for e in got
+        ), f"{app_id}: terminal {want} never delivered (saw {states})"
+        # within one reader run, the app never goes back from terminal
+        runs: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for e in got:
+            runs[e["pid"]].append(e)
+        for run in runs.values():
+            for a, b in itertools.pairwise(run):
+                if a["state"] in TERMINAL and a["kind"] != "forgotten":
+                    assert b["state"] in TERMINAL or b["kind"] == "forgotten", (
+                        f"{app_id}: {a['state']} then {b['state']} in one run"
+                    )
+                assert b["num_restarts"] >= a["num_restarts"], (
+                    f"{app_id}: restarts went back {a['num_restarts']} -> {b['num_restarts']}"
+                )
+        for role, k in (failed_replicas or {}).get(app_id, set()):
+            failures = [
+                e
+                for e in got
+                for r in ([e["replica"]] if "replica" in e else e.get("replicas", []))
+                if r["role"] == role
+                and r["id"] == k
+                and r.get("exit_code") not in (None, 0)
+            ]
+            assert failures, f"{app_id}: failure of {role}/{k} never delivered"
+        want_restarts = (restarts or {}).get(app_id)
+        if want_restarts:
+            assert max(e["num_restarts"] for e in got) >= want_restarts or any(
+                (r.get("num_restarts") or 0) >= want_restarts
+                for e in got
+                for r in ([e["replica"]] if "replica" in e else e.get("replicas", []))
+            ), f"{app_id}: restart {want_restarts} never delivered"

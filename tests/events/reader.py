@@ -1,0 +1,49 @@
+"""A resumable event reader, run as its own process by the chaos tests.
+
+``python -m tests.events.reader SPEC_JSON`` where the spec holds
+``scheduler``, ``session``, ``params`` (factory keyword arguments),
+``cursor_file`` and ``out``. It resumes from the cursor file (if any), appends
+each event as a JSON line to ``out`` (flushed), *then* saves the event's
+cursor (write to a temp file, rename): a kill between the two re-delivers the
+event after the restart, which is the at-least-once boundary the tests allow.
+It prints ``ready`` once its stream is open, so a test never kills it before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from asyncsched import get_scheduler
+
+
+def _save(path: Path, cursor: str) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(cursor)
+    os.replace(tmp, path)
+
+
+async def main(spec: dict[str, Any]) -> None:
+    cursor_file = Path(spec["cursor_file"])
+    since = cursor_file.read_text() if cursor_file.exists() else None
+    async with get_scheduler(
+        spec["scheduler"], spec["session"], **spec.get("params", {})
+    ) as sched:
+        async with sched.events(since=since) as stream:
+            print("ready", flush=True)  # noqa: T201 -- the parent waits for it
+            with open(spec["out"], "a", encoding="utf-8") as out:
+                async for event in stream:
+                    out.write(
+                        json.dumps({"pid": os.getpid(), **event.to_json()}) + "\n"
+                    )
+                    out.flush()
+                    _save(cursor_file, event.cursor)
+
+
+if __name__ == "__main__":
+    anyio.run(main, json.loads(sys.argv[1]))
