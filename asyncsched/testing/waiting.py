@@ -9,7 +9,8 @@ from typing import Any
 import anyio
 
 from asyncsched.errors import WaitTimeoutError
-from asyncsched.schedulers.api import DescribeAppResponse, Scheduler, _response
+from asyncsched.schedulers.api import DescribeAppResponse, Scheduler
+from asyncsched.schedulers.responses import response_of
 from asyncsched.specs import AppState
 
 __all__ = ("StateTimeoutError", "wait_for_state")
@@ -80,7 +81,7 @@ async def wait_for_state(
                     if (snapshot.change_key or snapshot.app_id) != key:
                         key = snapshot.change_key or snapshot.app_id
                         continue  # take the right event before reading again
-                    desc = _response(snapshot)
+                    desc = response_of(snapshot)
                     if check(desc):
                         return desc
                     seen = desc.state.name
