@@ -226,8 +226,13 @@ class RunnerEventStream(AsyncIterator[AppEvent]):
 
     async def _start(self) -> None:
         send, recv = anyio.create_memory_object_stream[_Item](_BUFFER)
+        try:
+            await self._host.start_soon(self._run, send, name="runner-events")
+        except BaseException:  # cancelled before it started: start again next time
+            send.close()
+            recv.close()
+            raise
         self._recv = recv
-        await self._host.start_soon(self._run, send, name="runner-events")
 
     async def _run(self, send: MemoryObjectSendStream[_Item]) -> None:
         with send:  # closed however this ends: the reader sees the end

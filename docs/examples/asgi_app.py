@@ -16,6 +16,16 @@ Routes (JSON unless noted; every state is a name such as ``"RUNNING"``):
   status once every replica has stopped (an app already over is left as it is).
 - ``GET /apps/{app_id}/events``: SSE, an ``event: status`` on every change, then
   ``event: end`` with the final status (app and replicas final).
+- ``GET /events``: SSE of every change of every app of the session
+  (``Runner.events``): one message per event, ``event:`` its kind
+  (``current``, ``submitted``, ``app``, ``replica``, ``forgotten``, ``resync``),
+  ``data:`` its ``AppEvent.to_json()`` and ``id:`` its cursor. A reconnecting
+  browser sends the last id as ``Last-Event-ID`` and the stream resumes after
+  it (``?since=CURSOR`` does the same for other clients); a cursor that cannot
+  be honoured gives ``resync`` then every app's ``current`` state.
+
+Both status streams start with ``retry: 1000`` (how soon a browser
+reconnects) and send a ``: keep-alive`` comment every 15 s of silence.
 - ``GET /apps/{app_id}/logs``: SSE, one message ``{"role", "replica", "line"}``
   per line of every replica while the app runs (a line over 64 KiB comes in
   pieces marked ``"partial": true``), then ``event: end``.
@@ -56,6 +66,8 @@ oversized bodies); it does not authenticate anyone. Settings, read at import:
 - ``ASYNCSCHED_WEB_SSE_BUFFER``: bytes queued per SSE stream, default 1 MiB.
 - ``ASYNCSCHED_WEB_SSE_STALL_TIMEOUT``: seconds a stream's client may read
   nothing while its buffer is full, default 30.
+- ``ASYNCSCHED_WEB_SSE_KEEPALIVE``: seconds of silence before a status
+  stream sends a keep-alive comment, default 15.
 """
 
 from __future__ import annotations
@@ -590,6 +602,8 @@ def status_json(handle: str, status: AppStatus) -> dict[str, Any]:
 
 SSE_BUFFER_BYTES = 1024 * 1024  # frames queued per stream before its producer waits
 SSE_STALL_S = 30.0  # a full buffer the client takes nothing from for this long: dropped
+SSE_RETRY_MS = 1000  # how soon a browser reconnects a lost status stream
+SSE_KEEPALIVE_S = 15.0  # silence before a status stream sends a comment
 MAX_STREAMS = 256  # open SSE streams, all clients together; more answer 503
 STREAM_RETRY_AFTER_S = 5  # the Retry-After of that 503
 LOG_LINE_BYTES = 64 * 1024  # a longer log line comes in pieces ("partial": true)
@@ -694,9 +708,40 @@ class StreamSlots:
         self.open -= 1
 
 
-def _frame(event: str | None, data: object) -> bytes:
+def _frame(event: str | None, data: object, event_id: str | None = None) -> bytes:
     head = f"event: {event}\n" if event else ""
+    if event_id is not None:  # cursors are URL-safe: no newline, no NUL
+        head = f"id: {event_id}\n{head}"
     return f"{head}data: {json.dumps(data)}\n\n".encode()
+
+
+RETRY_FRAME = f"retry: {SSE_RETRY_MS}\n\n".encode()
+KEEPALIVE_FRAME = b": keep-alive\n\n"
+
+
+def resume_cursor(request: Request) -> str | None:
+    """Where an event stream resumes: the ``Last-Event-ID`` a reconnecting
+    browser sends, else the ``since`` query parameter (None: from now)."""
+    return request.headers.get("last-event-id") or request.query_params.get("since")
+
+
+async def keep_alive(
+    out: FrameBuffer, events: AsyncIterator[Any], every_s: float
+) -> AsyncIterator[Any]:
+    """``events``' items; a keep-alive comment is put in ``out`` whenever none
+    came for ``every_s`` seconds (proxies close silent connections)."""
+    while True:
+        got, item = False, None
+        with anyio.move_on_after(every_s):  # never open across the yield
+            try:
+                item = await events.__anext__()
+            except StopAsyncIteration:
+                return
+            got = True
+        if got:
+            yield item
+        else:
+            await out.put(KEEPALIVE_FRAME)
 
 
 def _only(exc: BaseException, kind: type[Exception]) -> bool:
@@ -825,6 +870,7 @@ class StreamLimits:
     max_streams: int = MAX_STREAMS
     buffer_bytes: int = SSE_BUFFER_BYTES
     stall_s: float = SSE_STALL_S
+    keepalive_s: float = SSE_KEEPALIVE_S
 
     @classmethod
     def from_env(cls) -> StreamLimits:
@@ -832,6 +878,7 @@ class StreamLimits:
             _env_int("ASYNCSCHED_WEB_MAX_STREAMS", MAX_STREAMS, "streams"),
             _env_int("ASYNCSCHED_WEB_SSE_BUFFER", SSE_BUFFER_BYTES),
             _env_seconds("ASYNCSCHED_WEB_SSE_STALL_TIMEOUT", SSE_STALL_S),
+            _env_seconds("ASYNCSCHED_WEB_SSE_KEEPALIVE", SSE_KEEPALIVE_S),
         )
 
 
@@ -913,20 +960,47 @@ async def cancel(request: Request) -> Response:
 
 async def status_events(request: Request) -> Response:
     runner, handle = _runner(request), _handle(request)
-    await _status(runner, handle)
+    now = await _status(runner, handle)
+    since = resume_cursor(request)
+    changes = runner.events([handle], since=since)  # 400: a bad Last-Event-ID
+    keepalive_s = request.app.state.stream_limits.keepalive_s
 
     async def produce(out: FrameBuffer) -> None:
+        await out.put(RETRY_FRAME)
         last: dict[str, Any] | None = None
-        while True:
-            current = await _status(runner, handle)
-            doc = status_json(handle, current)
-            if doc != last:  # a client that lags gets the latest status only
-                await out.put(_frame("status", doc))
-                last = doc
-            if _settled(current):
-                await out.put(_frame("end", doc))
-                return
-            await _until_change(runner, handle, current)
+        if since is not None and _settled(
+            now
+        ):  # resumed after the end: no change comes
+            await changes.aclose()
+            doc = status_json(handle, now)
+            await out.put(_frame("end", doc, since))
+            return
+        async with changes:
+            # the status as of each change: the first one is the app's
+            # current state (or the first change after Last-Event-ID)
+            async for event in keep_alive(out, changes, keepalive_s):
+                current = await _status(runner, handle)
+                doc = status_json(handle, current)
+                if doc != last:  # a client that lags gets the latest status only
+                    await out.put(_frame("status", doc, event.cursor))
+                    last = doc
+                if _settled(current):
+                    await out.put(_frame("end", doc, event.cursor))
+                    return
+
+    return EventStream(request, produce)
+
+
+async def all_events(request: Request) -> Response:
+    since = resume_cursor(request)
+    changes = _runner(request).events([SCHEDULER], since=since)  # 400: bad cursor
+    keepalive_s = request.app.state.stream_limits.keepalive_s
+
+    async def produce(out: FrameBuffer) -> None:
+        await out.put(RETRY_FRAME)
+        async with changes:
+            async for event in keep_alive(out, changes, keepalive_s):
+                await out.put(_frame(event.kind.value, event.to_json(), event.cursor))
 
     return EventStream(request, produce)
 
@@ -1000,6 +1074,7 @@ app = Starlette(
         Route("/apps/{app_id}/cancel", cancel, methods=["POST"]),
         Route("/apps/{app_id}/events", status_events),
         Route("/apps/{app_id}/logs", logs),
+        Route("/events", all_events),
     ],
     middleware=[
         Middleware(SecurityHeaders),
