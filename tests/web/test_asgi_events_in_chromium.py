@@ -15,9 +15,10 @@ import httpx2
 from playwright.async_api import Page, expect
 
 from tests.web.conftest import serving
-from tests.web.test_asgi_page_in_chromium import page, pytestmark  # noqa: F401
-
-TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
+from tests.web.test_asgi_page_in_chromium import (  # the Chromium page fixture
+    page as chromium_page,  # noqa: F401
+    pytestmark,  # noqa: F401
+)
 
 
 async def submit(client: httpx2.AsyncClient, script: str) -> str:
