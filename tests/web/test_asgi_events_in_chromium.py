@@ -9,16 +9,39 @@ exactly one row per app, each showing the state the server reports.
 from __future__ import annotations
 
 import signal
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx2
-from playwright.async_api import Page, expect
+import pytest
 
+from tests.web import test_asgi_page_in_chromium as page_test
 from tests.web.conftest import serving
-from tests.web.test_asgi_page_in_chromium import (  # the Chromium page fixture
-    page as chromium_page,  # noqa: F401
-    pytestmark,  # noqa: F401
-)
+
+try:
+    from playwright.async_api import Page, async_playwright, expect
+except ImportError:  # pragma: no cover - the test dependency group has it
+    pytest.skip("needs playwright (pip install playwright)", allow_module_level=True)
+
+pytestmark = page_test.pytestmark
+
+
+@pytest.fixture
+async def page(tmp_path: Path) -> AsyncIterator[Page]:
+    if not page_test.CHROMIUM.exists():
+        pytest.fail(f"{page_test.CHROMIUM} is missing: run tests/web/provision.sh")
+    async with async_playwright() as playwright:
+        context = await playwright.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"),
+            executable_path=str(page_test.CHROMIUM),
+            headless=True,
+            args=page_test.FLAGS,
+        )
+        try:
+            context.set_default_timeout(page_test.TIMEOUT_MS)
+            yield context.pages[0] if context.pages else await context.new_page()
+        finally:
+            await context.close()
 
 
 async def submit(client: httpx2.AsyncClient, script: str) -> str:
