@@ -72,6 +72,12 @@ def test_events_since_a_cursor_never_leaves_a_silent_gap(cli: Cli) -> None:
         assert lines[0][1] == "resync", resumed.stdout
 
 
+def test_events_of_an_unknown_app_exits_1(cli: Cli) -> None:
+    result = cli("events", "local_cwd://asyncsched/never-was")
+    assert result.returncode == 1, result.stderr
+    assert "never-was" in result.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "words"),
     [
