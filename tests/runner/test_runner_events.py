@@ -117,6 +117,8 @@ async def test_bad_arguments_are_refused_at_the_call() -> None:
     async with two_runner() as runner:
         with pytest.raises(InvalidArgumentError, match="malformed"):
             runner.events(since="runner.1.%%%")
+        with pytest.raises(InvalidArgumentError, match="longer than 16384"):
+            runner.events(since="runner.1." + "A" * 16_384)
         with pytest.raises(InvalidArgumentError, match="not 'runner'"):
             runner.events(since=encode_cursor("local", {"seq": 1}))
         with pytest.raises(InvalidArgumentError, match="'c'"):
