@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -139,3 +140,27 @@ def test_events_follow_streams_changes_from_another_process_then_ends_quietly(
         if run.poll() is None:
             run.kill()
         run.communicate(timeout=30)
+
+
+def test_events_follow_ends_on_ctrl_c_with_130(cli: Cli) -> None:
+    handle = _finished(cli, "exit 0")
+    follow = subprocess.Popen(
+        [sys.executable, "-m", "asyncsched", "events", "--follow", handle],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cli.cwd,
+        env=cli.env,
+    )
+    try:
+        assert follow.stdout is not None
+        first = follow.stdout.readline().split()  # ready: it follows
+        assert first[1:3] == ["current", handle], first
+        follow.send_signal(signal.SIGINT)
+        _, stderr = follow.communicate(timeout=30)
+        assert follow.returncode == 130, stderr
+        assert stderr == "asyncsched events: interrupted\n"
+    finally:
+        if follow.poll() is None:
+            follow.kill()
+            follow.communicate()
