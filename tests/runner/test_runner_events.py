@@ -31,13 +31,14 @@ def two_runner(name: str = "test") -> Runner:
 async def read_until_final(
     stream: RunnerEventStream, handles: set[str], timeout: float = 20
 ) -> list[AppEvent]:
-    """Events of ``stream`` until every app of ``handles`` was seen terminal."""
+    """Events of ``stream`` until every app of ``handles`` was seen terminal
+    (at the app's own event: its replica's comes just before it)."""
     seen: list[AppEvent] = []
     waiting = set(handles)
     with anyio.fail_after(timeout):
         async for event in stream:
             seen.append(event)
-            if event.terminal:
+            if event.terminal and event.kind is not EventKind.REPLICA:
                 waiting.discard(event.handle)
             if not waiting:
                 break

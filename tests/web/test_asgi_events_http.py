@@ -88,9 +88,20 @@ async def test_events_carry_cursor_ids_and_resume_after_last_event_id(
         async for _ in frames(done):
             pass  # it ends once the app is over: the change happened unread
     resumed = await until_final(client, later, {"Last-Event-ID": last_id})
-    apps = [f.data["app_id"] for f in resumed if f.data is not None]
-    kinds = [f.event for f in resumed if f.data and f.data["app_id"] == later]
-    assert first not in apps  # nothing before the cursor came again
+
+    def key(f: Frame) -> tuple[object, ...]:
+        return (
+            f.id,
+            f.event,
+            f.data["app_id"],
+            f.data.get("role"),
+            f.data.get("replica_id"),
+        )
+
+    again = [f for f in resumed if f.data is not None]
+    assert not {key(f) for f in again} & {key(f) for f in events}  # none twice
+    assert all(f.event not in ("current", "resync") for f in again)  # resumed
+    kinds = [f.event for f in again if f.data["app_id"] == later]
     assert kinds[0] == "submitted"
     assert resumed[-1].data["state"] == "FAILED"
 
