@@ -26,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("kube_controller")
 
 
 def _live(sched: KubernetesScheduler, env: KubeEnv) -> bool:
-    return env.namespace in sched._namespaces
+    return sched._registry.running(env.namespace) is not None
 
 
 @pytest.mark.fake_api
@@ -100,7 +100,8 @@ async def test_cached_objects_keep_only_what_status_reads(
         stored = kube_env.fake_server().store.objects.values()
         assert all(o["metadata"].get("managedFields") for o in stored)
         # ... the cache keeps none of it
-        ns = sched._namespaces[kube_env.namespace]
+        ns = sched._registry.running(kube_env.namespace)
+        assert ns is not None
         cached = [*ns.volcano.objects.values(), *ns.batch.objects.values()]
         pods = list(ns.pods.objects.values())
         assert cached
@@ -124,7 +125,8 @@ async def test_finished_apps_leave_the_cache_but_not_describe_nor_list(
         final = await sched.wait(app_id, timeout=20)
         assert final is not None
         assert final.state == AppState.SUCCEEDED
-        ns = sched._namespaces[kube_env.namespace]
+        ns = sched._registry.running(kube_env.namespace)
+        assert ns is not None
         with anyio.fail_after(10):
             while ns.pods.with_key(app_id):  # its pods left the cache
                 await anyio.sleep(0.05)

@@ -24,6 +24,8 @@ class TestSlurmContract(SchedulerContract):
             image="/",
             quick_timeout=30,
             independent_replicas=slurm_cluster.accounting,
-            # scancel also signals srun, which may end a step before its trap ran
+            # cancel signals the replicas' steps, never srun, but with the
+            # default fail-fast srun ends the others once one trap exited
+            # non-zero (with fail_fast=False every trap runs to its end)
             cancel_grace_kept=False,
         )

@@ -1,7 +1,7 @@
 """Read (and follow) a replica's output file, as whole lines, off the event loop.
 
-``srun`` writes each replica's stdout and stderr to
-``slurm-{job id}-{role}-{replica}.out|.err`` in the job's working directory.
+``srun`` writes each replica's stdout and stderr, as the replica wrote them,
+to ``slurm-{job id}-{role}-{replica}.out`` in the job's working directory.
 Lines go through the shared :class:`LineAssembler` (linear, capped at
 ``max_line_bytes``, UTF-8 safe across chunk boundaries).
 
