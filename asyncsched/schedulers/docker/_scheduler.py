@@ -704,8 +704,8 @@ class DockerScheduler(
     async def _cancel_one(self, record: ContainerRecord) -> None:
         # once marked, the container must get its stop: a cancel cut in
         # between would leave it marked (skipped by later cancels) and running
-        # (each step is bounded by the client's timeouts)
-        with anyio.CancelScope(shield=True):
+        # (each step is bounded by the client's timeouts; the whole by this)
+        with anyio.move_on_after(UNDO_TIMEOUT, shield=True):
             await self._mark_and_stop(record)
 
     async def _mark_and_stop(self, record: ContainerRecord) -> None:
