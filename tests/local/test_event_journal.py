@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import stat
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -25,7 +26,7 @@ from asyncsched.schedulers.local import (
 )
 from asyncsched.specs import AppState
 
-from .conftest import PY, app_of, py_role, sh_role
+from .conftest import PY, alive, app_of, py_role, sh_role
 
 pytestmark = pytest.mark.anyio
 
@@ -316,3 +317,40 @@ def test_journal_bounds_are_checked() -> None:
         JournalBounds(segments=1)
     with pytest.raises(InvalidArgumentError, match="journal_bounds"):
         LocalScheduler("x", journal_bounds=4096)  # type: ignore[arg-type]
+
+
+async def test_the_end_of_an_app_whose_supervisor_was_killed_is_journaled_once(
+    log_dir: Path,
+) -> None:
+    async with LocalScheduler("owned") as sched:
+        saved = await cursor_after(
+            sched, await sched.submit(app_of(sh_role("exit 0")), {})
+        )
+        with subprocess.Popen(
+            [sys.executable, "-m", "tests.local._owner", str(log_dir), "sleep 60", "1"],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.PIPE,
+        ) as owner:
+            try:
+                assert owner.stdout is not None
+                with anyio.fail_after(60):
+                    line = await anyio.to_thread.run_sync(owner.stdout.readline)
+                info = json.loads(line)  # its replica runs
+            finally:
+                owner.kill()  # SIGKILL: the app never journals its end
+                owner.wait()
+        app_id = info["app_id"]
+        with anyio.fail_after(30):  # the guardian takes the replica down
+            while alive(set(info["pids"])):
+                await anyio.sleep(0.05)
+        for _ in range(2):  # a second reader finds it journaled already
+            async with sched.events(since=saved) as stream:
+                events = await until_terminal(stream, {app_id})
+            assert EventKind.RESYNC not in {e.kind for e in events}
+            ends = [e for e in events if e.app_id == app_id and e.terminal]
+            assert [(e.kind, e.state) for e in ends] == [
+                (EventKind.APP, AppState.FAILED)
+            ]
+            assert ends[0].replicas[0].reason is not None
+            assert ends[0].replicas[0].reason.name == "NODE_FAILURE"

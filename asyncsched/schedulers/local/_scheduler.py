@@ -49,6 +49,7 @@ from asyncsched.schedulers.local._detach import launch_detached
 from asyncsched.schedulers.local._faults import LocalFaults
 from asyncsched.schedulers.local._gpus import count_gpus
 from asyncsched.schedulers.local._journal_events import decode_position, follow_journal
+from asyncsched.schedulers.local._journal_lost import journal_lost
 from asyncsched.schedulers.local._journal_writer import JournalBounds
 from asyncsched.schedulers.local._launch import (
     ExecutableCache,
@@ -619,6 +620,11 @@ class LocalScheduler(Scheduler[LocalOpts]):
         journal = self._runtime.journal
         host = self._runtime.host
         await host.group()
+        # apps whose supervisor died since: their end is journaled first
+        found = await anyio.to_thread.run_sync(
+            self._table.listed, builtins.set(self._table.apps)
+        )
+        await anyio.to_thread.run_sync(journal_lost, journal.file, found)
         journal.start_watch(host.spawn)
         try:
             async with contextlib.aclosing(
