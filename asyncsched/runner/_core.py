@@ -43,16 +43,8 @@ from asyncsched.specs import (
     validate_session_name,
 )
 
-__all__ = (
-    "CANCEL_TIMEOUT",
-    "CLOSE_TIMEOUT",
-    "DEFAULT_SESSION_NAME",
-    "JOB_ID_ENV",
-    "KEPT_APP_DEFINITIONS",
-    "PARENT_RUN_ID_ENV",
-    "SESSION_ID_ENV",
-    "RunnerCore",
-)
+# (its constants are exported by asyncsched.runner.api)
+__all__ = ("RunnerCore",)
 
 
 #: seconds a shielded cancel (``running`` exiting on an error, ``run_many``
