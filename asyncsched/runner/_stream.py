@@ -171,12 +171,8 @@ class RunnerEventStream(ClosingIterator[AppEvent]):
         opened: Callable[[], Iterable[str]],
         subscribe: Subscribe,
     ) -> None:
-        self._host = host
-        self._session = session
-        self._selection = selection
-        self._open = open_scheduler
-        self._opened = opened
-        self._subscribe = subscribe
+        self._host, self._session, self._selection = host, session, selection
+        self._open, self._opened, self._subscribe = open_scheduler, opened, subscribe
         self._positions: dict[str, str] = dict(selection.positions)
         self._recv: Any = None
         self._scope = anyio.CancelScope()
