@@ -22,7 +22,8 @@ from asyncsched.schedulers.kit import (
     describe_error,
     failed_replica_message,
 )
-from asyncsched.schedulers.local._exit_facts import ExitFacts, read_exit_facts
+from asyncsched.schedulers.local._exit_batch import ExitFactsReader
+from asyncsched.schedulers.local._exit_facts import ExitFacts
 from asyncsched.schedulers.local._faults import LocalFaults
 from asyncsched.schedulers.local._logs import pump
 from asyncsched.schedulers.local._oom import out_of_memory
@@ -78,6 +79,7 @@ class LocalApp:
         spawn: SpawnConfig,
         host: TaskHost,
         writer: RecordWriter,
+        exits: ExitFactsReader | None = None,
         state_dir: str | None = None,
         supervisor: dict[str, Any] | None = None,
         changes: ChangeNotifier | None = None,
@@ -113,6 +115,7 @@ class LocalApp:
         self._counters = RetryCounters()
         self._restart_batch: set[int] = set()  # indexes into self.replicas
         self._writer = writer
+        self._exits = exits if exits is not None else ExitFactsReader()
         self._forgotten = False
         self._survivors_terminated = False
         self.dirty_seq = 0
@@ -252,14 +255,16 @@ class LocalApp:
                         if rc is not None:
                             self._spawn_cfg.guardian.remove(child.pid)
                         # the files the exit depends on, read off the loop
-                        facts = await anyio.to_thread.run_sync(
-                            read_exit_facts,
-                            replica.launch.error_file,
-                            replica.launch.log_dir,
-                            self.app_dir,
-                            rc,
-                            len(replica.attempts) - 1,
-                            replica.attempts[-1]["started"],
+                        # (with the other exits due now, in one hop)
+                        facts = await self._exits.read(
+                            (
+                                replica.launch.error_file,
+                                replica.launch.log_dir,
+                                self.app_dir,
+                                rc,
+                                len(replica.attempts) - 1,
+                                replica.attempts[-1]["started"],
+                            )
                         )
                 pumps.cancel_scope.deadline = anyio.current_time() + DRAIN_TIMEOUT
             if rc and replica.launch.memory_mb is not None:
