@@ -130,7 +130,9 @@ class LocalApp:
         self.time_limit = time_limit
         #: set when the time limit stopped the app
         self.timed_out = False
-        self._deadline = anyio.CancelScope()
+        #: the time limit's scope, made only for an app that has one (few
+        #: long-lived objects per app keep full garbage collections short)
+        self._deadline: anyio.CancelScope | None = None
         self._faults = faults if faults is not None else LocalFaults()
 
     # -- start -------------------------------------------------------------------
@@ -146,6 +148,9 @@ class LocalApp:
 
     async def _enforce_time_limit(self) -> None:
         assert self.time_limit is not None
+        if self.finished.is_set():
+            return
+        self._deadline = anyio.CancelScope()
         with self._deadline:
             await anyio.sleep(self.time_limit)
             self._time_is_up()
@@ -473,9 +478,11 @@ class LocalApp:
                 all(r.child is None for r in self.replicas)
                 and not self.finished.is_set()
             ):
-                self._deadline.cancel()
+                if self._deadline is not None:
+                    self._deadline.cancel()
                 for r in self.replicas:
                     r.log.close()
+                    r.exited = None  # set, and nobody waits any more
                 self.finished.set()
                 if self._on_finished is not None:
                     self._on_finished()
