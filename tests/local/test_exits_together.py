@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 
 import anyio
+import pytest
 
 from asyncsched.schedulers.local._exit_batch import ExitFactsReader
 from asyncsched.schedulers.local._exit_facts import ExitFacts
@@ -17,6 +18,9 @@ from asyncsched.specs import AppState
 
 from ._helpers import finished_record, until_ready
 from .conftest import app_of, py_role, sh_role
+
+#: on asyncio and trio
+pytestmark = pytest.mark.anyio
 
 
 async def test_exits_due_together_are_read_in_one_hop_each_with_its_own_facts() -> None:
