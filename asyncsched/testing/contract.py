@@ -490,6 +490,26 @@ class SchedulerContract:
                     assert replica.exit_code is not None, replica
                 assert replica.reason == StatusReason.CANCELLED, replica
 
+    async def test_cancel_returns_promptly_while_replicas_ignore_term(
+        self, target: ContractTarget
+    ) -> None:
+        """``cancel`` asks and returns: the SIGTERM grace runs in the background.
+
+        The replicas ignore SIGTERM (where they run a shell), so only the
+        backend's SIGKILL at the end of its grace stops them; ``cancel``
+        returns within 2 s all the same (``wait`` is what waits).
+        """
+        sched = target.scheduler
+        script = "echo started; sleep 60"
+        if target.posix_shell:
+            script = f"trap '' TERM; {script} & wait"
+        app_id = await target.run(script, replicas=2)
+        await _wait_running(target, app_id, replicas=2)
+        started = anyio.current_time()
+        await sched.cancel(app_id)
+        took = anyio.current_time() - started
+        assert took < 2.0, f"cancel took {took:.1f}s"
+
     async def test_unknown_app_role_and_replica_errors_name_the_handle(
         self, target: ContractTarget
     ) -> None:

@@ -105,7 +105,7 @@ async def test_cancel_gives_cancelled_keeps_logs_delete_removes(
     assert desc.roles_statuses[0].replicas[0].state == AppState.CANCELLED
     assert await lines(sched, app_id) == ["started\n"]  # kept: logs still readable
     # still cancelled for a fresh process (the mark lives in the daemon)
-    async with DockerScheduler("other", network=NETWORK) as fresh:
+    async with DockerScheduler(SESSION, network=NETWORK) as fresh:
         again = await fresh.describe(app_id)
         assert again is not None
         assert again.state == AppState.CANCELLED
@@ -181,7 +181,9 @@ async def test_second_instance_describes_lists_logs_and_cancels(
         desc = await other.describe(app_id)
         assert desc is not None
         assert desc.roles_statuses[0].replicas[0].id == 0
-        assert app_id in {a.app_id for a in await other.list()}
+        # list shows the apps of its own session only
+        assert app_id not in {a.app_id for a in await other.list()}
+        assert app_id in {a.app_id for a in await sched.list()}
         with anyio.fail_after(20):
             while await lines(other, app_id) != ["hi\n"]:
                 await anyio.sleep(0.1)
