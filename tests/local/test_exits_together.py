@@ -64,6 +64,28 @@ async def test_exits_queued_during_a_hop_are_read_in_the_next_one() -> None:
     assert reader.hops == 2
 
 
+async def test_a_cancelled_reader_leaves_the_others_their_facts() -> None:
+    reader = ExitFactsReader(lambda *q: ExitFacts(error_text=str(q[3])))
+    got: dict[int, str | None] = {}
+    gone = anyio.CancelScope()
+    gone.cancel()  # cancelled before it even asks
+
+    async def cancelled() -> None:
+        with gone:
+            got[0] = (await reader.read(("e", "r", "a", 0, 0, 0.0))).error_text
+
+    async def one(i: int) -> None:
+        got[i] = (await reader.read(("e", "r", "a", i, 0, 0.0))).error_text
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancelled)
+            for i in range(1, 6):
+                tg.start_soon(one, i)
+    assert gone.cancelled_caught
+    assert got == {i: str(i) for i in range(1, 6)}
+
+
 async def test_two_hundred_apps_exiting_at_once_each_get_their_own_exit_code(
     log_dir: Path, tmp_path: Path
 ) -> None:
