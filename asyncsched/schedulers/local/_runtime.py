@@ -19,6 +19,7 @@ import anyio
 from asyncsched.schedulers.kit import TaskHost
 from asyncsched.schedulers.local import _remote as remote
 from asyncsched.schedulers.local._capacity import LOG_FILES_KEPT_OPEN
+from asyncsched.schedulers.local._exit_batch import ExitFactsReader
 from asyncsched.schedulers.local._faults import LocalFaults
 from asyncsched.schedulers.local._local_app import LocalApp
 from asyncsched.schedulers.local._open_files import OpenFiles
@@ -67,6 +68,8 @@ class LocalRuntime:
     ) -> None:
         self.host = TaskHost(f"LocalScheduler({session_name!r})")
         self.writer = RecordWriter(before_write=faults.before_record)
+        #: reads the reply files and cancel markers of exits, a batch per hop
+        self.exits = ExitFactsReader()
         self.spawner = Spawner(
             f"asyncsched-spawner-{session_name}", before_dispatch=faults.before_dispatch
         )
