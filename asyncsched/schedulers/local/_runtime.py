@@ -20,6 +20,7 @@ import anyio
 from asyncsched.schedulers.kit import TaskHost
 from asyncsched.schedulers.local import _remote as remote
 from asyncsched.schedulers.local._capacity import LOG_FILES_KEPT_OPEN
+from asyncsched.schedulers.local._exit_batch import ExitFactsReader
 from asyncsched.schedulers.local._faults import LocalFaults
 from asyncsched.schedulers.local._journal import journal_dir
 from asyncsched.schedulers.local._journal_writer import EventJournal, JournalBounds
@@ -83,6 +84,8 @@ class LocalRuntime:
             journal=self.journal,
             on_mark=self._journal_change,
         )
+        #: reads the reply files and cancel markers of exits, a batch per hop
+        self.exits = ExitFactsReader()
         self.spawner = Spawner(
             f"asyncsched-spawner-{session_name}", before_dispatch=faults.before_dispatch
         )

@@ -532,6 +532,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
             spawn=runtime.spawn_cfg,
             host=runtime.host,
             writer=runtime.writer,
+            exits=runtime.exits,
             state_dir=self.state_dir,
             supervisor=supervisor_info(),
             changes=self.change_source,
