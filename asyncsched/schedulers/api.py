@@ -27,13 +27,10 @@ import contextlib
 import copy
 import logging
 import math
-import re
 import warnings
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
-from enum import StrEnum
+from datetime import datetime
 from typing import Any, ClassVar, Generic, Self, TypeVar, cast
 
 import anyio
@@ -50,10 +47,20 @@ from asyncsched.errors import (
     UnsupportedOperationError,
     WaitTimeoutError,
 )
-from asyncsched.schedulers.events import AppEvent
-from asyncsched.schedulers.shared.changes import ChangeNotifier
-from asyncsched.schedulers.shared.cursor import decode_cursor
-from asyncsched.schedulers.shared.event_stream import EventStream
+from asyncsched.schedulers.capabilities import Capabilities, LogQuery, Stream
+from asyncsched.schedulers.change_feed import ChangeFeed
+from asyncsched.schedulers.responses import (
+    DescribeAppResponse,
+    ListAppResponse,
+    final_if_settled,
+    response_of,
+    still_stopping,
+)
+from asyncsched.schedulers.shared.arguments import (
+    as_utc,
+    compile_regex,
+    parse_stream,
+)
 from asyncsched.schedulers.shared.lifecycle import AsyncClosable
 from asyncsched.schedulers.shared.lines import (
     DEFAULT_MAX_LINE_BYTES,
@@ -63,21 +70,15 @@ from asyncsched.schedulers.shared.lines import (
     split_lines,
     split_lines_iterator,
 )
-from asyncsched.schedulers.shared.poll_events import PolledEvents
 from asyncsched.schedulers.shared.replica_limits import ReplicaLimits
 from asyncsched.schedulers.snapshot import AppSnapshot, ReplicaSnapshot
 from asyncsched.specs import (
-    NONE,
     NULL_RESOURCE,
     AppDef,
     AppDryRunInfo,
-    AppState,
     CfgVal,
     Role,
-    RoleStatus,
-    StatusReason,
     Workspace,
-    deciding_reason,
     make_app_handle,
     runopts,
     validate_app,
@@ -118,129 +119,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class Stream(StrEnum):
-    """Which output of a replica ``log_iter`` reads."""
-
-    STDOUT = "stdout"
-    STDERR = "stderr"
-    COMBINED = "combined"
-
-
-@dataclass(frozen=True)
-class LogQuery:
-    """What ``log_iter`` asks of one replica, checked and normalised.
-
-    ``since``/``until`` are timezone-aware (naive ones made UTC) or None;
-    ``streams`` is a supported :class:`Stream`, or None for the default.
-    """
-
-    role_name: str
-    k: int
-    since: datetime | None = None
-    until: datetime | None = None
-    should_tail: bool = False
-    streams: Stream | None = None
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    """What a scheduler supports, machine-readably (rendered in the docs).
-
-    Example:
-        >>> Capabilities(logs=True).log_tail
-        False
-    """
-
-    logs: bool = False
-    log_streams: frozenset[Stream] = frozenset()
-    log_since_until: bool = False
-    log_tail: bool = False
-    cancel: bool = True
-    list: bool = False
-    workspaces: bool = False
-    mounts: bool = False
-    retries: bool = False
-    per_replica_status: bool = False
-    event_loops: tuple[str, ...] = ("asyncio",)
-
-    @classmethod
-    def observed(cls, **changes: Any) -> Capabilities:
-        """Full observation and control: logs of every stream with since/until
-        and tail, cancel, list and per-replica status, on asyncio and trio;
-        ``changes`` sets other fields.
-
-        Example:
-            >>> Capabilities.observed(retries=True).log_tail
-            True
-        """
-        full = cls(
-            logs=True,
-            log_streams=frozenset(Stream),
-            log_since_until=True,
-            log_tail=True,
-            cancel=True,
-            list=True,
-            per_replica_status=True,
-            event_loops=("asyncio", "trio"),
-        )
-        return replace(full, **changes)
-
-    def as_dict(self) -> dict[str, object]:
-        """Plain-data view (streams and loops as sorted lists)."""
-        return {
-            "logs": self.logs,
-            "log_streams": sorted(s.value for s in self.log_streams),
-            "log_since_until": self.log_since_until,
-            "log_tail": self.log_tail,
-            "cancel": self.cancel,
-            "list": self.list,
-            "workspaces": self.workspaces,
-            "mounts": self.mounts,
-            "retries": self.retries,
-            "per_replica_status": self.per_replica_status,
-            "event_loops": list(self.event_loops),
-        }
-
-
-@dataclass
-class DescribeAppResponse:
-    """What ``describe`` knows of an app (TorchX's fields and defaults)."""
-
-    app_id: str = "<NOT_SET>"
-    state: AppState = AppState.UNSUBMITTED
-    num_restarts: int = -1
-    msg: str = NONE
-    structured_error_msg: str = NONE
-    ui_url: str | None = None
-    metadata: dict[str, str] = field(default_factory=dict)
-    roles_statuses: list[RoleStatus] = field(default_factory=list)
-    roles: list[Role] = field(default_factory=list)
-    reason: StatusReason | None = None
-
-
-@dataclass
-class ListAppResponse:
-    """One row of ``list()``; ``app_handle`` is filled in by the runner.
-
-    Equality and hashing use ``app_id``, ``state`` and ``app_handle`` only, as in
-    TorchX; ``name`` (an asyncsched addition) is informational.
-
-    Example:
-        >>> row = ListAppResponse(app_id="a-1", state=AppState.RUNNING, name="a")
-        >>> row == ListAppResponse(app_id="a-1", state=AppState.RUNNING)
-        True
-    """
-
-    app_id: str
-    state: AppState
-    app_handle: str = "<NOT_SET>"
-    name: str = field(default="", compare=False)
-
-    def __hash__(self) -> int:
-        return hash((self.app_id, self.app_handle, self.state))
-
-
-class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
+class Scheduler(ChangeFeed, AsyncClosable, abc.ABC, Generic[T]):
     """Submit, observe, cancel and read the logs of apps on one backend.
 
     ``T`` is the backend's resolved run-config type (usually a TypedDict).
@@ -268,9 +147,7 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
         #: the longest log line ``log_iter`` yields in one piece
         self.max_line_bytes = check_max_line_bytes(max_line_bytes)
         self._closed = False
-        # per-key change events: backends notify, ``wait`` listens
-        self._change_source = ChangeNotifier()
-        self._polled_events: PolledEvents | None = None
+        ChangeFeed.__init__(self)
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -287,47 +164,6 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
         """
         await super().aclose()
         self._change_source.notify_all()  # pending waits see the scheduler closed
-
-    # -- change signal ---------------------------------------------------------
-
-    def notify_changed(self, key: str) -> None:
-        """Tell every waiter on ``key`` (an app id, or a snapshot's
-        ``change_key``) that the app may have changed: they read it again.
-
-        Every change a backend learns of goes through here (or through
-        :attr:`change_source`, handed to the backend's own components), so
-        it is the one place later consumers of changes hook into. Waking
-        too often is harmless; missing a change makes ``wait`` fall back to
-        polling (see :meth:`_poll_interval`).
-
-        Example:
-            >>> class Demo(Scheduler[dict[str, str]]):
-            ...     def _on_engine_event(self, app_id: str) -> None:
-            ...         self.notify_changed(app_id)
-        """
-        self._change_source.notify(key)
-
-    def changed(self, key: str) -> anyio.Event:
-        """An event set at the next :meth:`notify_changed` of ``key``.
-
-        Take it *before* reading the state it guards, then await it: a change
-        between the read and the wait is never missed.
-
-        Example:
-            >>> async def until_done(sched: Scheduler[Any], app_id: str) -> None:
-            ...     while True:
-            ...         event = sched.changed(app_id)
-            ...         if (await sched.describe(app_id)).is_terminal():
-            ...             return
-            ...         await event.wait()
-        """
-        return self._change_source.changed(key)
-
-    @property
-    def change_source(self) -> ChangeNotifier:
-        """The notifier behind :meth:`notify_changed` / :meth:`changed`, for a
-        backend to hand to its own parts (an event watcher, a status poller)."""
-        return self._change_source
 
     def _close_timeout(self) -> float:
         """Hook: how many seconds :meth:`aclose` may take."""
@@ -547,7 +383,7 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
         """
         self._check_open()
         snapshot = await self._describe(app_id)
-        return None if snapshot is None else _response(snapshot)
+        return None if snapshot is None else response_of(snapshot)
 
     async def list(self) -> builtins.list[ListAppResponse]:
         """Return the apps this scheduler can see."""
@@ -588,14 +424,14 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
             if snapshot is None:
                 return None
             if snapshot.stopped and snapshot.settled:
-                return _response(snapshot)
+                return response_of(snapshot)
             ended = [snapshot] if snapshot.stopped else []
             latest = [snapshot]
             with anyio.move_on_after(timeout):
                 return await self._wait(app_id, ended, latest)
             if ended:  # it ended; the timeout cut the wait for its last details
-                return _response(ended[-1])
-        raise WaitTimeoutError(app_id, timeout, _still_stopping(latest[-1]))
+                return response_of(ended[-1])
+        raise WaitTimeoutError(app_id, timeout, still_stopping(latest[-1]))
 
     async def _final_now(self, app_id: str) -> tuple[bool, DescribeAppResponse | None]:
         """Hook: ``(True, final)`` if ``wait`` would return at once (the app
@@ -646,7 +482,7 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
                 if settle_by is None:
                     settle_by = now + SETTLE_TIMEOUT
                 if snapshot.settled or now >= settle_by:
-                    return _response(snapshot)
+                    return response_of(snapshot)
                 pause = settle_by - now
             elif self._closed:
                 raise SchedulerClosedError(
@@ -674,74 +510,6 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
     @abc.abstractmethod
     async def _cancel(self, app: AppSnapshot) -> None:
         """Hook: stop an app known to exist (it may be terminal already)."""
-
-    # -- events ----------------------------------------------------------------
-
-    def events(
-        self, app_ids: Iterable[str] | None = None, *, since: str | None = None
-    ) -> EventStream:
-        """Yield every change of this scheduler's apps, ordered per app.
-
-        Without ``since``: a CURRENT event per app first, then each change as
-        it happens. With ``since`` (an :attr:`AppEvent.cursor` saved earlier,
-        possibly by another process): every change after it, even changes
-        made while nobody read; a cursor the backend can no longer honour
-        yields RESYNC then CURRENT of every app (never a silent gap).
-        ``app_ids`` keeps only those apps' events (RESYNC always passes).
-        The iterator ends when the scheduler closes; use it as
-        ``async with`` to release it as soon as you stop reading. Delivery is
-        at-least-once at resume boundaries; ``docs/events.md`` states each
-        backend's guarantees.
-
-        Example:
-            >>> async def show(sched: Scheduler[Any], saved: str | None) -> None:
-            ...     async with sched.events(since=saved) as stream:
-            ...         async for event in stream:
-            ...             print(event.kind, event.app_id, event.state, event.cursor)
-
-        Raises:
-            InvalidArgumentError: ``since`` is not a cursor of this
-                scheduler's backend, or ``app_ids`` is not an iterable of
-                app id strings (raised at the call, before anything is read).
-        """
-        self._check_open()
-        wanted = _check_app_ids(app_ids)
-        if since is not None:
-            self._check_cursor(since)
-        return EventStream(self._events(since), wanted, self._handle)
-
-    @property
-    def event_source(self) -> str:
-        """The name this scheduler's cursors carry (its backend by default)."""
-        return self.backend
-
-    def _check_cursor(self, cursor: str) -> None:
-        """Hook: refuse a cursor this backend could never read (the default
-        checks its source and format)."""
-        decode_cursor(cursor, self.event_source)
-
-    def _events(self, since: str | None) -> AsyncIterator[AppEvent]:
-        """Hook: the backend's change stream (see :meth:`events`).
-
-        The default re-lists the apps (``_list``) at each change signal or
-        every :meth:`_events_interval` seconds and yields the differences;
-        its cursors resume within this scheduler instance only. A backend
-        with a native source (a journal, an engine's event stream, a watch)
-        overrides this.
-        """
-        if self._polled_events is None:
-            self._polled_events = PolledEvents(
-                self.event_source,
-                self._list,
-                self._change_source,
-                self._events_interval(),
-            )
-        return self._polled_events.follow(since, lambda: not self._closed)
-
-    def _events_interval(self) -> float | None:
-        """Hook: the fallback event source re-lists at least this often
-        (seconds; None: only at change signals). Default 2 s."""
-        return 2.0
 
     # -- logs ------------------------------------------------------------------
 
@@ -781,8 +549,8 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
             raise UnsupportedOperationError(
                 f"{type(self).__name__} does not support application log iteration"
             )
-        stream = _parse_stream(streams, caps)
-        pattern = _compile_regex(regex)
+        stream = parse_stream(streams, caps)
+        pattern = compile_regex(regex)
         if (since is not None or until is not None) and not caps.log_since_until:
             warnings.warn(
                 f"{type(self).__name__} ignores since/until",
@@ -793,7 +561,7 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
         if should_tail and not caps.log_tail:
             raise InvalidArgumentError(f"{type(self).__name__} cannot tail logs")
         query = LogQuery(
-            role_name, k, _as_utc(since), _as_utc(until), should_tail, stream
+            role_name, k, as_utc(since), as_utc(until), should_tail, stream
         )
         lines = self._replica_log(app_id, query)
         if pattern is not None:
@@ -854,98 +622,3 @@ class Scheduler(AsyncClosable, abc.ABC, Generic[T]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(session_name={self.session_name!r})"
-
-
-def final_if_settled(
-    snapshot: AppSnapshot | None,
-) -> tuple[bool, DescribeAppResponse | None]:
-    """``(True, response)`` for an app ``wait`` would return at once (stopped
-    and settled; unknown: None), else ``(False, None)``."""
-    if snapshot is None:
-        return True, None
-    if snapshot.stopped and snapshot.settled:
-        return True, _response(snapshot)
-    return False, None
-
-
-def _still_stopping(app: AppSnapshot) -> str:
-    """Why a terminal app is not over yet ("" when it is not terminal)."""
-    if not app.terminal or app.stopped:
-        return ""
-    live = [f"{r.role}/{r.id}" for r in app.replicas if r.live]
-    shown = ", ".join(live[:5]) + (
-        f" and {len(live) - 5} more" if len(live) > 5 else ""
-    )
-    return f"it is {app.state.name} but replicas still stop: {shown}"
-
-
-def _response(app: AppSnapshot) -> DescribeAppResponse:
-    """The TorchX-shaped description of a snapshot."""
-    shared = {name: getattr(app, name) for name in _RESPONSE_FIELDS}
-    statuses = app.role_statuses()
-    reason, _ = deciding_reason(app.state, statuses)
-    return DescribeAppResponse(
-        roles_statuses=statuses,
-        roles=builtins.list(app.roles),
-        reason=reason,
-        **shared,
-    )
-
-
-#: what a DescribeAppResponse takes from an AppSnapshot as it is
-_RESPONSE_FIELDS = (
-    "app_id",
-    "state",
-    "num_restarts",
-    "msg",
-    "structured_error_msg",
-    "ui_url",
-)
-
-
-def _parse_stream(streams: Stream | str | None, caps: Capabilities) -> Stream | None:
-    if streams is None:
-        return None
-    try:
-        stream = Stream(streams)
-    except ValueError:
-        raise InvalidArgumentError(
-            f"unknown stream {streams!r}; use one of {sorted(s.value for s in Stream)}"
-        ) from None
-    if stream not in caps.log_streams:
-        raise InvalidArgumentError(
-            f"stream {stream.value!r} is not supported here; supported: "
-            f"{sorted(s.value for s in caps.log_streams)}"
-        )
-    return stream
-
-
-def _as_utc(when: datetime | None) -> datetime | None:
-    """Naive datetimes are UTC (the documented contract of every backend)."""
-    if when is not None and when.tzinfo is None:
-        return when.replace(tzinfo=UTC)
-    return when
-
-
-def _compile_regex(regex: str | None) -> re.Pattern[str] | None:
-    if not regex:
-        return None
-    try:
-        return re.compile(regex)
-    except re.error as exc:
-        raise InvalidArgumentError(f"invalid regex {regex!r}: {exc}") from None
-
-
-def _check_app_ids(app_ids: Iterable[str] | None) -> frozenset[str] | None:
-    """``app_ids`` as a set, checked (a lone string is refused)."""
-    if app_ids is None:
-        return None
-    if isinstance(app_ids, str | bytes) or not hasattr(app_ids, "__iter__"):
-        raise InvalidArgumentError(
-            f"app_ids must be an iterable of app id strings, got {app_ids!r}"
-        )
-    wanted: frozenset[object] = frozenset(app_ids)
-    for app_id in wanted:
-        if not isinstance(app_id, str) or not app_id:
-            raise InvalidArgumentError(f"app_ids holds {app_id!r}, not an app id")
-    return cast("frozenset[str]", wanted)
