@@ -87,6 +87,8 @@ class EngineEvent:
     action: str
     container: str
     app_id: str
+    #: the container's labels, ``name`` and ``image``
+    attributes: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @classmethod
     def parse(cls, line: bytes, last: tuple[int, int]) -> EngineEvent | None:
@@ -106,6 +108,7 @@ class EngineEvent:
             str(raw.get("Action") or raw.get("status") or ""),
             str(actor.get("ID") or raw.get("id") or ""),
             str(attrs.get(LABEL_APP_ID, "")),
+            {str(k): str(v) for k, v in attrs.items()},
         )
 
 
@@ -332,9 +335,24 @@ class DockerEventSource:
         if not event.app_id:
             return []
         model = reader.model
-        record = (
-            None if event.action == "destroy" else await self._inspect(event.container)
-        )
+        if event.action == "destroy":
+            record = None
+        elif event.action == "create":
+            # what an inspect would say now, without waiting for the daemon's
+            # lock on a container being started (up to seconds on a busy host)
+            record = model.records.get(event.container) or ContainerRecord.from_labels(
+                event.container,
+                event.attributes.get("name", ""),
+                event.attributes.get("image", ""),
+                event.attributes,
+                "created",
+            )
+        elif event.action == "start" and _starts(model.records.get(event.container)):
+            record = model.records[event.container]
+            record.status, record.exit_code = "running", None
+            record.oom_killed, record.error = False, ""
+        else:
+            record = await self._inspect(event.container)
         if record is None:
             model.remove(event.container)
         else:
@@ -447,6 +465,14 @@ def record_from_inspect(info: Mapping[str, Any]) -> ContainerRecord | None:
     if record is not None:
         record.apply_inspect(info)
     return record
+
+
+def _starts(record: ContainerRecord | None) -> bool:
+    """Whether a start event is all there is to know: the container was
+    created, or is being restarted (its die was inspected: restart count and
+    cancel mark are known). Anything else is inspected (the start may be old
+    news to a record that is ahead of it)."""
+    return record is not None and record.status in ("created", "restarting")
 
 
 def _known(differ: SnapshotDiffer) -> list[str]:
