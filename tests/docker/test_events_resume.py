@@ -16,12 +16,12 @@ import aiodocker
 import anyio
 import pytest
 
-from asyncsched.errors import InvalidArgumentError
+from asyncsched.errors import InvalidArgumentError, SchedulerUnavailableError
 from asyncsched.schedulers.docker_scheduler import DockerScheduler
 from asyncsched.specs import AppState
 from tests.events.chaos import ChaosReader
 
-from .conftest import SESSION, Engine
+from .conftest import NETWORK, SESSION, Engine
 from .helpers import sh_app
 
 pytestmark = pytest.mark.docker
@@ -61,13 +61,17 @@ async def test_a_new_reader_process_resumes_with_exactly_the_changes_made_while_
     await reader.start()
     try:
         done = await sched.submit(sh_app("exit 0", name="done"))
+        removed = await sched.submit(sh_app("exit 0", name="removed"))
         running = await sched.submit(sh_app("sleep 600", name="running"))
         first = await delivered(
-            reader, {done: "SUCCEEDED", running: "RUNNING"}, timeout=90
+            reader,
+            {done: "SUCCEEDED", removed: "SUCCEEDED", running: "RUNNING"},
+            timeout=90,
         )
         await reader.stop(signal.SIGKILL)
-        # while no reader runs: one app is cancelled, a new one fails
+        # while no reader runs: one app is cancelled, one removed, a new one fails
         await sched.cancel(running)
+        await sched.delete(removed)
         failing = await sched.submit(sh_app("exit 3", name="failing"))
         for app_id in (running, failing):
             with anyio.fail_after(60):
@@ -90,6 +94,7 @@ async def test_a_new_reader_process_resumes_with_exactly_the_changes_made_while_
     ], second
     cancelled = next(e for e in second if e["app_id"] == running)["replica"]
     assert cancelled["state"] == "CANCELLED"
+    assert [e["kind"] for e in second if e["app_id"] == removed] == ["forgotten"]
     failed = [e for e in second if e["app_id"] == failing]
     assert failed[0]["kind"] == "submitted"
     assert failed[-1]["state"] == "FAILED"
@@ -134,3 +139,36 @@ async def test_a_cursor_of_another_backend_is_refused_at_the_call(
 ) -> None:
     with pytest.raises(InvalidArgumentError, match="not 'docker'"):
         sched.events(since="local.1.e30")
+
+
+async def test_events_from_an_unreachable_daemon_raise_unavailable(
+    tmp_path: Path,
+) -> None:
+    host = f"unix://{tmp_path}/no-daemon.sock"
+    async with DockerScheduler("nobody", docker_host=host) as sched:
+        with anyio.fail_after(30), pytest.raises(SchedulerUnavailableError):
+            async with sched.events() as stream:
+                await anext(stream)
+
+
+async def test_a_following_reader_ends_when_its_scheduler_closes(
+    swept: Engine,
+) -> None:
+    sched = DockerScheduler(
+        SESSION, docker_host=swept.host, network=NETWORK, stop_timeout=1
+    )
+    await sched.submit(sh_app("sleep 600", name="idle"))
+    first = anyio.Event()
+
+    async def close_once_following() -> None:
+        await first.wait()  # the reader now waits for the daemon's next event
+        await sched.aclose()
+
+    got = []
+    async with anyio.create_task_group() as tg, sched.events() as stream:
+        tg.start_soon(close_once_following)
+        with anyio.fail_after(60):
+            async for event in stream:
+                got.append(event.kind)
+                first.set()
+    assert got == ["current"]
