@@ -200,14 +200,18 @@ class DockerEventSource:
         self, reader: _Reader, start: Position | None
     ) -> AsyncIterator[AppEvent]:
         docker = self._docker()
-        with docker_errors("read the Docker daemon's identity", self._host):
-            info = await docker.system.info()
-        engine = str(info.get("ID") or "")
-        now = parse_daemon_time(str(info.get("SystemTime") or ""))
+        engine, now = await self._daemon_now()
         self.connections += 1
         replayed: builtins.list[EngineEvent] | None = None
         if start is not None and not start.current and start.engine == engine:
-            replayed = await self._replay(start, now)
+            # list first, then replay up to a later time: an app no replayed
+            # event names kept its listed state all along
+            await self._relist(reader)
+            engine, now = await self._daemon_now()
+            if engine == start.engine:
+                replayed = await self._replay(start, now)
+            if replayed is not None:  # bring what they name up to date
+                await self._refresh(reader, {e.container for e in replayed})
         anchor = Position(
             engine, now, sum(1 for e in replayed or () if e.t == now) if replayed else 0
         )
@@ -217,7 +221,10 @@ class DockerEventSource:
             ) as response:
                 self._responses.add(response)
                 try:
-                    await self._relist(reader)
+                    if replayed is None:
+                        # CURRENT from a listing made after the stream opened:
+                        # what changed since comes again, as no news
+                        await self._relist(reader)
                     reader.at = anchor
                     if replayed is not None and start is not None:
                         drafts = self._catch_up(reader, replayed, start, now)
@@ -232,25 +239,79 @@ class DockerEventSource:
                     self._responses.discard(response)
                     response.close()  # aiodocker leaves streaming responses open
 
+    async def _daemon_now(self) -> tuple[str, int]:
+        """The daemon's engine ID and its clock (epoch ns)."""
+        with docker_errors("read the Docker daemon's identity", self._host):
+            info = await self._docker().system.info()
+        return str(info.get("ID") or ""), parse_daemon_time(
+            str(info.get("SystemTime") or "")
+        )
+
+    async def _refresh(self, reader: _Reader, containers: set[str]) -> None:
+        """Inspect ``containers`` again (concurrently) into the reader's model."""
+        records = reader.model.records
+
+        async def inspect(cid: str) -> None:
+            async with self._limiter():
+                record = await self._inspect(cid)
+            if record is None:
+                records.pop(cid, None)
+            else:
+                records[cid] = record
+
+        async with anyio.create_task_group() as tg:
+            for cid in containers:
+                tg.start_soon(inspect, cid)
+
     async def _live(
         self, reader: _Reader, response: aiohttp.ClientResponse, anchor: Position
     ) -> AsyncIterator[AppEvent]:
+        """Follow the stream: the events the daemon sent together are one
+        batch, whose containers are inspected concurrently, then applied in
+        order."""
         last = (anchor.t, 0)
+        pending = b""
         while self._is_open():
-            line = await response.content.readline()
-            if not line:
+            chunk = await response.content.readany()
+            if not chunk:
                 return  # the daemon ended the stream
-            event = EngineEvent.parse(line, last)
-            if event is None:
-                continue
-            last = (event.t, event.n)
-            if event.t < anchor.t or (event.t == anchor.t and event.n <= anchor.n):
-                continue  # delivered by the catch-up already
-            before = reader.at
-            drafts = await self._apply(reader, event)
-            reader.at = Position(anchor.engine, event.t, event.n)
-            for draft in _stamp(drafts, before, reader.at):
-                yield draft
+            *lines, pending = (pending + chunk).split(b"\n")
+            batch: builtins.list[EngineEvent] = []
+            for line in lines:
+                event = EngineEvent.parse(line, last)
+                if event is None:
+                    continue
+                last = (event.t, event.n)
+                if (event.t, event.n) > (anchor.t, anchor.n):
+                    batch.append(event)  # (else: the catch-up delivered it)
+            known = await self._prefetch(batch)
+            for event in batch:
+                before = reader.at
+                drafts = await self._apply(reader, event, known)
+                reader.at = Position(anchor.engine, event.t, event.n)
+                for draft in _stamp(drafts, before, reader.at):
+                    yield draft
+
+    async def _prefetch(
+        self, batch: builtins.list[EngineEvent]
+    ) -> dict[str, ContainerRecord | None]:
+        """Inspect, concurrently, the containers of ``batch`` whose events
+        need it (not a create, start or destroy)."""
+        wanted = {
+            e.container
+            for e in batch
+            if e.app_id and e.action not in ("create", "start", "destroy")
+        }
+        known: dict[str, ContainerRecord | None] = {}
+
+        async def inspect(cid: str) -> None:
+            async with self._limiter():
+                known[cid] = await self._inspect(cid)
+
+        async with anyio.create_task_group() as tg:
+            for cid in wanted:
+                tg.start_soon(inspect, cid)
+        return known
 
     # -- the daemon's buffer -----------------------------------------------------
 
@@ -330,8 +391,14 @@ class DockerEventSource:
             raise
         return record_from_inspect(info)
 
-    async def _apply(self, reader: _Reader, event: EngineEvent) -> list[AppEvent]:
-        """Inspect the container an engine event names; the app's changes."""
+    async def _apply(
+        self,
+        reader: _Reader,
+        event: EngineEvent,
+        known: Mapping[str, ContainerRecord | None],
+    ) -> list[AppEvent]:
+        """The app's changes after an engine event (``known``: containers
+        inspected since the event)."""
         if not event.app_id:
             return []
         model = reader.model
@@ -351,6 +418,9 @@ class DockerEventSource:
             record = model.records[event.container]
             record.status, record.exit_code = "running", None
             record.oom_killed, record.error = False, ""
+        elif event.container in known:
+            seen = known[event.container]
+            record = None if seen is None else replace(seen)  # own copy
         else:
             record = await self._inspect(event.container)
         if record is None:
