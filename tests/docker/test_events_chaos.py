@@ -11,6 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from asyncsched.schedulers.api import DescribeAppResponse
 from asyncsched.schedulers.docker_scheduler import DockerScheduler
 from asyncsched.specs import AppDef, AppState
 from tests.events.chaos import TERMINAL, ChaosReader, check_delivery, kill_at_random
@@ -76,6 +77,18 @@ async def run_apps(
     return kinds
 
 
+async def ended(sched: DockerScheduler, app_id: str) -> DescribeAppResponse:
+    """The app once describe says it is terminal (``wait`` may return at a
+    failure the daemon then restarts)."""
+    with anyio.fail_after(120):
+        while True:
+            changed = sched.changed(app_id)
+            status = await sched.describe(app_id)
+            if status is not None and status.state.name in TERMINAL:
+                return status
+            await changed.wait()
+
+
 async def expectations(
     sched: DockerScheduler, app_ids: list[str]
 ) -> tuple[dict[str, str], dict[str, set[tuple[str, int]]], dict[str, int]]:
@@ -85,9 +98,7 @@ async def expectations(
     failed: dict[str, set[tuple[str, int]]] = {}
     restarts: dict[str, int] = {}
     for app_id in app_ids:
-        status = await sched.describe(app_id)
-        assert status is not None
-        assert status.state.name in TERMINAL
+        status = await ended(sched, app_id)
         final[app_id] = status.state.name
         replicas = [r for role in status.roles_statuses for r in role.replicas]
         failed[app_id] = {
