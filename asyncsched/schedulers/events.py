@@ -8,7 +8,7 @@ data lost) yields one :attr:`EventKind.RESYNC` event followed by a
 :attr:`EventKind.CURRENT` event per app: never a silent gap.
 
 Example:
-    >>> async def follow(sched: Scheduler[Any], saved: str | None) -> None:
+    >>> async def follow(sched, saved: str | None) -> None:
     ...     async for event in sched.events(since=saved):
     ...         print(event.kind, event.app_id, event.state)
     ...         saved = event.cursor  # store it somewhere durable
@@ -18,15 +18,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from asyncsched.errors import InvalidArgumentError
 from asyncsched.schedulers.snapshot import ReplicaSnapshot
 from asyncsched.specs.reasons import StatusReason
 from asyncsched.specs.status import AppState
-
-if TYPE_CHECKING:
-    from asyncsched.schedulers.api import Scheduler  # noqa: F401 (doctest)
 
 __all__ = ("AppEvent", "EventKind", "replica_from_json", "replica_to_json")
 

@@ -27,7 +27,8 @@ from asyncsched.errors import (
     SchedulerUnavailableError,
 )
 from asyncsched.runner import Runner
-from asyncsched.schedulers.kubernetes._client import KubeApi, load_api_client
+from asyncsched.schedulers.kubernetes._client import KubeApi
+from asyncsched.schedulers.kubernetes._config import load_api_client
 from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
 
 from .fakeapi import FakeKubeServer

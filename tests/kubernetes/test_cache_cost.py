@@ -18,6 +18,7 @@ import pytest
 
 from asyncsched.schedulers.kubernetes import KubernetesScheduler
 from asyncsched.specs import AppState
+from asyncsched.testing import wait_for_state
 
 from .fakeapi.env import KubeEnv
 from .helpers import JOB_APIS, cfg_for, make_app, scheduler
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.usefixtures("kube_controller")
 
 
 def _live(sched: KubernetesScheduler, env: KubeEnv) -> bool:
-    return env.namespace in sched._namespaces
+    return sched._registry.running(env.namespace) is not None
 
 
 @pytest.mark.fake_api
@@ -100,7 +101,8 @@ async def test_cached_objects_keep_only_what_status_reads(
         stored = kube_env.fake_server().store.objects.values()
         assert all(o["metadata"].get("managedFields") for o in stored)
         # ... the cache keeps none of it
-        ns = sched._namespaces[kube_env.namespace]
+        ns = sched._registry.running(kube_env.namespace)
+        assert ns is not None
         cached = [*ns.volcano.objects.values(), *ns.batch.objects.values()]
         pods = list(ns.pods.objects.values())
         assert cached
@@ -124,7 +126,8 @@ async def test_finished_apps_leave_the_cache_but_not_describe_nor_list(
         final = await sched.wait(app_id, timeout=20)
         assert final is not None
         assert final.state == AppState.SUCCEEDED
-        ns = sched._namespaces[kube_env.namespace]
+        ns = sched._registry.running(kube_env.namespace)
+        assert ns is not None
         with anyio.fail_after(10):
             while ns.pods.with_key(app_id):  # its pods left the cache
                 await anyio.sleep(0.05)
@@ -138,11 +141,7 @@ async def test_finished_apps_leave_the_cache_but_not_describe_nor_list(
         assert listed[app_id] == AppState.SUCCEEDED
         # a live app is never expired, however old the sweep believes it is
         other = await sched.submit(make_app("sleep 30"), cfg_for(kube_env, job_api))
-        with anyio.fail_after(20):
-            while (seen := await sched.describe(other)) is None or (
-                seen.state != AppState.RUNNING
-            ):
-                await anyio.sleep(0.05)
+        await wait_for_state(sched, other, AppState.RUNNING, timeout=20)
         ns.sweep(
             0.0, lambda kind, jobs: AppState.SUCCEEDED, now=time.monotonic() + 3600
         )

@@ -16,7 +16,8 @@ import anyio
 import pytest
 
 from asyncsched.errors import InvalidArgumentError, SchedulerUnavailableError
-from asyncsched.schedulers.kubernetes._client import KubeApi, load_api_client
+from asyncsched.schedulers.kubernetes._client import KubeApi
+from asyncsched.schedulers.kubernetes._config import load_api_client
 from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asyncsched.schedulers.shared.pacer import AdaptivePacer
 from asyncsched.specs import CfgVal

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from asyncsched.errors import ServerWarning, SubmitError
-from asyncsched.schedulers.kubernetes._field_validation import parse_warnings
+from asyncsched.schedulers.kubernetes._warnings import parse_warnings
 from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asyncsched.specs import AppDef, CfgVal
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
-from typing import Any
 
 import anyio
+import psutil
 import pytest
 
 from asyncsched.errors import SchedulerClosedError
@@ -58,30 +59,45 @@ async def test_aclose_during_concurrent_submits(log_dir: Path, delay: float) -> 
     assert nfds() == fds
 
 
-async def test_aclose_while_spawning_undoes_the_submit(
-    log_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_aclose_while_spawning_undoes_the_submit(log_dir: Path) -> None:
     fds = nfds()
-    s = LocalScheduler("s", close_grace=0.5)
+    spawning = threading.Event()  # replica 0 runs, replica 1 is about to start
+    closing = threading.Event()  # the scheduler is closed: let the spawn go on
+    others: set[int] = set()  # this process's children before the replicas
     spawned: list[int] = []
 
+    def before_spawn(role: str, replica_id: int) -> None:
+        # (spawner thread) hold the start of replica 1 until aclose has begun
+        if replica_id == 0:
+            others.update(_children())
+        else:
+            spawned.extend(_children() - others)
+            spawning.set()
+            closing.wait(30)
+
+    s = LocalScheduler("s", close_grace=0.5, before_spawn=before_spawn)
+
+    async def close_while_spawning() -> None:
+        assert await anyio.to_thread.run_sync(spawning.wait, 30)
+        tg.start_soon(s.aclose)
+        with anyio.fail_after(10):
+            while not s.closed:  # aclose is under way
+                await anyio.sleep(0.01)
+        closing.set()
+
     async with anyio.create_task_group() as tg:
-        orig_run = s._spawner.run
-
-        async def run(*args: Any, **kwargs: Any) -> Any:
-            result = await orig_run(*args, **kwargs)
-            spawned.extend(st.child.pid for st in result[1])
-            tg.start_soon(s.aclose)  # closes while this submit is in flight
-            await anyio.sleep(0.05)
-            assert s.closed
-            return result
-
-        monkeypatch.setattr(s._spawner, "run", run)
+        tg.start_soon(close_while_spawning)
         with pytest.raises(SchedulerClosedError):
             await s.submit(
                 app_of(sh_role("sleep 30", replicas=2)), {"log_dir": str(log_dir)}
             )
-    assert len(spawned) == 2
+    assert len(spawned) == 1  # replica 0 had started before aclose
     assert not any(exists(pid) for pid in spawned)  # killed and reaped
+    assert _children() - others == set()  # replica 1 too
     assert os.listdir(log_dir / "s") == []
     assert nfds() == fds
+
+
+def _children() -> set[int]:
+    """The pids of this process's children (zombies too: not reaped yet)."""
+    return {child.pid for child in psutil.Process().children()}

@@ -64,7 +64,7 @@ async def test_cancel_escalates_to_sigkill_after_grace(log_dir: Path) -> None:
         async with aclosing(s.log_iter(app_id, "worker", should_tail=True)) as it:
             assert await anext(it) == "ready\n"
         await s.cancel(app_id)
-        app = s._apps[app_id]
+        app = s._table.apps[app_id]
         with anyio.fail_after(5):
             await app.finished.wait()
         desc = await s.describe(app_id)
@@ -110,7 +110,7 @@ async def test_fail_fast_terminates_the_others(
     assert state == AppState.FAILED
     assert time.monotonic() - t0 < 10
     with anyio.fail_after(5):
-        await sched._apps[app_id].finished.wait()
+        await sched._table.apps[app_id].finished.wait()
     desc = await sched.describe(app_id)
     assert desc is not None
     by_role = {rs.role: rs.replicas[0] for rs in desc.roles_statuses}

@@ -183,7 +183,7 @@ async def test_eviction_frees_memory_but_the_app_stays_readable(
         first, _ = await run(s, app_of(sh_role("echo one")), cfg)
         second, _ = await run(s, app_of(sh_role("true")), cfg)
         running = await s.submit(app_of(sh_role("sleep 30")), cfg)  # evicts first
-        assert first not in s._apps
+        assert first not in s._table.apps
         desc = await s.describe(first)
         assert desc is not None
         assert desc.state == AppState.SUCCEEDED
@@ -198,6 +198,6 @@ async def test_eviction_frees_memory_but_the_app_stays_readable(
         assert {a.app_id for a in await s.list()} >= {first, second, running, third}
         # both in memory are running: a third running app is kept beside them
         fourth = await s.submit(app_of(sh_role("sleep 30")), cfg)
-        assert {running, third, fourth} <= set(s._apps)
+        assert {running, third, fourth} <= set(s._table.apps)
         for app_id in (running, third, fourth):
             await s.cancel(app_id)

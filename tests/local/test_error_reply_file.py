@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 
 from asyncsched.schedulers.api import DescribeAppResponse
-from asyncsched.schedulers.local._supervisor import MAX_REPLY_BYTES
+from asyncsched.schedulers.local._exit_facts import MAX_REPLY_BYTES
 from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.specs import AppState
 

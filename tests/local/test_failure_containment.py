@@ -1,8 +1,9 @@
 """A failing background task fails only its own app; the scheduler stays usable.
 
-Failures are injected through asyncsched's own private seams (never the OS or
-a dependency): the replica reaper's exit hook, the log pump, the spawner's
-completion dispatcher. Every test runs on asyncio and on trio.
+Failures are injected through the backend's fault seam, ``LocalFaults`` (never
+the OS, a dependency or the backend's internals): the replica reaper's exit,
+the log reader, the spawner's completion dispatcher, the record writer. Every
+test runs on asyncio and on trio.
 """
 
 from __future__ import annotations
@@ -11,39 +12,33 @@ import errno
 import logging
 import os
 from pathlib import Path
-from typing import Any
 
 import anyio
 import psutil
 import pytest
 
-from asyncsched.schedulers.local import _process, _supervisor
-from asyncsched.schedulers.local._supervisor import LocalApp
-from asyncsched.schedulers.local_scheduler import LocalScheduler
+from asyncsched.errors import InvalidArgumentError
+from asyncsched.schedulers.local import LocalFaults, LocalScheduler
 from asyncsched.specs import AppState
 from tests.local.conftest import app_of, sh_role
 
 pytestmark = pytest.mark.anyio
 
 
-def _scheduler() -> LocalScheduler:
-    return LocalScheduler("contain", cancel_grace=2.0, close_grace=0.5)
+def _scheduler(faults: LocalFaults) -> LocalScheduler:
+    return LocalScheduler("contain", cancel_grace=2.0, close_grace=0.5, faults=faults)
 
 
 async def test_a_raising_reaper_fails_only_its_app(
-    log_dir: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    log_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    original = LocalApp._on_exit
-
-    def on_exit(self: LocalApp, *args: Any) -> None:
-        if self.name == "bad":
+    def before_exit(app_id: str, role: str, replica_id: int) -> None:
+        if app_id.startswith("bad-"):
             raise RuntimeError("reaper exploded")
-        original(self, *args)
 
-    monkeypatch.setattr(LocalApp, "_on_exit", on_exit)
     cfg = {"log_dir": str(log_dir)}
     caplog.set_level(logging.ERROR)
-    async with _scheduler() as sched:
+    async with _scheduler(LocalFaults(before_exit=before_exit)) as sched:
         good = await sched.submit(
             app_of(sh_role("sleep 1; echo done", replicas=2), name="good"), cfg
         )
@@ -70,19 +65,14 @@ async def test_a_raising_reaper_fails_only_its_app(
 
 
 async def test_a_replica_whose_log_cannot_be_written_fails_its_app_and_is_killed(
-    log_dir: Path, monkeypatch: pytest.MonkeyPatch
+    log_dir: Path,
 ) -> None:
-    original = _supervisor.pump  # type: ignore[attr-defined]
-
-    async def pump(fd: int, log: Any, stream: str) -> None:
-        if "/bad/" in log.paths["stdout"]:
-            os.close(fd)  # as the real pump does, whatever happens
+    def before_log(path: str) -> None:
+        if f"{os.sep}bad{os.sep}" in path:
             raise OSError(errno.ENOSPC, "No space left on device")
-        await original(fd, log, stream)
 
-    monkeypatch.setattr(_supervisor, "pump", pump)
     cfg = {"log_dir": str(log_dir)}
-    async with _scheduler() as sched:
+    async with _scheduler(LocalFaults(before_log=before_log)) as sched:
         good = await sched.submit(app_of(sh_role("sleep 1"), name="good"), cfg)
         bad = await sched.submit(
             app_of(sh_role("sleep 60", name="bad", replicas=2), name="bad"), cfg
@@ -102,21 +92,18 @@ async def test_a_replica_whose_log_cannot_be_written_fails_its_app_and_is_killed
 
 
 async def test_a_crashed_host_service_is_restarted_and_submit_still_works(
-    log_dir: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    log_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    original = _process.Spawner._complete
     crashes: list[int] = []
 
-    def complete(self: _process.Spawner) -> None:
+    def before_dispatch() -> None:
         if not crashes:
             crashes.append(1)
             raise RuntimeError("dispatcher exploded")
-        original(self)
 
-    monkeypatch.setattr(_process.Spawner, "_complete", complete)
     caplog.set_level(logging.ERROR)
     cfg = {"log_dir": str(log_dir)}
-    async with _scheduler() as sched:
+    async with _scheduler(LocalFaults(before_dispatch=before_dispatch)) as sched:
         with anyio.fail_after(15):  # a dead dispatcher would hang this submit
             app_id = await sched.submit(app_of(sh_role("exit 0")), cfg)
             desc = await sched.wait(app_id)
@@ -127,18 +114,14 @@ async def test_a_crashed_host_service_is_restarted_and_submit_still_works(
 
 
 async def test_a_record_that_cannot_be_written_fails_only_its_app(
-    log_dir: Path, monkeypatch: pytest.MonkeyPatch
+    log_dir: Path,
 ) -> None:
-    original = _supervisor.write_json_atomic  # type: ignore[attr-defined]
-
-    def write_json_atomic(path: str, data: Any) -> None:
+    def before_record(path: str) -> None:
         if f"{os.sep}bad-" in path:
             raise OSError(errno.ENOSPC, "No space left on device")
-        original(path, data)
 
-    monkeypatch.setattr(_supervisor, "write_json_atomic", write_json_atomic)
     cfg = {"log_dir": str(log_dir)}
-    async with _scheduler() as sched:
+    async with _scheduler(LocalFaults(before_record=before_record)) as sched:
         good = await sched.submit(app_of(sh_role("sleep 1"), name="good"), cfg)
         bad = await sched.submit(app_of(sh_role("sleep 60"), name="bad"), cfg)
         desc = await sched.wait(bad, timeout=10)
@@ -149,3 +132,11 @@ async def test_a_record_that_cannot_be_written_fails_only_its_app(
         assert desc is not None
         assert desc.state == AppState.SUCCEEDED
         assert (log_dir / "contain" / good / "SUCCESS").exists()
+
+
+def test_before_spawn_given_twice_is_refused() -> None:
+    def hook(role: str, replica_id: int) -> None:
+        pass
+
+    with pytest.raises(InvalidArgumentError, match="not both"):
+        LocalScheduler("s", before_spawn=hook, faults=LocalFaults(before_spawn=hook))

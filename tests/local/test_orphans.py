@@ -56,7 +56,7 @@ async def test_cancelling_the_awaiting_task(log_dir: Path) -> None:
     with anyio.move_on_after(1.5) as scope:
         async with LocalScheduler("o", close_grace=0.5) as sched:
             pids = await submit_sleepers(sched, log_dir)
-            await sched.wait(next(iter(sched._apps)))
+            await sched.wait(next(iter(sched._table.apps)))
     assert scope.cancelled_caught
     assert pids
     await assert_all_gone(pids, within=0.1)
@@ -77,7 +77,7 @@ async def test_exception_in_callers_task_group(log_dir: Path) -> None:
         async with LocalScheduler("o", close_grace=0.5) as sched:
             pids = await submit_sleepers(sched, log_dir)
             async with anyio.create_task_group() as tg:
-                tg.start_soon(sched.wait, next(iter(sched._apps)))
+                tg.start_soon(sched.wait, next(iter(sched._table.apps)))
                 raise RuntimeError("caller failed")
 
     with pytest.raises(ExceptionGroup) as info:

@@ -166,7 +166,7 @@ def test_factories_and_cache_size() -> None:
     s = create_scheduler("foo", cache_size=20, extra_paths=["foo"], unknown_kwarg=1)
     assert s.session_name == "foo"
     assert s._image_provider_class is CWDImageProvider
-    assert s._cache_size == 20
+    assert s._table.cache_size == 20
     assert s._extra_paths == ["foo"]
     assert s.backend == "local"
     d = get_scheduler("local_dir", session_name="bar", whatever=True)

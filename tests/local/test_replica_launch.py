@@ -30,7 +30,7 @@ async def test_app_id_and_macros_make_one_file_per_replica(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(
-        "asyncsched.schedulers.local._scheduler.make_unique",
+        "asyncsched.schedulers.local_scheduler.make_unique",  # TorchX's seam
         lambda name: f"{name}-fixedid",
     )
     out = tmp_path / "out"

@@ -3,9 +3,9 @@
 This package is the backend's public face;
 :mod:`asyncsched.schedulers.kubernetes_scheduler` (TorchX's module path)
 re-exports it. Pure modules (``_render``, ``_state``) import no client; the
-I/O modules (``_client``, ``_informer``, ``_logs``) import
-``kubernetes_asyncio`` and aiohttp only when a scheduler first talks to a
-server, so importing this package (and ``run_opts()``) works without the extra.
+I/O modules load ``kubernetes_asyncio`` and aiohttp through ``_gate`` only
+when a scheduler first talks to a server, so importing this package (and
+``run_opts()``) works without the extra.
 
 Example:
     >>> from asyncsched.schedulers.kubernetes import KubernetesScheduler
@@ -15,7 +15,7 @@ Example:
 
 from __future__ import annotations
 
-from asyncsched.schedulers.kubernetes._client import KubernetesApiError
+from asyncsched.schedulers.kubernetes._gate import KubernetesApiError
 from asyncsched.schedulers.kubernetes._render import (
     KubernetesJob,
     normalize_str,

@@ -24,7 +24,7 @@ from typing import Any
 from asyncsched.schedulers.kit import ChangeNotifier
 from asyncsched.schedulers.kubernetes._client import KubeApi
 from asyncsched.schedulers.kubernetes._informer import DEFAULT_PAGE_SIZE, Informer
-from asyncsched.schedulers.kubernetes._render import (
+from asyncsched.schedulers.kubernetes._job_names import (
     LABEL_APP_ID,
     LABEL_MANAGED_BY,
     MANAGED_BY,

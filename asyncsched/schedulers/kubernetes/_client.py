@@ -12,12 +12,13 @@ a 5xx or a connection error with jittered exponential backoff. Errors
 become asyncsched errors carrying the server's message; ``Warning``
 headers become ``ServerWarning`` warnings.
 
-``kubernetes_asyncio`` is imported here (and by the other I/O modules) only
-when a scheduler first talks to a server.
+``kubernetes_asyncio`` and aiohttp are loaded through :mod:`._gate` only
+when a scheduler first talks to a server; the connection itself is made by
+:mod:`._config`.
 
 Example:
     >>> async def main() -> None:
-    ...     api = KubeApi(await load_api_client(context="kind-kind"))
+    ...     api = KubeApi((await connect(context="kind-kind")).client)
     ...     pods = await api.request("GET", "/api/v1/namespaces/default/pods")
     ...     await api.aclose()
 """
@@ -35,9 +36,14 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from asyncsched.errors import SchedulerError, SchedulerUnavailableError
+from asyncsched.errors import SchedulerUnavailableError
 from asyncsched.schedulers.kubernetes._credentials import Credentials
-from asyncsched.schedulers.kubernetes._field_validation import report_warnings
+from asyncsched.schedulers.kubernetes._gate import (
+    BACKEND,
+    KubernetesApiError,
+    aiohttp_module,
+    forbidden_cause,
+)
 from asyncsched.schedulers.kubernetes._names import check_path
 from asyncsched.schedulers.kubernetes._pacing import (
     DEFAULT_MAX_HOLD,
@@ -47,26 +53,24 @@ from asyncsched.schedulers.kubernetes._pacing import (
     make_pacer,
     throttled_error,
 )
+from asyncsched.schedulers.kubernetes._streams import stream_client
+from asyncsched.schedulers.kubernetes._warnings import report_warnings
 
 if TYPE_CHECKING:
     import aiohttp
 
-__all__ = [
-    "BACKEND",
-    "EXTRA_HINT",
+__all__ = (
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_REQUEST_TIMEOUT",
+    "JSON_CT",
     "KubeApi",
     "KubernetesApiError",
-    "forbidden_cause",
-    "import_client",
-    "import_client_off_loop",
-    "load_api_client",
-    "load_connection",
-]
+    "MERGE_PATCH_CT",
+    "denied_error",
+)
 
 logger = logging.getLogger(__name__)
 
-BACKEND = "kubernetes"
-EXTRA_HINT = "pip install 'asyncsched[kubernetes]'"
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 JSON_CT = "application/json"
 #: seconds to open a connection to the API server
@@ -74,114 +78,6 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 #: seconds a non-streaming request may take in all (retries included)
 DEFAULT_REQUEST_TIMEOUT = 60.0
 MERGE_PATCH_CT = "application/merge-patch+json"
-
-
-class KubernetesApiError(SchedulerError):
-    """The API server refused a request; ``status``, ``reason`` and its ``message``.
-
-    Example:
-        >>> str(KubernetesApiError("GET", "/x", 404, "NotFound", "x not found"))
-        'GET /x: 404 NotFound: x not found'
-    """
-
-    def __init__(
-        self,
-        method: str,
-        path: str,
-        status: int,
-        reason: str,
-        message: str,
-        retry_after: float | None = None,
-    ) -> None:
-        super().__init__(f"{method} {path}: {status} {reason}: {message}")
-        self.method = method
-        self.path = path
-        self.status = status
-        self.reason = reason
-        self.message = message
-        self.retry_after = retry_after
-        #: ``details.causes`` of the server's ``Status`` (``type``/``message``)
-        self.causes: list[dict[str, Any]] = []
-        #: how many times the request was sent (more than 1: it was retried)
-        self.attempts = 1
-        #: the ``details`` of the server's ``Status`` (``kind``, ``name``,
-        #: ``causes``...), empty when it sent none
-        self.details: dict[str, Any] = {}
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (
-            type(self),
-            (self.method, self.path, self.status, self.reason, self.message),
-        )
-
-
-#: ``kubernetes_asyncio`` once fully imported (a module still being imported by
-#: another thread is already in ``sys.modules``: that is no sign it is ready)
-_client_module: Any = None
-
-
-def import_client() -> Any:
-    """Import ``kubernetes_asyncio`` or raise a clear error naming the extra."""
-    global _client_module
-    if _client_module is None:
-        try:
-            import kubernetes_asyncio
-        except ImportError as exc:
-            raise SchedulerUnavailableError(
-                BACKEND,
-                f"{exc.name or 'kubernetes_asyncio'} is not installed",
-                EXTRA_HINT,
-            ) from exc
-        _client_module = kubernetes_asyncio
-    return _client_module
-
-
-async def import_client_off_loop() -> Any:
-    """:func:`import_client` for async code: the first import runs in a worker thread.
-
-    Importing ``kubernetes_asyncio`` takes about 0.6 s of CPU (its thousands
-    of model classes); in the event loop's thread that is a 0.6 s stall of
-    every other task the first time a Kubernetes scheduler is used.
-    Concurrent first callers each wait in a worker thread (Python's import
-    lock makes them share the one import); later calls return at once.
-    """
-    if _client_module is not None:
-        return _client_module
-    return await anyio.to_thread.run_sync(import_client)
-
-
-async def load_api_client(
-    *, kubeconfig: str | None = None, context: str | None = None
-) -> Any:
-    """A new ``ApiClient`` from the kubeconfig or the in-cluster config.
-
-    Its credentials refresh themselves before they expire (see
-    :func:`load_connection`, which also hands back the refresher).
-
-    Raises:
-        SchedulerUnavailableError: the extra is missing or no config is usable.
-    """
-    client, _ = await load_connection(kubeconfig=kubeconfig, context=context)
-    return client
-
-
-async def load_connection(
-    *, kubeconfig: str | None = None, context: str | None = None
-) -> tuple[Any, Credentials]:
-    """A new ``ApiClient`` and the :class:`Credentials` keeping its token fresh.
-
-    The config is chosen as client-go does (an explicit ``kubeconfig`` or
-    ``context``, ``$KUBECONFIG``, the in-cluster config, ``~/.kube/config``:
-    see :mod:`._config`). The loader is kept: exec-plugin, OIDC and GCP tokens
-    are renewed before they expire and once more on a 401.
-
-    Raises:
-        SchedulerUnavailableError: the extra is missing or no config is usable.
-    """
-    from asyncsched.schedulers.kubernetes._config import connect
-
-    conn = await connect(kubeconfig=kubeconfig, context=context)
-    return conn.client, conn.credentials
 
 
 class KubeApi:
@@ -274,8 +170,7 @@ class KubeApi:
             InvalidArgumentError: ``path`` is not plain segments (``..``, a
                 ``?``, a ``%``...); nothing is sent.
         """
-        import aiohttp
-
+        http = aiohttp_module()
         check_path(method, path)
         attempt = throttles = 0
         refreshed = False
@@ -291,7 +186,7 @@ class KubeApi:
                 paused += now - asked
             deadline = started + self.request_timeout + paused
             left = max(deadline - now, 0.001)
-            timeout = aiohttp.ClientTimeout(
+            timeout = http.ClientTimeout(
                 total=left, connect=min(self.connect_timeout, left)
             )
             try:
@@ -330,7 +225,7 @@ class KubeApi:
                     refreshed = True
                     continue
                 if not retry or exc.status not in _RETRY_STATUSES:
-                    raise (_map_denied(exc) if map_denied else exc) from None
+                    raise (denied_error(exc) if map_denied else exc) from None
                 if attempt >= self.max_retries:
                     raise
                 delay = exc.retry_after
@@ -371,10 +266,8 @@ class KubeApi:
             KubernetesApiError: the server answered with an error status.
             InvalidArgumentError: ``path`` is not plain segments; nothing is sent.
         """
-        import aiohttp
-
         check_path("GET", path)
-        timeout = aiohttp.ClientTimeout(
+        timeout = aiohttp_module().ClientTimeout(
             total=None, connect=self.connect_timeout, sock_read=read_timeout
         )
         client = await self._streams()
@@ -391,7 +284,7 @@ class KubeApi:
                     error.status, error.retry_after
                 ):
                     self.pacer.throttled(error.retry_after)
-                raise _map_denied(error)
+                raise denied_error(error)
             yield resp
         finally:
             resp.release()
@@ -402,8 +295,6 @@ class KubeApi:
         if self.stream_client is None:
             async with self._stream_lock:
                 if self.stream_client is None:
-                    from asyncsched.schedulers.kubernetes._streams import stream_client
-
                     self.stream_client = await stream_client(self.client)
         return self.stream_client
 
@@ -465,9 +356,8 @@ def _query_value(value: object) -> str:
 
 
 def _connection_errors() -> tuple[type[BaseException], ...]:
-    import aiohttp
-
-    return (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, TimeoutError)
+    http = aiohttp_module()
+    return (http.ClientConnectionError, http.ClientPayloadError, TimeoutError)
 
 
 async def _error(
@@ -498,7 +388,8 @@ async def _error(
     return error
 
 
-def _map_denied(exc: Exception) -> Exception:
+def denied_error(exc: Exception) -> Exception:
+    """A 401 or 403 as the :class:`SchedulerUnavailableError` saying what to do."""
     if isinstance(exc, KubernetesApiError) and exc.status == 401:
         return SchedulerUnavailableError(
             BACKEND,
@@ -514,41 +405,3 @@ def _map_denied(exc: Exception) -> Exception:
             hint,
         )
     return exc
-
-
-def forbidden_cause(exc: KubernetesApiError) -> tuple[str, str]:
-    """What a 403 means, read from its ``Status``, and what to do about it.
-
-    A 403 is not always RBAC: a ResourceQuota, a namespace being deleted, an
-    admission webhook or a Pod Security level answer it too.
-
-    Example:
-        >>> forbidden_cause(KubernetesApiError("POST", "/p", 403, "Forbidden",
-        ...     'pods "a" is forbidden: exceeded quota: q'))[0]
-        'quota exceeded'
-    """
-    message = exc.message.lower()
-    causes = {str(c.get("type") or "") for c in exc.causes}
-    if "namespaceterminating" in {c.lower() for c in causes} or (
-        "being terminated" in message
-    ):
-        return (
-            "the namespace is being terminated",
-            "wait for it to be deleted and recreate it, or use another namespace",
-        )
-    if "exceeded quota" in message:
-        return (
-            "quota exceeded",
-            "free resources in the namespace or ask for a larger ResourceQuota",
-        )
-    if "admission webhook" in message or "denied the request" in message:
-        return (
-            "refused by an admission webhook (a policy)",
-            "change the manifest (or the role's pod overlay) to meet the policy",
-        )
-    if "podsecurity" in message:
-        return (
-            "refused by the namespace's Pod Security level",
-            "meet the Pod Security Standard, or run in another namespace",
-        )
-    return ("RBAC", "grant the RBAC Role in docs/backends/kubernetes.md")

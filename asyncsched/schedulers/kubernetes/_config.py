@@ -33,14 +33,19 @@ from typing import Any
 import anyio
 
 from asyncsched.errors import SchedulerUnavailableError
-from asyncsched.schedulers.kubernetes._client import (
-    BACKEND,
-    import_client_off_loop,
-)
 from asyncsched.schedulers.kubernetes._credentials import Credentials
 from asyncsched.schedulers.kubernetes._env_lookups import skip_unneeded_env_lookups
+from asyncsched.schedulers.kubernetes._gate import BACKEND, import_client_off_loop
 
-__all__ = ["SERVICE_ACCOUNT_DIR", "Connection", "connect"]
+__all__ = (
+    "SERVICE_ACCOUNT_DIR",
+    "Connection",
+    "connect",
+    "context_namespace",
+    "load_api_client",
+    "load_connection",
+    "service_account_namespace",
+)
 
 #: where Kubernetes mounts a pod's service account (token, ca.crt, namespace)
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -83,7 +88,7 @@ async def connect(
         kubeconfig is not None or context is not None or bool(env.get("KUBECONFIG"))
     )
     if not explicit:
-        loaded = await _in_cluster(configuration, sa_dir, env)
+        loaded = await _in_cluster(k8s, configuration, sa_dir, env)
         if loaded is not None:
             loader, namespace = loaded
             # the loader installed its own hook (re-reads the rotated token)
@@ -92,8 +97,6 @@ async def connect(
             await skip_unneeded_env_lookups(client)
             return Connection(client, creds, namespace, in_cluster=True)
     path = kubeconfig or env.get("KUBECONFIG") or _DEFAULT_KUBECONFIG
-    from kubernetes_asyncio.config import ConfigException
-
     try:
         loader = await k8s.config.load_kube_config(
             config_file=path,
@@ -101,7 +104,7 @@ async def connect(
             client_configuration=configuration,
             persist_config=False,
         )
-    except (ConfigException, OSError) as exc:
+    except (k8s.config.ConfigException, OSError) as exc:
         raise SchedulerUnavailableError(
             BACKEND,
             f"no usable Kubernetes config (not in a cluster; kubeconfig {path!r}"
@@ -116,13 +119,42 @@ async def connect(
     return Connection(client, creds, namespace, in_cluster=False)
 
 
+async def load_api_client(
+    *, kubeconfig: str | None = None, context: str | None = None
+) -> Any:
+    """A new ``ApiClient`` from the kubeconfig or the in-cluster config.
+
+    Its credentials refresh themselves before they expire (see
+    :func:`load_connection`, which also hands back the refresher).
+
+    Raises:
+        SchedulerUnavailableError: the extra is missing or no config is usable.
+    """
+    client, _ = await load_connection(kubeconfig=kubeconfig, context=context)
+    return client
+
+
+async def load_connection(
+    *, kubeconfig: str | None = None, context: str | None = None
+) -> tuple[Any, Credentials]:
+    """A new ``ApiClient`` and the :class:`Credentials` keeping its token fresh.
+
+    The config is chosen as client-go does (see the module docstring). The
+    loader is kept: exec-plugin, OIDC and GCP tokens are renewed before they
+    expire and once more on a 401.
+
+    Raises:
+        SchedulerUnavailableError: the extra is missing or no config is usable.
+    """
+    conn = await connect(kubeconfig=kubeconfig, context=context)
+    return conn.client, conn.credentials
+
+
 async def _in_cluster(
-    configuration: Any, sa_dir: Path, env: Mapping[str, str]
+    k8s: Any, configuration: Any, sa_dir: Path, env: Mapping[str, str]
 ) -> tuple[Any, str] | None:
     """The in-cluster loader (config set) and the pod's namespace; None outside a pod."""
-    from kubernetes_asyncio.config import ConfigException, incluster_config as incluster
-
-    loader = incluster.InClusterConfigLoader(
+    loader = k8s.config.incluster_config.InClusterConfigLoader(
         token_filename=str(sa_dir / "token"),
         cert_filename=str(sa_dir / "ca.crt"),
         environ=dict(env),
@@ -135,7 +167,7 @@ async def _in_cluster(
     try:
         # sync, reads three small files: keep it off the event loop
         namespace = await anyio.to_thread.run_sync(load)
-    except ConfigException:
+    except k8s.config.ConfigException:
         return None
     return loader, namespace
 

@@ -8,7 +8,7 @@ that names the real cause: a missing namespace is not a missing CRD, and a
 403 may be a quota, a namespace being deleted, RBAC or an admission policy.
 
 Example:
-    >>> from asyncsched.schedulers.kubernetes._client import KubernetesApiError
+    >>> from asyncsched.schedulers.kubernetes._gate import KubernetesApiError
     >>> exc = KubernetesApiError("POST", "/x", 404, "NotFound", 'namespaces "t" not found')
     >>> exc.details = {"name": "t", "kind": "namespaces"}
     >>> str(create_error(exc, {"kind": "Job", "metadata": {"name": "a"}}, "t"))
@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from asyncsched.errors import SchedulerUnavailableError, SubmitError
-from asyncsched.schedulers.kubernetes._client import BACKEND, KubernetesApiError
+from asyncsched.schedulers.kubernetes._gate import BACKEND, KubernetesApiError
 
 __all__ = ["create_error"]
 

@@ -22,11 +22,12 @@ Example:
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import anyio
 
-__all__ = ["env_names_server", "same_env_lookups", "skip_unneeded_env_lookups"]
+__all__ = ("env_names_server", "same_env_lookups", "skip_unneeded_env_lookups")
 
 
 def env_names_server(url: str) -> bool:
@@ -34,24 +35,18 @@ def env_names_server(url: str) -> bool:
 
     Blocking (reads ``~/.netrc``): call it in a worker thread.
     """
-    from aiohttp.helpers import (
-        basicauth_from_netrc,
-        get_env_proxy_for_url,
-        netrc_from_env,
-    )
-    from yarl import URL
-
-    parsed = URL(url)
+    helpers = importlib.import_module("aiohttp.helpers")
+    parsed = importlib.import_module("yarl").URL(url)
     try:
-        get_env_proxy_for_url(parsed)
+        helpers.get_env_proxy_for_url(parsed)
         return True
     except LookupError:
         pass
-    netrc = netrc_from_env()
+    netrc = helpers.netrc_from_env()
     if netrc is None or parsed.host is None:
         return False
     try:
-        basicauth_from_netrc(netrc, parsed.host)
+        helpers.basicauth_from_netrc(netrc, parsed.host)
     except LookupError:
         return False
     return True

@@ -30,7 +30,8 @@ import weakref
 from typing import Any
 
 from asyncsched.errors import UnsupportedOperationError
-from asyncsched.schedulers.kubernetes._client import KubeApi, KubernetesApiError
+from asyncsched.schedulers.kubernetes._client import KubeApi
+from asyncsched.schedulers.kubernetes._gate import KubernetesApiError
 
 __all__ = [
     "check_indexed_jobs",

@@ -44,7 +44,8 @@ import anyio
 from anyio.abc import TaskStatus
 
 from asyncsched.schedulers.kit import ChangeNotifier
-from asyncsched.schedulers.kubernetes._client import KubeApi, KubernetesApiError
+from asyncsched.schedulers.kubernetes._client import KubeApi
+from asyncsched.schedulers.kubernetes._gate import KubernetesApiError, aiohttp_module
 
 __all__ = ["DEFAULT_PAGE_SIZE", "Informer"]
 
@@ -297,8 +298,7 @@ class Informer:
                 return items, rv
 
     async def _watch_once(self, seconds: int) -> tuple[str, int]:
-        import aiohttp
-
+        http = aiohttp_module()
         query = {
             "watch": True,
             "labelSelector": self.selector,
@@ -329,7 +329,7 @@ class Informer:
                 return _RELIST, events
             logger.warning("watch of %s refused: %s", self.path, exc)
             return _DROPPED, events
-        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        except (http.ClientError, TimeoutError, ValueError) as exc:
             logger.info("watch of %s dropped: %r", self.path, exc)
             return _DROPPED, events
         except Exception as exc:  # noqa: BLE001 -- denied, unreachable: keep going

@@ -32,7 +32,8 @@ from typing import Any
 import anyio
 
 from asyncsched.schedulers.kit import DEFAULT_MAX_LINE_BYTES, LineSplitter
-from asyncsched.schedulers.kubernetes._client import KubeApi, KubernetesApiError
+from asyncsched.schedulers.kubernetes._client import KubeApi
+from asyncsched.schedulers.kubernetes._gate import KubernetesApiError, aiohttp_module
 
 __all__ = ["RETRY_STATUSES", "has_log", "iter_pod_log", "parse_timestamp"]
 
@@ -236,6 +237,4 @@ async def iter_pod_log(
 
 
 def _is_drop(exc: BaseException) -> bool:
-    import aiohttp
-
-    return isinstance(exc, (aiohttp.ClientError, TimeoutError))
+    return isinstance(exc, (aiohttp_module().ClientError, TimeoutError))

@@ -13,7 +13,7 @@ instead, and file what they read in the given caches:
   a 404 on the object itself means it is gone;
 * :func:`refresh_pods` -- the app's pods while the pods cache is stale.
 
-Each returns ``(job_api, caches, jobs)`` (:data:`Found`) or None when the app
+Each returns a :class:`~._found.Found` (job API, caches, jobs) or None when the app
 does not exist.
 
 Example:
@@ -27,35 +27,28 @@ from typing import Any
 
 from asyncsched.errors import SchedulerUnavailableError
 from asyncsched.schedulers.kubernetes._caches import SELECTOR, Caches, app_key
-from asyncsched.schedulers.kubernetes._client import (
-    BACKEND,
-    KubeApi,
-    KubernetesApiError,
-    _map_denied,
-)
-from asyncsched.schedulers.kubernetes._names import MAX_LABEL
-from asyncsched.schedulers.kubernetes._render import (
+from asyncsched.schedulers.kubernetes._client import KubeApi, denied_error
+from asyncsched.schedulers.kubernetes._found import Found
+from asyncsched.schedulers.kubernetes._gate import BACKEND, KubernetesApiError
+from asyncsched.schedulers.kubernetes._job_names import (
     LABEL_APP_ID,
     LABEL_MANAGED_BY,
     MANAGED_BY,
 )
+from asyncsched.schedulers.kubernetes._names import MAX_LABEL
 
-__all__ = [
-    "Found",
+__all__ = (
     "is_managed",
     "read_once",
     "read_pods",
     "read_stale",
     "read_uncached",
     "refresh_pods",
-]
+)
 
 logger = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
-
-#: ``(job_api, caches, jobs)``: "volcano" or "indexed", where they are filed
-Found = tuple[str, Caches, list[JSON]]
 
 
 def is_managed(obj: JSON) -> bool:
@@ -76,7 +69,7 @@ async def read_once(api: KubeApi, ns: Caches, name: str) -> Found | None:
         job = await api.request("GET", f"{ns.volcano.path}/{name}", map_denied=False)
     except KubernetesApiError as exc:
         if exc.status == 401:
-            raise _map_denied(exc) from exc
+            raise denied_error(exc) from exc
         if exc.status not in (403, 404):
             raise
         volcano_denied = exc if exc.status == 403 else None
@@ -84,7 +77,7 @@ async def read_once(api: KubeApi, ns: Caches, name: str) -> Found | None:
         if is_managed(job):  # a job of someone else's is described, not cached
             ns.volcano.upsert(job)
             await read_pods(api, ns, name)
-        return "volcano", ns, [job]
+        return Found("volcano", ns, [job])
     if not _label_value(name):
         return None  # no indexed app has it
     try:
@@ -96,7 +89,7 @@ async def read_once(api: KubeApi, ns: Caches, name: str) -> Found | None:
         )
     except KubernetesApiError as exc:
         if exc.status == 401:
-            raise _map_denied(exc) from exc
+            raise denied_error(exc) from exc
         if exc.status == 403 and volcano_denied is not None:
             raise SchedulerUnavailableError(
                 BACKEND,
@@ -112,7 +105,7 @@ async def read_once(api: KubeApi, ns: Caches, name: str) -> Found | None:
     for j in jobs:
         ns.batch.upsert(j)
     await read_pods(api, ns, name)
-    return "indexed", ns, jobs
+    return Found("indexed", ns, jobs)
 
 
 async def read_pods(api: KubeApi, ns: Caches, name: str) -> None:
@@ -138,7 +131,7 @@ async def read_uncached(api: KubeApi, ns: Caches, name: str) -> Found | None:
         else:
             if is_managed(job):  # a job of someone else's is described, not cached
                 ns.volcano.upsert(job)
-            return "volcano", ns, [job]
+            return Found("volcano", ns, [job])
     if not ns.batch.absent and _label_value(name):
         data = await api.request(
             "GET", ns.batch.path, query={"labelSelector": f"{LABEL_APP_ID}={name}"}
@@ -147,7 +140,7 @@ async def read_uncached(api: KubeApi, ns: Caches, name: str) -> Found | None:
         for j in jobs:
             ns.batch.upsert(j)
         if jobs:
-            return "indexed", ns, jobs
+            return Found("indexed", ns, jobs)
     return None
 
 
@@ -163,12 +156,12 @@ async def read_stale(api: KubeApi, ns: Caches, name: str, key: str) -> Found | N
             if exc.status != 404:
                 if cached is None:
                     raise
-                return "volcano", ns, [cached]
+                return Found("volcano", ns, [cached])
             ns.volcano.discard(name)
         else:
             if is_managed(job):
                 ns.volcano.upsert(job)
-            return "volcano", ns, [job]
+            return Found("volcano", ns, [job])
     names = [j["metadata"]["name"] for j in ns.batch.with_key(key)]
     if not names:
         if ns.batch.absent or not _label_value(name):
@@ -188,7 +181,7 @@ async def read_stale(api: KubeApi, ns: Caches, name: str, key: str) -> Found | N
         jobs = [j for j in (data or {}).get("items") or [] if is_managed(j)]
         for j in jobs:
             ns.batch.upsert(j)
-        return ("indexed", ns, jobs) if jobs else None
+        return Found("indexed", ns, jobs) if jobs else None
     jobs = []
     for cached_name in names:
         try:
@@ -203,7 +196,7 @@ async def read_stale(api: KubeApi, ns: Caches, name: str, key: str) -> Found | N
         else:
             ns.batch.upsert(job)
             jobs.append(job)
-    return ("indexed", ns, jobs) if jobs else None
+    return Found("indexed", ns, jobs) if jobs else None
 
 
 def _label_value(name: str) -> bool:

@@ -17,13 +17,9 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from asyncsched.errors import SchedulerUnavailableError
+from asyncsched.schedulers.kubernetes._gate import KubernetesApiError
 from asyncsched.schedulers.shared.pacer import AdaptivePacer
-
-if TYPE_CHECKING:
-    from asyncsched.schedulers.kubernetes._client import KubernetesApiError
 
 __all__ = [
     "DEFAULT_MAX_HOLD",

@@ -21,17 +21,17 @@ from collections.abc import Iterable
 from typing import Any
 
 from asyncsched.schedulers.kit import AppSnapshot, ReplicaSnapshot
-from asyncsched.schedulers.kubernetes._reasons import (
-    main_container_status,
-    pod_reason,
-)
-from asyncsched.schedulers.kubernetes._render import (
+from asyncsched.schedulers.kubernetes._job_names import (
     ANNOTATION_CANCELLED,
     COMPLETION_INDEX,
     LABEL_APP_NAME,
     LABEL_REPLICA_ID,
     LABEL_ROLE_INDEX,
     LABEL_ROLE_NAME,
+)
+from asyncsched.schedulers.kubernetes._reasons import (
+    main_container_status,
+    pod_reason,
 )
 from asyncsched.specs import AppState, Role, StatusReason, is_terminal
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from asyncsched.schedulers.kubernetes._client import import_client_off_loop
 from asyncsched.schedulers.kubernetes._env_lookups import same_env_lookups
+from asyncsched.schedulers.kubernetes._gate import import_client_off_loop
 
-__all__ = ["STREAM_POOL_SIZE", "stream_client"]
+__all__ = ("STREAM_POOL_SIZE", "stream_client")
 
 #: connections the stream pool may open at once (0: no limit)
 STREAM_POOL_SIZE = 0

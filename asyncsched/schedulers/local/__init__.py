@@ -1,14 +1,24 @@
 """The local backend (``local_cwd``, ``local_dir``): replicas as supervised processes.
 
-This package is the backend's public face; :mod:`asyncsched.schedulers.local_scheduler`
-(TorchX's module path) re-exports it. Private modules:
-``_scheduler`` (the thin ``Scheduler`` class), ``_opts`` (run options),
-``_env`` (environment and PATH), ``_gpus`` (GPU count and the CUDA split),
-``_process`` (spawn, reap, kill, parent-death protection), ``_logs`` (pipe
-readers, line-time index, reading and tailing), ``_records`` (on-disk app
-records for other processes), ``_remote`` (apps of other processes),
-``_retention`` (pruning finished apps), ``_state`` (replica/app state rules and
-retries) and ``_supervisor`` (one running app).
+This package is the backend's public face;
+:mod:`asyncsched.schedulers.local_scheduler` (TorchX's module path)
+re-exports it. Private modules, one idea each:
+
+* the scheduler: ``_scheduler`` (``LocalScheduler``: hook wiring),
+  ``_factories``, ``_opts`` (run options), ``_faults`` (the fault seam);
+* submitting: ``_render`` (dry-run request), ``_env`` (environment and PATH),
+  ``_gpus``, ``_limits`` (prlimit), ``_capacity`` (replica slots),
+  ``_launch`` (plan, spawn all or nothing, undo), ``_spawn`` (one replica
+  start), ``_spawner`` (the spawning threads), ``_process`` (process groups,
+  reaping, killing, the guardian), ``_runtime`` (start and close order);
+* supervising: ``_local_app`` (``LocalApp``: one running app), ``_replica``,
+  ``_state`` (state rules and retries), ``_exit_facts`` (reply file, cancel
+  marker), ``_oom``, ``_reasons``;
+* records and reading: ``_record_writer``, ``_records`` (on-disk layout),
+  ``_app_table`` (apps in memory, eviction, records of other processes),
+  ``_snapshot``, ``_remote`` (apps of other processes), ``_retention``
+  (pruning), ``_logs`` (pipe readers, line-time index), ``_log_lines``
+  (``log_iter``), ``_open_files``.
 
 Example:
     >>> from asyncsched.schedulers.local import LocalScheduler, Retention
@@ -17,25 +27,29 @@ Example:
 
 from __future__ import annotations
 
-from asyncsched.schedulers.local._opts import LocalOpts
-from asyncsched.schedulers.local._retention import PruneReport, Retention, prune
-from asyncsched.schedulers.local._scheduler import (
-    CWDImageProvider,
-    ImageProvider,
-    LocalDirectoryImageProvider,
-    LocalScheduler,
-    PopenRequest,
-    ReplicaParam,
+from asyncsched.schedulers.local._env import join_PATH
+from asyncsched.schedulers.local._factories import (
     create_cwd_scheduler,
     create_dir_scheduler,
     create_scheduler,
-    join_PATH,
 )
+from asyncsched.schedulers.local._faults import LocalFaults
+from asyncsched.schedulers.local._opts import LocalOpts
+from asyncsched.schedulers.local._render import (
+    CWDImageProvider,
+    ImageProvider,
+    LocalDirectoryImageProvider,
+    PopenRequest,
+    ReplicaParam,
+)
+from asyncsched.schedulers.local._retention import PruneReport, Retention, prune
+from asyncsched.schedulers.local._scheduler import LocalScheduler
 
 __all__ = [
     "CWDImageProvider",
     "ImageProvider",
     "LocalDirectoryImageProvider",
+    "LocalFaults",
     "LocalOpts",
     "LocalScheduler",
     "PopenRequest",

@@ -21,12 +21,15 @@ from collections import deque
 
 import anyio
 
+from asyncsched.errors import SpecError
+
 __all__ = [
     "FDS_PER_REPLICA",
     "LOG_FILES_KEPT_OPEN",
     "MAX_DEFAULT_RUNNING_REPLICAS",
     "RESERVED_FDS",
     "ReplicaSlots",
+    "check_replica_count",
     "default_max_running_replicas",
 ]
 
@@ -133,3 +136,31 @@ class ReplicaSlots:
             self._waiters.popleft()
             self.in_use += head.count
             head.event.set()
+
+
+def check_replica_count(
+    counts: list[int], max_running: int, field_prefix: str, backend: str
+) -> None:
+    """Refuse an app that could never run: more replicas (``counts``, per
+    role) than ``max_running`` may run at once.
+
+    Raises:
+        SpecError: naming the role with too many replicas, else the roles.
+    """
+    total = sum(counts)
+    if total <= max_running:
+        return
+    biggest = max(range(len(counts)), key=counts.__getitem__)
+    field = (
+        f"{field_prefix}[{biggest}].num_replicas"
+        if counts[biggest] > max_running
+        else field_prefix
+    )
+    raise SpecError(
+        field,
+        f"the app has {total} replicas, more than the {max_running}"
+        f" this {backend} scheduler may run at once (max_running_replicas;"
+        f" each running replica holds {FDS_PER_REPLICA} file descriptors, the"
+        " default follows the hard RLIMIT_NOFILE): ask for fewer replicas, or"
+        " raise the hard open-file limit (`ulimit -Hn`) or max_running_replicas",
+    )

@@ -42,7 +42,7 @@ import os
 import struct
 import sys
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from datetime import UTC, datetime
 
 import anyio
@@ -273,11 +273,24 @@ class ReplicaLog:
         self.set_final()
 
 
-async def pump(fd: int, log: ReplicaLog, stream: str) -> None:
+async def pump(
+    fd: int,
+    log: ReplicaLog,
+    stream: str,
+    before: Callable[[str], None] | None = None,
+) -> None:
     """Copy pipe ``fd`` into ``log`` until EOF (or cancellation); closes ``fd``.
 
     On cancellation whatever is already buffered in the pipe is still saved.
+    ``before`` (the fault seam's ``before_log``) is called first with the log
+    file's path: what it raises propagates (``fd`` is closed, nothing read).
     """
+    if before is not None:
+        try:
+            before(log.paths[stream])
+        except BaseException:
+            os.close(fd)
+            raise
     os.set_blocking(fd, False)
     try:
         while True:

@@ -14,115 +14,69 @@ Runs on asyncio and trio (anyio-only code, tested on both). POSIX only.
 from __future__ import annotations
 
 import builtins
-import contextlib
+import dataclasses
 import functools
 import logging
-import os
-import shutil
-import signal
 import warnings
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, cast, final
 
 import anyio
 
-from asyncsched.errors import (
-    AsyncschedWarning,
-    InvalidArgumentError,
-    InvalidRunConfigException,
-    SchedulerError,
-    SpecError,
-    SubmitError,
-)
+from asyncsched.errors import AsyncschedWarning, InvalidArgumentError, SubmitError
 from asyncsched.schedulers.kit import (
     DEFAULT_MAX_LINE_BYTES,
     AppSnapshot,
     Capabilities,
     DescribeAppResponse,
     LogQuery,
-    ReplicaSnapshot,
     Scheduler,
-    Stream,
-    TaskHost,
+    all_or_nothing,
     final_if_settled,
     make_unique,
     render_off_loop,
 )
 from asyncsched.schedulers.local import _records as records, _remote as remote
+from asyncsched.schedulers.local._app_table import AppTable
 from asyncsched.schedulers.local._capacity import (
-    FDS_PER_REPLICA,
-    LOG_FILES_KEPT_OPEN,
     ReplicaSlots,
+    check_replica_count,
     default_max_running_replicas,
 )
-from asyncsched.schedulers.local._env import (
-    child_env,
-    join_PATH,
-)
+from asyncsched.schedulers.local._faults import LocalFaults
 from asyncsched.schedulers.local._gpus import count_gpus
+from asyncsched.schedulers.local._launch import (
+    ExecutableCache,
+    plan_launches,
+    spawn_app,
+    undo_spawn,
+)
 from asyncsched.schedulers.local._limits import (
-    MEBIBYTE,
-    child_limit_argv,
     find_prlimit,
     original_nofile,
     raise_nofile_limit,
 )
-from asyncsched.schedulers.local._logs import (
-    Follow,
-    LogFiles,
-    ReplicaLog,
-    create_log_files,
-    index_path,
-    read_line_batches,
-)
-from asyncsched.schedulers.local._open_files import OpenFiles
-from asyncsched.schedulers.local._opts import LocalOpts
-from asyncsched.schedulers.local._process import (
-    SPAWN_TIMEOUT,
-    Guardian,
-    PdeathsigMode,
-    Spawner,
-    SpawnTimeoutError,
-    find_executable,
-    resolve_pdeathsig,
-)
-from asyncsched.schedulers.local._reasons import replica_outcome
+from asyncsched.schedulers.local._local_app import LocalApp
+from asyncsched.schedulers.local._log_lines import log_lines
+from asyncsched.schedulers.local._logs import LogFiles, ReplicaLog
+from asyncsched.schedulers.local._opts import LocalOpts, base_log_dir, local_run_opts
+from asyncsched.schedulers.local._process import PdeathsigMode
+from asyncsched.schedulers.local._record_writer import supervisor_info
 from asyncsched.schedulers.local._render import (
     CWDImageProvider,
     HostFacts,
     ImageProvider,
-    LocalDirectoryImageProvider,
     PopenRequest,
-    ReplicaParam,
     format_request,
     gpus_requested,
     render_request,
 )
-from asyncsched.schedulers.local._retention import (
-    Retention,
-    automatic,
-    managed_logs_dir,
-    prune as prune_apps,
-)
-from asyncsched.schedulers.local._supervisor import (
-    LocalApp,
-    RecordWriter,
-    Replica,
-    ReplicaLaunch,
-    RoleInfo,
-    SpawnConfig,
-    Started,
-    spawn_child,
-    supervisor_info,
-)
-from asyncsched.schedulers.shared.coalesce import Coalescer
+from asyncsched.schedulers.local._replica import Replica, RoleInfo
+from asyncsched.schedulers.local._retention import Retention
+from asyncsched.schedulers.local._runtime import LocalRuntime, stop_apps
+from asyncsched.schedulers.local._snapshot import snapshot_app
+from asyncsched.schedulers.local._spawn import ReplicaLaunch, SpawnConfig, Started
 from asyncsched.schedulers.shared.ids import unique_app_id
-from asyncsched.schedulers.shared.state_dir import (
-    PRIVATE_DIR_MODE,
-    check_state_dir,
-    makedirs_private,
-    tighten_dir,
-)
 from asyncsched.specs import (
     AppDef,
     AppDryRunInfo,
@@ -134,18 +88,7 @@ from asyncsched.specs import (
     runopts,
 )
 
-__all__ = [
-    "CWDImageProvider",
-    "ImageProvider",
-    "LocalDirectoryImageProvider",
-    "LocalScheduler",
-    "PopenRequest",
-    "ReplicaParam",
-    "create_cwd_scheduler",
-    "create_dir_scheduler",
-    "create_scheduler",
-    "join_PATH",
-]
+__all__ = ("LocalScheduler",)
 
 logger = logging.getLogger(__name__)
 
@@ -220,10 +163,15 @@ class LocalScheduler(Scheduler[LocalOpts]):
             raise ``SubmitError`` naming it, after stopping every replica
             already started; on a retry, an ``OSError`` fails the replica
             (its app reads FAILED, the message naming it). Default: none.
+            The same hook as ``faults.before_spawn`` (give one of them).
+        faults: The fault seam for tests: :class:`LocalFaults` hooks that make
+            the backend's own steps fail (a replica start, a log, a reaper, a
+            record write, the spawner's dispatcher). Default: none.
 
     Raises:
         InvalidArgumentError: ``cache_size`` or ``max_running_replicas`` is
-            not positive, or ``session_name`` cannot name a directory.
+            not positive, ``session_name`` cannot name a directory, or both
+            ``before_spawn`` and ``faults.before_spawn`` are given.
 
     Example:
         >>> async def main() -> None:
@@ -253,6 +201,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         max_running_replicas: int | None = None,
         raise_nofile: bool = True,
         before_spawn: Callable[[str, int], None] | None = None,
+        faults: LocalFaults | None = None,
     ) -> None:
         super().__init__("local", session_name, max_line_bytes)
         if cache_size <= 0:
@@ -272,91 +221,41 @@ class LocalScheduler(Scheduler[LocalOpts]):
         #: replicas that may run at once; submits beyond it wait
         self.max_running_replicas = max_running_replicas
         self._slots = ReplicaSlots(max_running_replicas)
-        #: the log files the replicas' writes keep open (bounded, shared)
-        self._log_files = OpenFiles(LOG_FILES_KEPT_OPEN)
         self._image_provider_class = image_provider_class
-        self._cache_size = cache_size
         self._extra_paths = list(extra_paths or [])
         self.cancel_grace = cancel_grace
         self.close_grace = close_grace
         self.state_dir = state_dir or records.default_state_dir()
-        self._state_dir_checked = False
-        self._pdeathsig: PdeathsigMode = pdeathsig
-        self._apps: dict[str, LocalApp] = {}
-        self._record_reader = Coalescer(self._fetch_records)
-        #: ids of the apps that became terminal, oldest first (eviction order)
-        self._done_order: dict[str, None] = {}
-        self._app_defs: dict[str, AppDef | None] = {}
-        self._retention = retention
-        self._host = TaskHost(f"LocalScheduler({session_name!r})")
-        self._spawn_cfg: SpawnConfig | None = None
-        self._runtime_lock: anyio.Lock | None = None
-        self._remote_cancels: list[anyio.Event] = []
-        self._writer = RecordWriter()
-        self._spawner = Spawner(f"asyncsched-spawner-{session_name}")
-        self._before_spawn = before_spawn
+        self._table = AppTable(cache_size, self.state_dir, session_name)
+        if before_spawn is not None:
+            if faults is not None and faults.before_spawn is not None:
+                raise InvalidArgumentError(
+                    "give before_spawn or faults.before_spawn, not both"
+                )
+            faults = dataclasses.replace(
+                faults or LocalFaults(), before_spawn=before_spawn
+            )
+        self._faults = faults or LocalFaults()
+        self._runtime = LocalRuntime(
+            session_name,
+            self.state_dir,
+            pdeathsig=pdeathsig,
+            retention=retention,
+            faults=self._faults,
+        )
         # bounds how many submits run their synchronous part at once, so that
         # one loop pass never runs hundreds of them (event-loop lag)
         self._submit_limiter: anyio.Semaphore | None = None
-        # submits holding a cache slot (validated, not yet supervised)
-        self._submits_in_flight = 0
         # submits past their open check, not yet done: aclose waits for them
         self._submits_active = 0
         self._submits_idle: anyio.Event | None = None
-        # evicted apps whose replicas are still in their SIGTERM grace
-        self._draining: builtins.list[LocalApp] = []
-        self._executables: dict[tuple[str, str, str | None], str] = {}
+        self._executables = ExecutableCache()
         self._gpu_count: int | None = None
         self._prlimit: str | None = None
         self._prlimit_probed = False
 
     def _run_opts(self) -> runopts:
-        opts = runopts()
-        opts.add(
-            "log_dir",
-            type_=str,
-            default=None,
-            help="dir to write stdout/stderr logs of replicas (default: a temp dir"
-            " removed when the scheduler closes)",
-        )
-        opts.add(
-            "prepend_cwd",
-            type_=bool,
-            default=False,
-            help="if set, prepends CWD to replica's PATH env var making any binaries"
-            " in CWD take precedence over those in PATH",
-        )
-        opts.add(
-            "auto_set_cuda_visible_devices",
-            type_=bool,
-            default=False,
-            help="sets CUDA_VISIBLE_DEVICES for roles that request GPU resources;"
-            " each replica gets its own GPUs (all or nothing)",
-        )
-        opts.add(
-            "fail_fast",
-            type_=bool,
-            default=True,
-            help="when a replica fails for good, terminate the others and report"
-            " FAILED at once (False: let the others finish)",
-        )
-        opts.add(
-            "time_limit",
-            type_=int,
-            default=None,
-            help="seconds the app may run, counted from its start (restarts"
-            " included); then its replicas are stopped (SIGTERM, SIGKILL after"
-            " cancel_grace) and the app FAILS with reason TIME_LIMIT",
-        )
-        opts.add(
-            "enforce_memory",
-            type_=bool,
-            default=True,
-            help="limit each replica's memory to its role's resource.memMB"
-            " (RLIMIT_DATA, an approximation: see docs/backends/local.md); a"
-            " replica that runs out FAILS with reason OOM_KILLED",
-        )
-        return opts
+        return local_run_opts()
 
     def _validate(self, app: AppDef, scheduler: str, cfg: Mapping[str, CfgVal]) -> None:
         """Local replicas need no resource (TorchX's rule); mounts are ignored.
@@ -365,8 +264,11 @@ class LocalScheduler(Scheduler[LocalOpts]):
         mounts cannot be honoured: each role with mounts gets an
         :class:`~asyncsched.errors.AsyncschedWarning` naming them.
         """
-        self._check_replica_count(
-            [role.num_replicas for role in app.roles], field_prefix="roles"
+        check_replica_count(
+            [role.num_replicas for role in app.roles],
+            self.max_running_replicas,
+            "roles",
+            self.backend,
         )
         for index, role in enumerate(app.roles):
             if role.mounts:
@@ -378,83 +280,18 @@ class LocalScheduler(Scheduler[LocalOpts]):
                     stacklevel=2,
                 )
 
-    def _check_replica_count(
-        self, counts: builtins.list[int], field_prefix: str
-    ) -> None:
-        """Refuse an app that could never run: more replicas than may run at once."""
-        total = sum(counts)
-        if total <= self.max_running_replicas:
-            return
-        biggest = max(range(len(counts)), key=counts.__getitem__)
-        field = (
-            f"{field_prefix}[{biggest}].num_replicas"
-            if counts[biggest] > self.max_running_replicas
-            else field_prefix
-        )
-        raise SpecError(
-            field,
-            f"the app has {total} replicas, more than the {self.max_running_replicas}"
-            f" this {self.backend} scheduler may run at once (max_running_replicas;"
-            f" each running replica holds {FDS_PER_REPLICA} file descriptors, the"
-            " default follows the hard RLIMIT_NOFILE): ask for fewer replicas, or"
-            " raise the hard open-file limit (`ulimit -Hn`) or max_running_replicas",
-        )
-
     # -- lifecycle ---------------------------------------------------------------------
 
     async def _aenter(self) -> None:
-        await self._host.enter()
+        await self._runtime.host.enter()
 
     def _close_timeout(self) -> float:
         # both graces, the SIGKILL wait (10 s), then writer and host (<= 30 s each)
         return self.close_grace + self.cancel_grace + 80.0
 
     async def _ensure_runtime(self) -> SpawnConfig:
-        if self._spawn_cfg is not None:
-            return self._spawn_cfg
-        if self._runtime_lock is None:
-            self._runtime_lock = anyio.Lock()
-        async with self._runtime_lock:
-            await self._host.group()
-            if self._spawn_cfg is None:
-                # before anything starts: an unsafe state dir is refused
-                await anyio.to_thread.run_sync(self._check_state_dir)
-                setpriv, use_preexec = await resolve_pdeathsig(self._pdeathsig)
-                guardian = Guardian()
-                guardian.start()
-                devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-                self._spawner.start()
-                # host-level loops: restarted (and logged) should they raise
-                await self._host.start_service(
-                    self._spawner.dispatch, name="local:spawner"
-                )
-                await self._host.start_service(self._writer.run, name="local:records")
-                self._spawn_cfg = SpawnConfig(
-                    setpriv,
-                    use_preexec,
-                    devnull,
-                    guardian,
-                    self._spawner,
-                    self._before_spawn,
-                )
-                await anyio.to_thread.run_sync(_private_state_dirs, self.state_dir)
-                if self._retention is not None:
-                    await self._prune(self._retention)
-        return self._spawn_cfg
-
-    async def _prune(self, retention: Retention) -> None:
-        """Apply the retention policy once; a failure is logged, never raised."""
-        try:
-            report = await anyio.to_thread.run_sync(
-                prune_apps, self.state_dir, automatic(retention)
-            )
-        except OSError as exc:
-            logger.warning("could not prune %s: %s", self.state_dir, exc)
-            return
-        if report.removed:
-            logger.info("pruned %d finished apps", len(report.removed))
-        for path in report.unreadable:
-            logger.warning("skipped an unreadable app record: %s", path)
+        # before anything starts: an unsafe state dir is refused
+        return await self._runtime.start(self._table.check_state_dir)
 
     async def _aclose(self) -> None:
         # ``closed`` is set: no new submit passes its open check; those waiting
@@ -465,52 +302,11 @@ class LocalScheduler(Scheduler[LocalOpts]):
         if self._submits_active:
             self._submits_idle = anyio.Event()
             await self._submits_idle.wait()
-        apps = list(self._apps.values())
-        apps.extend(a for a in self._draining if not a.finished.is_set())
-        owed = [a for a in self._draining if a.finished.is_set()]
-        self._draining.clear()
-        for app in apps:
-            app.begin_close()
-        with anyio.move_on_after(self.close_grace):
-            for app in apps:
-                await app.finished.wait()
-        for app in apps:
-            app.kill_all()
-        with anyio.move_on_after(10):
-            for app in apps:
-                await app.finished.wait()
-        if self._remote_cancels:
-            with anyio.move_on_after(self.cancel_grace + 1):
-                for done in self._remote_cancels:
-                    await done.wait()
-        await self._writer.aclose()
-        with contextlib.suppress(Exception):
-            await self._writer.write([a for a in apps + owed if a.record_stale])
-        await self._host.aclose()
-        self._log_files.close()
-        await self._spawner.aclose()
-        if self._spawn_cfg is not None:
-            await self._spawn_cfg.guardian.aclose()
-            os.close(self._spawn_cfg.devnull)
+        apps, owed = self._table.take_for_close()
+        await stop_apps(apps, self.close_grace)
+        await self._runtime.aclose(apps + owed, self.cancel_grace)
 
     # -- dry-run ---------------------------------------------------------------------------
-
-    def _base_log_dir(self, cfg: Mapping[str, CfgVal]) -> str:
-        log_dir = cfg.get("log_dir")
-        if isinstance(log_dir, str) and log_dir:
-            path = os.path.abspath(os.path.expanduser(log_dir))
-            probe = path
-            while not os.path.exists(probe):
-                probe = os.path.dirname(probe)
-            if not os.path.isdir(probe) or not os.access(probe, os.W_OK | os.X_OK):
-                raise InvalidRunConfigException(
-                    f"Run option: log_dir, {path!r} is not a writable directory"
-                    f" ({probe!r} is not writable)",
-                    "log_dir",
-                    dict(cfg),
-                )
-            return path
-        return managed_logs_dir(self.state_dir)
 
     async def _host_gpus(self) -> int:
         """This host's GPU count: probed once per scheduler, then cached."""
@@ -548,7 +344,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
             ),
             values,
             session_name=self.session_name,
-            base_log_dir=self._base_log_dir(values),
+            base_log_dir=base_log_dir(values, self.state_dir),
             provider=self._image_provider_class(values),
             host=host,
         )
@@ -563,111 +359,6 @@ class LocalScheduler(Scheduler[LocalOpts]):
         return AppDryRunInfo(request, format_request)
 
     # -- schedule ------------------------------------------------------------------------------
-
-    def _app_done(self, app_id: str) -> None:
-        self._done_order[app_id] = None
-
-    def _oldest_evictable(self) -> LocalApp | None:
-        """The app to give up memory for: the oldest finished one whose record
-        is on disk, else the oldest finished, else the oldest done one; None
-        if all run. Only terminal apps are looked at (at most about
-        ``cache_size`` of them, usually one), never the running ones."""
-        gone = []
-        finished = done = None
-        for app_id in self._done_order:
-            app = self._apps.get(app_id)
-            if app is None:
-                gone.append(app_id)
-                continue
-            done = done or app
-            if app.finished.is_set():
-                finished = finished or app
-                if not app.record_stale:
-                    finished = app
-                    break
-        for app_id in gone:
-            del self._done_order[app_id]
-        return finished or done
-
-    def _evict_if_needed(self) -> None:
-        # submits in flight hold a place too, so concurrent submits cannot overfill
-        while len(self._apps) + self._submits_in_flight >= self._cache_size:
-            # Only memory is given up: the app's pointer and record stay, so
-            # describe/wait/log_iter/list read it back from the state dir.
-            oldest = self._oldest_evictable()
-            if oldest is None:
-                # running apps stay: their number is bounded by the replica
-                # slots (max_running_replicas), never refused here
-                return
-            del self._apps[oldest.app_id]
-            self._done_order.pop(oldest.app_id, None)
-            if not oldest.finished.is_set() or oldest.record_stale:
-                # survivors may still be in their grace: the app keeps reaping
-                # them and writing its record until finished; aclose still
-                # stops them and writes a record the writer still owes
-                self._draining = [
-                    a
-                    for a in self._draining
-                    if not a.finished.is_set() or a.record_stale
-                ]
-                self._draining.append(oldest)
-            self._app_defs.pop(oldest.app_id, None)
-
-    def _find_executable(self, cmd: str, path: str, cwd: str | None) -> str | None:
-        # Positive results are remembered: a PATH walk is a dozen stat calls
-        # on the loop thread per submit. Should the file vanish later, the
-        # spawn fails and submit raises SubmitError instead of SpecError.
-        key = (cmd, path, cwd)
-        found = self._executables.get(key)
-        if found is None:
-            found = find_executable(cmd, path, cwd)
-            if found is not None:
-                if len(self._executables) >= 256:
-                    self._executables.clear()
-                self._executables[key] = found
-        return found
-
-    def _launches(
-        self, request: PopenRequest, prlimit: str | None
-    ) -> builtins.list[ReplicaLaunch]:
-        parent_env = dict(os.environ)
-        launches: builtins.list[ReplicaLaunch] = []
-        for role_idx, (role_name, params) in enumerate(request.role_params.items()):
-            memory_mb = request.memory_mb.get(role_name)
-            memory = memory_mb * MEBIBYTE if memory_mb and prlimit else None
-            limits = child_limit_argv(
-                prlimit, nofile=original_nofile(), data_bytes=memory
-            )
-            for i, param in enumerate(params):
-                if param.cwd is not None and not os.path.isdir(param.cwd):
-                    raise SpecError(
-                        f"roles[{role_idx}].image",
-                        f"working directory {param.cwd!r} does not exist",
-                    )
-                env = child_env(param.env, parent_env)
-                cmd = param.args[0]
-                if self._find_executable(cmd, env["PATH"], param.cwd) is None:
-                    raise SpecError(
-                        f"roles[{role_idx}].entrypoint",
-                        _not_found(cmd, env["PATH"], param.cwd),
-                    )
-                replica_dir = request.role_log_dirs[role_name][i]
-                launches.append(
-                    ReplicaLaunch(
-                        role=role_name,
-                        replica_id=i,
-                        args=[*limits, *param.args],
-                        env=env,
-                        cwd=param.cwd,
-                        log_dir=replica_dir,
-                        error_file=env.get(
-                            "TORCHELASTIC_ERROR_FILE",
-                            os.path.join(replica_dir, "error.json"),
-                        ),
-                        memory_mb=memory_mb if memory is not None else None,
-                    )
-                )
-        return launches
 
     async def _schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
         """Start the replicas of a dry-run request; return the app id.
@@ -688,7 +379,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
                 f"app id {request.app_id!r} is not one plain path component"
                 " (letters, digits, '_', '.', '-')"
             )
-        if request.app_id in self._apps:
+        if request.app_id in self._table.apps:
             raise SubmitError(f"app {request.app_id} was already scheduled")
         self._submits_active += 1
         try:
@@ -705,8 +396,11 @@ class LocalScheduler(Scheduler[LocalOpts]):
         self, request: PopenRequest, dryrun_info: AppDryRunInfo[Any]
     ) -> LocalApp:
         count = sum(len(params) for params in request.role_params.values())
-        self._check_replica_count(  # a request edited after the dry run
-            [len(params) for params in request.role_params.values()], "roles"
+        check_replica_count(  # a request edited after the dry run
+            [len(params) for params in request.role_params.values()],
+            self.max_running_replicas,
+            "roles",
+            self.backend,
         )
         # wait (cancellably) until the app's replicas may run; given back when
         # the app has finished, or below when the submit fails
@@ -727,16 +421,16 @@ class LocalScheduler(Scheduler[LocalOpts]):
         prlimit = await self._limit_tool()
         async with self._submit_limiter:
             self._check_open()
-            if request.app_id in self._apps:
+            if request.app_id in self._table.apps:
                 raise SubmitError(f"app {request.app_id} was already scheduled")
             # validate first: a request that cannot launch evicts nothing
-            launches = self._launches(request, prlimit)
-            self._evict_if_needed()
-            self._submits_in_flight += 1
+            launches = plan_launches(request, prlimit, self._executables)
+            self._table.evict_if_needed()
+            self._table.reserved += 1
             try:
                 return await self._launch(request, dryrun_info, launches)
             finally:
-                self._submits_in_flight -= 1
+                self._table.reserved -= 1
 
     async def _launch(
         self,
@@ -746,45 +440,28 @@ class LocalScheduler(Scheduler[LocalOpts]):
     ) -> LocalApp:
         spawn_cfg = await self._ensure_runtime()
         self._check_open()
-        # dirs, log files and processes are made in the spawner thread
-        try:
-            files, started = await self._spawner.run(
-                _prepare_and_spawn,
-                request.log_dir,
-                launches,
-                spawn_cfg,
-                undo=lambda result: _undo_spawn(request.log_dir, result[1], spawn_cfg),
-            )
-        except SpawnTimeoutError as exc:
-            raise SubmitError(
-                f"starting the replicas of {request.app_id} took longer than"
-                f" {SPAWN_TIMEOUT}s (what started is stopped when the start ends)"
-            ) from exc
-        except _SpawnFailed as exc:
-            raise SubmitError(
-                f"failed to start a replica of {request.app_id}: {exc}"
-            ) from exc.__cause__
-        except OSError as exc:
-            raise SubmitError(
-                f"cannot create the log dir of {request.app_id} under"
-                f" {request.log_dir!r}: {exc}"
-            ) from exc
-        if self._closed:
-            # closed while spawning: undo it all, the app never existed
-            await anyio.to_thread.run_sync(
-                _undo_spawn, request.log_dir, started, spawn_cfg
-            )
-            self._check_open()
-        try:
-            app = self._build_app(request, launches, files)
-        except Exception as exc:
+        files, started = await spawn_app(
+            self._runtime.spawner, request, launches, spawn_cfg
+        )
+        async with all_or_nothing(request.app_id) as steps:
             # never leave started replicas unsupervised
-            await anyio.to_thread.run_sync(
-                _undo_spawn, request.log_dir, started, spawn_cfg
+            steps.add(
+                functools.partial(
+                    anyio.to_thread.run_sync,
+                    undo_spawn,
+                    request.log_dir,
+                    started,
+                    spawn_cfg,
+                ),
+                name="replicas",
             )
-            raise SubmitError(
-                f"failed to supervise the replicas of {request.app_id}: {exc}"
-            ) from exc
+            self._check_open()  # closed while spawning: the app never existed
+            try:
+                app = self._build_app(request, launches, files)
+            except Exception as exc:
+                raise SubmitError(
+                    f"failed to supervise the replicas of {request.app_id}: {exc}"
+                ) from exc
         return self._supervise(app, dryrun_info, started)
 
     def _build_app(
@@ -794,9 +471,10 @@ class LocalScheduler(Scheduler[LocalOpts]):
         files: builtins.list[LogFiles],
     ) -> LocalApp:
         """The supervisor of a spawned app (no side effect: undone by a kill)."""
-        assert self._spawn_cfg is not None
+        runtime = self._runtime
+        assert runtime.spawn_cfg is not None
         replicas = [
-            Replica(launch, ReplicaLog(launch.log_dir, f, self._log_files))
+            Replica(launch, ReplicaLog(launch.log_dir, f, runtime.log_files))
             for launch, f in zip(launches, files, strict=True)
         ]
         roles = [
@@ -820,15 +498,16 @@ class LocalScheduler(Scheduler[LocalOpts]):
             replicas=replicas,
             fail_fast=request.fail_fast,
             cancel_grace=self.cancel_grace,
-            spawn=self._spawn_cfg,
-            host=self._host,
-            writer=self._writer,
+            spawn=runtime.spawn_cfg,
+            host=runtime.host,
+            writer=runtime.writer,
             state_dir=self.state_dir,
             supervisor=supervisor_info(),
             changes=self.change_source,
             on_finished=functools.partial(self._slots.release, len(replicas)),
-            on_done=functools.partial(self._app_done, request.app_id),
+            on_done=functools.partial(self._table.app_done, request.app_id),
             time_limit=request.time_limit,
+            faults=self._faults,
         )
         return app
 
@@ -839,58 +518,16 @@ class LocalScheduler(Scheduler[LocalOpts]):
         started: builtins.list[Started],
     ) -> LocalApp:
         """Watch the spawned replicas of ``app`` (no await: never interrupted)."""
-        assert self._spawn_cfg is not None
+        runtime = self._runtime
+        assert runtime.spawn_cfg is not None
         app.start(started)
-        self._apps[app.app_id] = app
-        self._app_defs[app.app_id] = dryrun_info.app
-        guardian = self._spawn_cfg.guardian
+        self._table.add(app, dryrun_info.app)
+        guardian = runtime.spawn_cfg.guardian
         if guardian.has_pending:
-            self._host.spawn(guardian.flush, name="local:guardian")
+            runtime.host.spawn(guardian.flush, name="local:guardian")
         return app
 
     # -- observation ----------------------------------------------------------------------
-
-    def _check_state_dir(self) -> None:
-        """(worker thread) Refuse a state dir others own or may write to
-        (:func:`check_state_dir`); once it passed, not checked again."""
-        if not self._state_dir_checked:
-            self._state_dir_checked = check_state_dir(self.state_dir)
-
-    def _listed(self, known: set[str]) -> builtins.list[tuple[str, dict[str, Any]]]:
-        """(worker thread) The session's records not in ``known``."""
-        self._check_state_dir()
-        return _load_listed(self.state_dir, self.session_name, known)
-
-    def _read_record(self, app_id: str) -> dict[str, Any] | None:
-        """(worker thread) The app's pointer, then its record."""
-        pointer = records.find_pointer(self.state_dir, self.session_name, app_id)
-        if pointer is None:
-            return None
-        return remote.load_record(str(pointer["app_dir"]))
-
-    def _read_records(self, app_ids: frozenset[str]) -> dict[str, dict[str, Any]]:
-        """(worker thread) The records of ``app_ids`` that exist."""
-        self._check_state_dir()
-        found = {}
-        for app_id in app_ids:
-            record = self._read_record(app_id)
-            if record is not None:
-                found[app_id] = record
-        return found
-
-    async def _fetch_records(
-        self, app_ids: frozenset[str]
-    ) -> dict[str, dict[str, Any]]:
-        return await anyio.to_thread.run_sync(self._read_records, app_ids)
-
-    async def _record_of(self, app_id: str) -> dict[str, Any] | None:
-        # concurrent reads (a fan-out checking thousands of finished apps)
-        # share one worker-thread hop: the hop costs more than the read
-        record = (await self._record_reader.get([app_id]))[app_id]
-        if record is None or record.get("app_id") != app_id:
-            return None
-        remote.check_record(record)  # a record this version cannot use: say so
-        return record
 
     async def _describe(self, app_id: str) -> AppSnapshot | None:
         """Describe ``app_id``: state, restarts, per-replica statuses and roles.
@@ -899,12 +536,12 @@ class LocalScheduler(Scheduler[LocalOpts]):
         terminal state is reported only once the record (and, for a finished
         app, TorchX's SUCCESS file) is on disk.
         """
-        app = self._apps.get(app_id)
+        app = self._table.apps.get(app_id)
         if app is not None:
             if app.done.is_set() and app.record_stale:
                 await app.settled()
             return self._snapshot(app)
-        record = await self._record_of(app_id)
+        record = await self._table.record_of(app_id)
         return remote.snapshot_record(record) if record is not None else None
 
     async def _final_now(self, app_id: str) -> tuple[bool, DescribeAppResponse | None]:
@@ -914,44 +551,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         return final_if_settled(await self._describe(app_id))
 
     def _snapshot(self, app: LocalApp) -> AppSnapshot:
-        replicas = []
-        for r in app.replicas:
-            code, reason, message = replica_outcome(
-                r.state,
-                r.exit_code,
-                app_failed=app.failed,
-                app_msg=app.msg,
-                limit=(r.limit_reason, r.limit_message)
-                if r.limit_reason is not None
-                else None,
-            )
-            replicas.append(
-                ReplicaSnapshot(
-                    r.launch.role,
-                    r.launch.replica_id,
-                    r.state,
-                    exit_code=code,
-                    hostname="localhost",
-                    pid=r.pid,
-                    num_restarts=r.num_restarts,
-                    structured_error_msg=r.structured_error,
-                    reason=reason,
-                    message=message,
-                )
-            )
-        app_def = self._app_defs.get(app.app_id)
-        return AppSnapshot(
-            app.app_id,
-            replicas,
-            name=app.name,
-            decided=app.decided(),
-            msg=app.msg,
-            num_restarts=app.num_restarts,
-            structured_error_msg=app.structured_error(),
-            ui_url=f"file://{app.app_dir}",
-            roles=builtins.list(app_def.roles) if app_def is not None else [],
-            native=app,
-        )
+        return snapshot_app(app, self._table.roles(app.app_id))
 
     async def _list(self) -> builtins.list[AppSnapshot]:
         """The apps of this session: those supervised here and those on record.
@@ -959,12 +559,12 @@ class LocalScheduler(Scheduler[LocalOpts]):
         A record that cannot be read or used (truncated, a newer version's,
         edited) is skipped with a warning on the ``asyncsched`` logger.
         """
-        for app in builtins.list(self._apps.values()):
+        apps = self._table.apps
+        for app in builtins.list(apps.values()):
             if app.done.is_set() and app.record_stale:  # as in describe
                 await app.settled()
-        result = [self._snapshot(a) for a in self._apps.values()]
-        known = set(self._apps)
-        found = await anyio.to_thread.run_sync(self._listed, known)
+        result = [self._snapshot(a) for a in apps.values()]
+        found = await anyio.to_thread.run_sync(self._table.listed, set(apps))
         result.extend(remote.snapshot_record(record) for _, record in found)
         return result
 
@@ -984,56 +584,12 @@ class LocalScheduler(Scheduler[LocalOpts]):
             remote.supervisor_alive, updated
         ):
             await self._ensure_runtime()
-            done = anyio.Event()
-            self._remote_cancels.append(done)
-            self._host.spawn(self._escalate_remote, app_dir, done, name="local:cancel")
-
-    async def _escalate_remote(self, app_dir: str, done: anyio.Event) -> None:
-        try:
-            await remote.escalate_remote(app_dir, self.cancel_grace)
-        except Exception:
-            logger.exception("escalating the cancel of %s failed", app_dir)
-        finally:
-            done.set()
+            self._runtime.escalate_remote(app_dir, self.cancel_grace)
 
     # -- logs ----------------------------------------------------------------------------------
 
-    async def _log_iter(self, app: AppSnapshot, query: LogQuery) -> AsyncIterator[str]:
-        role_name, k = query.role_name, query.k
-        app_id = app.app_id
-        stream = (query.streams or Stream.COMBINED).value
-        follow: Follow | None = None
-        if isinstance(app.native, LocalApp):
-            replica = _find_replica(app.native, role_name, k)
-            replica_dir = replica.launch.log_dir
-            if query.should_tail:
-                follow = _local_follow(replica.log, stream)
-        else:
-            record: dict[str, Any] = app.native
-            replica_dir = _record_replica_dir(record, role_name, k)
-            if query.should_tail:
-                follow = _remote_follow(
-                    str(record["app_dir"]), os.path.join(replica_dir, f"{stream}.log")
-                )
-        path = os.path.join(replica_dir, f"{stream}.log")
-        batches = read_line_batches(
-            path,
-            index=index_path(replica_dir, stream),
-            since=query.since,
-            until=query.until,
-            follow=follow,
-            max_line_bytes=self.max_line_bytes,
-        )
-        # one generator layer per line; closing this one closes the reader
-        async with contextlib.aclosing(batches):
-            try:
-                async for batch in batches:
-                    for line in batch:
-                        yield line
-            except FileNotFoundError:
-                raise SchedulerError(
-                    f"log file {path!r} of {app_id} does not exist (was it deleted?)"
-                ) from None
+    def _log_iter(self, app: AppSnapshot, query: LogQuery) -> AsyncIterator[str]:
+        return log_lines(app.app_id, app.native, query, self.max_line_bytes)
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -1043,97 +599,11 @@ def _is_positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-def _not_found(cmd: str, path: str, cwd: str | None) -> str:
-    base = cwd or os.getcwd()
-    candidates = (
-        [os.path.join(base, cmd)]
-        if os.sep in cmd
-        else [os.path.join(base, entry or ".", cmd) for entry in path.split(os.pathsep)]
-    )
-    for candidate in candidates:
-        if os.path.isdir(candidate):
-            return f"{cmd!r} ({candidate}) is a directory, not an executable file"
-        if os.path.isfile(candidate):
-            return f"{cmd!r} ({candidate}) is not executable (chmod +x?)"
-    if os.sep in cmd:
-        return f"{cmd!r} does not exist (relative to {base!r})"
-    return f"{cmd!r} was not found on the replica PATH {path!r}"
-
-
 def _role_specs(request: PopenRequest) -> dict[str, dict[str, Any]]:
     return {
         name: request.roles.get(name, {"name": name, "num_replicas": len(params)})
         for name, params in request.role_params.items()
     }
-
-
-def _prepare_app_dir(
-    app_dir: str, replica_dirs: builtins.list[str]
-) -> builtins.list[LogFiles]:
-    makedirs_private(os.path.dirname(app_dir))
-    os.mkdir(app_dir, PRIVATE_DIR_MODE)  # FileExistsError: never mix two apps' logs
-    os.chmod(app_dir, PRIVATE_DIR_MODE)  # exactly, whatever the umask
-    try:
-        return [create_log_files(d) for d in replica_dirs]
-    except OSError:
-        shutil.rmtree(app_dir, ignore_errors=True)
-        raise
-
-
-def _private_state_dirs(state_dir: str) -> None:
-    """Create (or, from older versions, tighten) the state dir's own folders
-    ``0700`` (blocking; best effort: a failure shows at the first submit)."""
-    try:
-        makedirs_private(state_dir)
-    except OSError as exc:
-        logger.warning("cannot create the state dir %s: %s", state_dir, exc)
-        return
-    for sub in ("local", "logs"):
-        tighten_dir(os.path.join(state_dir, sub))
-
-
-class _SpawnFailed(Exception):
-    """A replica could not be started (what had started was killed)."""
-
-
-def _prepare_and_spawn(
-    app_dir: str,
-    launches: builtins.list[ReplicaLaunch],
-    cfg: SpawnConfig,
-) -> tuple[builtins.list[LogFiles], builtins.list[Started]]:
-    """Create the app dir and log files, then spawn every replica (blocking).
-
-    Runs in the spawner thread. On a failure whatever started is killed and
-    reaped and the app dir removed; raises ``_SpawnFailed`` (spawn) or
-    OSError (dirs).
-    """
-    files = _prepare_app_dir(app_dir, [launch.log_dir for launch in launches])
-    started: builtins.list[Started] = []
-    try:
-        # extend() keeps what started before a failure
-        started.extend(spawn_child(launch, cfg) for launch in launches)
-    except Exception as exc:  # any failure (OSError, ValueError...): all or nothing
-        _undo_spawn(app_dir, started, cfg)
-        raise _SpawnFailed(str(exc)) from exc
-    return files, started
-
-
-def _undo_spawn(
-    app_dir: str,
-    started: builtins.list[Started],
-    cfg: SpawnConfig,
-) -> None:
-    """Kill and reap what started, close its fds, remove the app dir (blocking)."""
-    for st in started:
-        st.child.signal(signal.SIGKILL)
-        with contextlib.suppress(OSError):
-            st.child.popen.wait()
-        st.child.returncode = st.child.popen.returncode
-        cfg.guardian.remove(st.child.pid)
-        st.child.close()
-        for fd in (st.out_r, st.err_r):
-            os.close(fd)
-    shutil.rmtree(app_dir, ignore_errors=True)
 
 
 def _describe_mount(mount: BindMount | VolumeMount | DeviceMount) -> str:
@@ -1142,143 +612,3 @@ def _describe_mount(mount: BindMount | VolumeMount | DeviceMount) -> str:
     if isinstance(mount, VolumeMount):
         return f"volume {mount.src}:{mount.dst_path}"
     return f"device {mount.src_path}"
-
-
-def _load_listed(
-    state_dir: str, session: str, known: set[str]
-) -> builtins.list[tuple[str, dict[str, Any]]]:
-    """The records of the session's apps not in ``known``; prunes dead pointers."""
-    found = []
-    for pointer in records.list_pointers(state_dir, session, prune=True):
-        app_id = str(pointer.get("app_id"))
-        if app_id in known:
-            continue
-        record = remote.load_record(str(pointer["app_dir"]))
-        if record is None:  # being written for the first time, or damaged
-            logger.warning("skipping app %s: its record cannot be read", app_id)
-            continue
-        problem = remote.record_problem(record)
-        if problem is not None:  # a newer version's, or edited: never fatal
-            logger.warning(
-                "skipping app %s: its record %s cannot be used: %s",
-                app_id,
-                remote.record_path(record),
-                problem,
-            )
-            continue
-        found.append((app_id, record))
-    return found
-
-
-def _find_replica(app: LocalApp, role_name: str, k: int) -> Replica:
-    """The replica ``log_iter`` checked exists."""
-    [replica] = [
-        r
-        for r in app.replicas
-        if r.launch.role == role_name and r.launch.replica_id == k
-    ]
-    return replica
-
-
-def _record_replica_dir(record: dict[str, Any], role_name: str, k: int) -> str:
-    """The log dir of a replica ``log_iter`` checked exists."""
-    [log_dir] = [
-        str(r["log_dir"])
-        for r in (record.get("roles") or {}).get(role_name, [])
-        if int(r.get("replica_id", -1)) == k
-    ]
-    return log_dir
-
-
-def _local_follow(log: ReplicaLog, stream: str) -> Follow:
-    async def follow(pos: int) -> bool:
-        while True:
-            if log.sizes[stream] > pos:
-                return True
-            if log.final.is_set():
-                return False
-            await log.changed().wait()
-
-    return follow
-
-
-def _remote_follow(app_dir: str, path: str) -> Follow:
-    def grown_or_done(pos: int) -> bool | None:
-        # blocking: a stat and a record read, in a worker thread
-        with contextlib.suppress(OSError):
-            if os.stat(path).st_size > pos:
-                return True
-        return False if remote.record_done(remote.load_record(app_dir)) else None
-
-    async def follow(pos: int) -> bool:
-        while True:
-            more = await anyio.to_thread.run_sync(grown_or_done, pos)
-            if more is not None:
-                return more
-            await anyio.sleep(0.05)
-
-    return follow
-
-
-# -- factories ------------------------------------------------------------------------------
-
-_SCHEDULER_PARAMS = (
-    "cancel_grace",
-    "close_grace",
-    "state_dir",
-    "pdeathsig",
-    "max_line_bytes",
-    "max_running_replicas",
-    "raise_nofile",
-)
-
-
-def create_scheduler(
-    session_name: str,
-    cache_size: int = 100,
-    extra_paths: list[str] | None = None,
-    image_provider_class: type[ImageProvider] = CWDImageProvider,
-    **kwargs: Any,
-) -> LocalScheduler:
-    """Create a :class:`LocalScheduler`; unknown keyword arguments are ignored."""
-    params = {k: v for k, v in kwargs.items() if k in _SCHEDULER_PARAMS}
-    return LocalScheduler(
-        session_name,
-        image_provider_class=image_provider_class,
-        cache_size=cache_size,
-        extra_paths=extra_paths,
-        **params,
-    )
-
-
-def _factory_with(
-    provider: type[ImageProvider], name: str, doc: str
-) -> Callable[..., LocalScheduler]:
-    """A :func:`create_scheduler` whose image provider is always ``provider``."""
-
-    def create(
-        session_name: str,
-        cache_size: int = 100,
-        extra_paths: list[str] | None = None,
-        **kwargs: Any,
-    ) -> LocalScheduler:
-        kwargs.pop("image_provider_class", None)
-        return create_scheduler(
-            session_name, cache_size, extra_paths, provider, **kwargs
-        )
-
-    create.__name__ = create.__qualname__ = name
-    create.__doc__ = doc
-    return create
-
-
-create_cwd_scheduler = _factory_with(
-    CWDImageProvider,
-    "create_cwd_scheduler",
-    "``local_cwd``: replicas run in the current directory.",
-)
-create_dir_scheduler = _factory_with(
-    LocalDirectoryImageProvider,
-    "create_dir_scheduler",
-    "``local_dir``: replicas run in the directory named by the role's image.",
-)

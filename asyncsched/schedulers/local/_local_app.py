@@ -7,69 +7,51 @@ termination are plain method calls, so there is no polling and no queue.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import os
 import signal
-import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
 from asyncsched.schedulers.kit import (
     ChangeNotifier,
-    ChangeSignal,
     TaskHost,
     describe_error,
+    failed_replica_message,
 )
-from asyncsched.schedulers.local._logs import ReplicaLog, pump
+from asyncsched.schedulers.local._exit_facts import ExitFacts, read_exit_facts
+from asyncsched.schedulers.local._faults import LocalFaults
+from asyncsched.schedulers.local._logs import pump
 from asyncsched.schedulers.local._oom import out_of_memory
-from asyncsched.schedulers.local._open_files import open_regular_file
-from asyncsched.schedulers.local._process import (
-    Child,
-    Guardian,
-    Spawner,
-    pid_start_time,
-)
+from asyncsched.schedulers.local._process import Child
 from asyncsched.schedulers.local._reasons import shell_exit_code
-from asyncsched.schedulers.local._records import (
-    CANCEL_MARKER,
-    RECORD_NAME,
-    RECORD_VERSION,
-    write_json_atomic,
-    write_pointer,
+from asyncsched.schedulers.local._record_writer import (
+    RecordJob,
+    RecordWriter,
+    supervisor_info,
 )
-from asyncsched.schedulers.local._state import (
-    RetryAction,
-    RetryCounters,
-    decide_retry,
+from asyncsched.schedulers.local._records import RECORD_NAME, RECORD_VERSION
+from asyncsched.schedulers.local._replica import (
+    Replica,
+    RoleInfo,
+    by_role,
+    record_entry,
+    success_entry,
 )
-from asyncsched.schedulers.shared.state_dir import PRIVATE_FILE_MODE
+from asyncsched.schedulers.local._spawn import SpawnConfig, Started, spawn_child
+from asyncsched.schedulers.local._state import RetryAction, RetryCounters, decide_retry
 from asyncsched.specs import (
     NONE,
     AppState,
-    RetryPolicy,
     StatusReason,
-    explain_exit_code,
     is_terminal,
     rollup_state,
 )
 
-__all__ = [
-    "LocalApp",
-    "RecordWriter",
-    "Replica",
-    "ReplicaLaunch",
-    "RoleInfo",
-    "SpawnConfig",
-    "Started",
-    "spawn_child",
-    "supervisor_info",
-]
+__all__ = ("LocalApp",)
 
 logger = logging.getLogger(__name__)
 
@@ -77,330 +59,6 @@ logger = logging.getLogger(__name__)
 DRAIN_TIMEOUT = 2.0
 #: how long a SIGKILLed leader may take to become a zombie and be reaped
 REAP_TIMEOUT = 5.0
-#: how long closing the record writer waits for the batch in flight
-WRITER_CLOSE_TIMEOUT = 30.0
-
-
-@dataclass
-class SpawnConfig:
-    """How replicas are spawned (shared by every app of a scheduler)."""
-
-    setpriv: str | None
-    use_preexec: bool
-    devnull: int
-    guardian: Guardian
-    spawner: Spawner | None = None
-    #: the scheduler's ``before_spawn`` hook: called with (role, replica id)
-    #: before each replica process is started; what it raises fails that start
-    before_spawn: Callable[[str, int], None] | None = None
-
-
-@dataclass
-class Started:
-    """A replica process just spawned, with the read ends of its pipes."""
-
-    child: Child
-    out_r: int
-    err_r: int
-
-
-def spawn_child(launch: ReplicaLaunch, cfg: SpawnConfig) -> Started:
-    """Spawn one attempt of ``launch`` and register it with the guardian.
-
-    Thread-safe: runs in the spawner thread at submit, in the loop on restarts.
-    The guardian registration follows the spawn at once (microseconds), so an
-    owner killed right after still takes the group down.
-    """
-    if cfg.before_spawn is not None:
-        cfg.before_spawn(launch.role, launch.replica_id)
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    try:
-        child = Child.spawn(
-            launch.args,
-            env=launch.env,
-            cwd=launch.cwd,
-            stdin=cfg.devnull,
-            stdout=out_w,
-            stderr=err_w,
-            setpriv=cfg.setpriv,
-            use_preexec=cfg.use_preexec,
-        )
-    except BaseException:
-        for fd in (out_r, err_r):
-            os.close(fd)
-        raise
-    finally:
-        os.close(out_w)
-        os.close(err_w)
-    cfg.guardian.add(child.pid)
-    return Started(child, out_r, err_r)
-
-
-_SUPERVISOR: tuple[int, dict[str, Any]] | None = None
-
-
-def supervisor_info() -> dict[str, Any]:
-    """Identity of this (supervising) process, as records name it (cached)."""
-    global _SUPERVISOR
-    pid = os.getpid()
-    if _SUPERVISOR is None or _SUPERVISOR[0] != pid:  # recomputed after a fork
-        _SUPERVISOR = (
-            pid,
-            {
-                "pid": pid,
-                "start_time": pid_start_time(pid),
-                "hostname": socket.gethostname(),
-            },
-        )
-    return dict(_SUPERVISOR[1])
-
-
-_RecordJob = tuple[
-    str, dict[str, Any], str, dict[str, Any] | None, tuple[str, str, str] | None
-]
-
-
-class RecordWriter:
-    """Write the records of every app of a scheduler from one task.
-
-    Apps mark themselves dirty; the writer snapshots every dirty app (in the
-    loop) and writes them all in ONE worker-thread hop, atomically each (temp
-    file + rename), pointers after their records. Changes made while a batch
-    is being written are coalesced into the next batch.
-    """
-
-    def __init__(self) -> None:
-        self._dirty: dict[LocalApp, None] = {}
-        self._wake: anyio.Event | None = None
-        self._written = ChangeSignal()
-        self._scope: anyio.CancelScope | None = None
-        self._stopped: anyio.Event | None = None
-        self.closed = False
-
-    def mark(self, app: LocalApp) -> None:
-        """``app`` changed: write its record soon."""
-        if self.closed:
-            return
-        self._dirty[app] = None
-        if self._wake is not None:
-            self._wake.set()
-
-    def discard(self, app: LocalApp) -> None:
-        """Forget ``app`` (it will not be written again by the writer)."""
-        self._dirty.pop(app, None)
-
-    def written(self) -> anyio.Event:
-        """An event set when the next batch has been written."""
-        return self._written.changed()
-
-    async def run(self) -> None:
-        """The writer task; runs until :meth:`aclose`."""
-        self._stopped = anyio.Event()
-        try:
-            with anyio.CancelScope() as self._scope:
-                if self.closed:
-                    return
-                while True:
-                    if not self._dirty:
-                        self._wake = anyio.Event()
-                        await self._wake.wait()
-                        self._wake = None
-                        continue
-                    apps = list(self._dirty)
-                    self._dirty.clear()
-                    try:
-                        await self.write(apps)
-                    except Exception:
-                        logger.exception("writing app records failed")
-        finally:
-            self._stopped.set()
-
-    async def write(self, apps: list[LocalApp]) -> None:
-        """Write the records of ``apps`` now, in one worker-thread hop."""
-        if not apps:
-            return
-        seqs = [app._dirty_seq for app in apps]
-        jobs = [app._record_job() for app in apps]
-        # Not on cancellation: cancelled before the thread ran, nothing was
-        # written and the records stay stale (aclose writes those once more).
-        # An error is not retried (waiters must not wait for it forever).
-        written = False
-        failures: list[tuple[int, Exception]] = []
-        try:
-            failures = await anyio.to_thread.run_sync(_write_records, jobs)
-            written = True
-        except Exception:
-            written = True
-            raise
-        finally:
-            if written:
-                for app, seq in zip(apps, seqs, strict=True):
-                    app._written_seq = max(app._written_seq, seq)
-            self._written.notify()
-        for i, exc in failures:  # one app's record failing fails that app only
-            apps[i].record_failed(exc, closing=self.closed)
-
-    async def aclose(self) -> None:
-        """Stop the writer task (after the batch in flight) and release waiters."""
-        self.closed = True
-        if self._scope is not None:
-            self._scope.cancel()
-        if self._stopped is not None:
-            with anyio.CancelScope(shield=True):
-                with anyio.move_on_after(WRITER_CLOSE_TIMEOUT):
-                    await self._stopped.wait()
-        self._written.notify()
-
-
-@dataclass
-class RoleInfo:
-    """What the supervisor needs of a role."""
-
-    name: str
-    num_replicas: int
-    max_retries: int
-    retry_policy: RetryPolicy
-    spec: dict[str, Any]
-
-
-@dataclass
-class ReplicaLaunch:
-    """Everything needed to (re)start one replica."""
-
-    role: str
-    replica_id: int
-    args: list[str]
-    env: dict[str, str]
-    cwd: str | None
-    log_dir: str
-    error_file: str
-    #: the memory limit the replica runs under (``resource.memMB``), or None
-    memory_mb: int | None = None
-
-
-@dataclass
-class Replica:
-    """Supervisor-side state of one replica across its attempts."""
-
-    launch: ReplicaLaunch
-    log: ReplicaLog
-    state: AppState = AppState.PENDING
-    child: Child | None = None
-    exited: anyio.Event | None = None
-    exit_code: int | None = None
-    pid: int | None = None
-    start_time: int | None = None
-    num_restarts: int = 0
-    restarting: bool = False
-    structured_error: str = NONE
-    error_mtime: float | None = None
-    attempts: list[dict[str, Any]] = field(default_factory=list)
-    #: why a limit ended the last attempt (OOM_KILLED, TIME_LIMIT), and how
-    limit_reason: StatusReason | None = None
-    limit_message: str = ""
-
-
-@dataclass(frozen=True)
-class ExitFacts:
-    """What a replica's exit depends on in its files, read in a worker thread."""
-
-    error_text: str | None = None
-    error_mtime: float | None = None
-    cancel_requested: bool = False
-
-
-#: the most of a reply file (``TORCHELASTIC_ERROR_FILE``) copied into the record
-MAX_REPLY_BYTES = 64 * 1024
-#: an error file outside the replica dir counts when written this close to
-#: (or after) the attempt's start (file-system timestamps are coarse)
-_MTIME_SLACK = 1.0
-
-
-def _read_reply(path: str, *, private: bool) -> tuple[str, float] | None:
-    """The first :data:`MAX_REPLY_BYTES` of a regular file and its mtime (blocking).
-
-    None when ``path`` is missing, a symlink (never followed), not a regular
-    file (a FIFO would block, a device never end) or unreadable. With
-    ``private`` the file is made ``0600`` (it sits among the replica's logs),
-    unless it has other names: a hardlink the replica made to another file
-    keeps that file's mode.
-    """
-    opened = open_regular_file(path)
-    if opened is None:
-        return None
-    fd, st = opened
-    try:
-        if private and st.st_nlink == 1:
-            with contextlib.suppress(OSError):
-                os.fchmod(fd, PRIVATE_FILE_MODE)
-        chunks: list[bytes] = []
-        got = 0
-        while got <= MAX_REPLY_BYTES:
-            chunk = os.read(fd, MAX_REPLY_BYTES + 1 - got)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            got += len(chunk)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
-    text = data[:MAX_REPLY_BYTES].decode("utf-8", errors="replace")
-    if len(data) > MAX_REPLY_BYTES:
-        note = (
-            f"[truncated: {path} holds {st.st_size} bytes, the first"
-            f" {MAX_REPLY_BYTES} are kept]"
-        )
-        return f"{text}\n{note}", st.st_mtime
-    with contextlib.suppress(ValueError):
-        text = json.dumps(json.loads(text), separators=(",", ":"))
-    return text, st.st_mtime
-
-
-def _in_dir(path: str, directory: str) -> bool:
-    """True when ``path``'s own directory is ``directory`` (same inode)."""
-    try:
-        return os.path.samestat(
-            os.stat(os.path.dirname(os.path.abspath(path))), os.stat(directory)
-        )
-    except OSError:
-        return False
-
-
-def read_exit_facts(
-    error_file: str,
-    replica_dir: str,
-    app_dir: str,
-    rc: int | None,
-    attempt: int,
-    started: float = 0.0,
-) -> ExitFacts:
-    """Read the reply file of a failed exit and whether another process asked
-    for a cancel (blocking).
-
-    At most :data:`MAX_REPLY_BYTES` are read, a symlink is never followed and
-    only a regular file is read. A reply file in the replica's own dir is kept
-    as ``<file>.<attempt>`` (the next attempt may write its own); one the
-    replica was pointed elsewhere with ``TORCHELASTIC_ERROR_FILE`` is never
-    moved nor deleted, and is only taken when written since the attempt
-    started.
-    """
-    cancel = os.path.exists(os.path.join(app_dir, CANCEL_MARKER))
-    if rc == 0:
-        return ExitFacts(cancel_requested=cancel)
-    own = _in_dir(error_file, replica_dir)
-    reply = _read_reply(error_file, private=own)
-    if reply is None:
-        return ExitFacts(cancel_requested=cancel)
-    text, mtime = reply
-    if own:
-        with contextlib.suppress(OSError):
-            os.replace(error_file, f"{error_file}.{attempt}")
-    elif mtime < started - _MTIME_SLACK:  # left over from before this attempt
-        return ExitFacts(cancel_requested=cancel)
-    return ExitFacts(text, mtime, cancel)
 
 
 class LocalApp:
@@ -426,6 +84,7 @@ class LocalApp:
         on_finished: Callable[[], None] | None = None,
         on_done: Callable[[], None] | None = None,
         time_limit: int | None = None,
+        faults: LocalFaults | None = None,
     ) -> None:
         self.app_id = app_id
         self.name = name
@@ -456,8 +115,8 @@ class LocalApp:
         self._writer = writer
         self._forgotten = False
         self._survivors_terminated = False
-        self._dirty_seq = 0
-        self._written_seq = 0
+        self.dirty_seq = 0
+        self.written_seq = 0
         self._supervisor = supervisor if supervisor is not None else supervisor_info()
         self._changes = changes if changes is not None else ChangeNotifier()
         #: called once, when every replica has exited and its logs are closed
@@ -469,6 +128,7 @@ class LocalApp:
         #: set when the time limit stopped the app
         self.timed_out = False
         self._deadline = anyio.CancelScope()
+        self._faults = faults if faults is not None else LocalFaults()
 
     # -- start -------------------------------------------------------------------
 
@@ -568,8 +228,9 @@ class LocalApp:
         facts = ExitFacts()
         try:
             async with anyio.create_task_group() as pumps:
-                pumps.start_soon(pump, out_r, replica.log, "stdout")
-                pumps.start_soon(pump, err_r, replica.log, "stderr")
+                before_log = self._faults.before_log
+                pumps.start_soon(pump, out_r, replica.log, "stdout", before_log)
+                pumps.start_soon(pump, err_r, replica.log, "stderr", before_log)
                 clean = False
                 try:
                     await child.wait_exit()
@@ -681,6 +342,9 @@ class LocalApp:
     ) -> None:
         if replica.child is not child:  # pragma: no cover - defensive
             return
+        if self._faults.before_exit is not None:
+            launch = replica.launch
+            self._faults.before_exit(self.app_id, launch.role, launch.replica_id)
         replica.child = None
         # one convention in memory, records, messages: a death by signal N
         # is 128 + N, as shells and container engines report it
@@ -730,10 +394,8 @@ class LocalApp:
                     f" under its limit of {launch.memory_mb} MB (resource.memMB)"
                 )
             elif not self.failed:
-                code = replica.exit_code
-                _, how = explain_exit_code(code) if code is not None else (None, "")
-                self.msg = (
-                    f"replica {launch.role}/{launch.replica_id} {how or 'failed'}"
+                self.msg = failed_replica_message(
+                    launch.role, launch.replica_id, replica.exit_code
                 )
             self.failed = True
             if self.fail_fast:
@@ -886,14 +548,14 @@ class LocalApp:
         return os.path.join(self.app_dir, RECORD_NAME)
 
     def _mark_dirty(self) -> None:
-        self._dirty_seq += 1
+        self.dirty_seq += 1
         if not self._forgotten:
             self._writer.mark(self)
 
     async def settled(self) -> None:
         """Return once the record on disk reflects the state as of this call."""
-        target = self._dirty_seq
-        while self._written_seq < target and not (
+        target = self.dirty_seq
+        while self.written_seq < target and not (
             self._forgotten or self._writer.closed
         ):
             await self._writer.written().wait()
@@ -901,7 +563,7 @@ class LocalApp:
     @property
     def record_stale(self) -> bool:
         """True when the record on disk lags the state in memory."""
-        return self._written_seq < self._dirty_seq
+        return self.written_seq < self.dirty_seq
 
     def stop_flusher(self) -> None:
         """Stop writing the record (the app is forgotten)."""
@@ -917,24 +579,6 @@ class LocalApp:
 
     def snapshot(self) -> dict[str, Any]:
         """The app record (JSON-ready)."""
-        roles: dict[str, list[dict[str, Any]]] = {}
-        for r in self.replicas:
-            roles.setdefault(r.launch.role, []).append(
-                {
-                    "replica_id": r.launch.replica_id,
-                    "state": r.state.name,
-                    "pid": r.pid,
-                    "start_time": r.start_time,
-                    "exit_code": r.exit_code,
-                    "num_restarts": r.num_restarts,
-                    "structured_error_msg": r.structured_error,
-                    "log_dir": r.launch.log_dir,
-                    "error_file": r.launch.error_file,
-                    "attempts": [dict(a) for a in r.attempts],
-                    "limit_reason": r.limit_reason,
-                    "limit_message": r.limit_message,
-                }
-            )
         return {
             "version": RECORD_VERSION,
             "scheduler": "local",
@@ -951,35 +595,21 @@ class LocalApp:
             "fail_fast": self.fail_fast,
             "finished": self.finished.is_set(),
             "supervisor": dict(self._supervisor),
-            "roles": roles,
+            "roles": by_role(self.replicas, record_entry),
             "role_specs": {name: info.spec for name, info in self.roles.items()},
         }
 
     def success_file(self) -> dict[str, Any]:
         """TorchX's SUCCESS file content."""
-        roles: dict[str, list[dict[str, Any]]] = {}
-        for r in self.replicas:
-            roles.setdefault(r.launch.role, []).append(
-                {
-                    "replica_id": r.launch.replica_id,
-                    "pid": r.pid,
-                    "exitcode": r.exit_code,
-                    "stdout": r.log.paths["stdout"],
-                    "stderr": r.log.paths["stderr"],
-                    "error_file": r.launch.error_file
-                    if r.error_mtime is not None
-                    else "<N/A>",
-                }
-            )
         return {
             "app_id": self.app_id,
             "log_dir": self.app_dir,
             "final_state": self.state.name,
             "last_updated": self.last_updated,
-            "roles": roles,
+            "roles": by_role(self.replicas, success_entry),
         }
 
-    def _record_job(self) -> _RecordJob:
+    def record_job(self) -> RecordJob:
         pointer = None
         if not self._pointer_written and self._state_dir is not None:
             pointer = (self._state_dir, self.session, self.app_id)
@@ -1003,29 +633,3 @@ class LocalApp:
     async def flush(self) -> None:
         """Write the record now (and SUCCESS once finished), off the loop."""
         await self._writer.write([self])
-
-
-def _write_records(jobs: list[_RecordJob]) -> list[tuple[int, Exception]]:
-    """Write each job; return the failures (index, error): one never stops the rest."""
-    failures: list[tuple[int, Exception]] = []
-    for i, job in enumerate(jobs):
-        try:
-            _write_record(*job)
-        except Exception as exc:  # noqa: BLE001 - reported to the app it belongs to
-            failures.append((i, exc))
-    return failures
-
-
-def _write_record(
-    path: str,
-    data: dict[str, Any],
-    app_dir: str,
-    success: dict[str, Any] | None,
-    pointer: tuple[str, str, str] | None,
-) -> None:
-    if success is not None:  # before the record: readers of a finished
-        # record (other processes) always find SUCCESS next to it
-        write_json_atomic(os.path.join(app_dir, "SUCCESS"), success)
-    write_json_atomic(path, data)
-    if pointer is not None:  # after the record: a pointer never dangles
-        write_pointer(*pointer, app_dir)

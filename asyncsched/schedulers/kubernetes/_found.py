@@ -1,0 +1,81 @@
+"""One app as the caches (or a read from the server) found it, and its snapshot.
+
+:class:`Found` names the three things every hook needs of an app: which Job
+API runs it, the namespace's caches it is filed in, and its Jobs. It is also
+the ``native`` of the :class:`~asyncsched.schedulers.kit.AppSnapshot` that
+``describe`` hands back, so ``cancel`` and ``log_iter`` read it by name.
+
+Example:
+    >>> found = Found("volcano", caches, [job])  # doctest: +SKIP
+    >>> snapshot_of("team:trainer-x1", found).native is found  # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from asyncsched.errors import SchedulerError
+from asyncsched.schedulers.kit import AppSnapshot
+from asyncsched.schedulers.kubernetes._caches import Caches, app_key, expired_state
+from asyncsched.schedulers.kubernetes._job_names import LABEL_APP_NAME
+from asyncsched.schedulers.kubernetes._state import describe_indexed, describe_volcano
+
+__all__ = ("Found", "JobApi", "deleting", "found_of", "labels", "snapshot_of")
+
+JSON = dict[str, Any]
+#: how the app runs: one Volcano Job, or one Indexed Job per role
+JobApi = Literal["volcano", "indexed"]
+
+
+@dataclass(frozen=True)
+class Found:
+    """An app's Job API, the caches of its namespace, and its Jobs."""
+
+    job_api: JobApi
+    caches: Caches
+    jobs: list[JSON]
+
+    @property
+    def key(self) -> str:
+        """``namespace:name``, what the caches file the app's objects under."""
+        return f"{self.caches.name}:{app_key(self.jobs[0])}"
+
+
+def found_of(snapshot: AppSnapshot) -> Found:
+    """The :class:`Found` a Kubernetes snapshot carries as its ``native``."""
+    native = snapshot.native
+    if not isinstance(native, Found):
+        raise SchedulerError(f"{snapshot.app_id}: not a Kubernetes app's snapshot")
+    return native
+
+
+def deleting(job: JSON) -> bool:
+    """The object is being deleted (``deletionTimestamp`` set)."""
+    return bool((job.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def labels(obj: JSON) -> dict[str, str]:
+    """The object's labels (empty when it has none)."""
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def snapshot_of(app_id: str, found: Found) -> AppSnapshot:
+    """The app's snapshot from the caches' Jobs and pods; ``native`` is ``found``."""
+    ns, jobs = found.caches, found.jobs
+    key = found.key
+    pods = ns.pods.with_key(key)
+    deleted = ns.pods.deleted_with_key(key)
+    expired = expired_state(jobs)
+    if expired is not None:  # expired from the cache: its name and final state
+        snapshot = AppSnapshot(
+            app_id, [], name=labels(jobs[0]).get(LABEL_APP_NAME, ""), decided=expired
+        )
+    elif found.job_api == "volcano":
+        snapshot = describe_volcano(app_id, jobs[0], pods, deleted)
+    else:
+        snapshot = describe_indexed(app_id, jobs, pods, deleted)
+    snapshot.change_key = key
+    snapshot.native = found
+    return snapshot
