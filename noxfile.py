@@ -24,6 +24,7 @@ PROVISION = [
 BENCHMARKS = {
     "local": "local_fanout.py",
     "docker": "docker_fanout.py",
+    "docker-events": "docker_events.py",
     "web": "web_sse_load.py",
     "webevents": "web_events_load.py",
     "log": "log_throughput.py",
