@@ -31,6 +31,7 @@ BENCHMARKS = {
     "fds": "local_fds.py",
     "localevents": "local_events.py",
     "slurm": "slurm_fanout.py",
+    "slurmevents": "slurm_events.py",
     "kubernetes": "kubernetes_api_load.py",
     "kubecache": "kubernetes_cache_memory.py",
 }

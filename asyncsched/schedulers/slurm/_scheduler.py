@@ -34,6 +34,7 @@ from asyncsched.errors import (
 from asyncsched.schedulers.kit import (
     DAYS_IN_2_WEEKS,
     DEFAULT_MAX_LINE_BYTES,
+    AppEvent,
     AppSnapshot,
     Capabilities,
     LogQuery,
@@ -49,6 +50,7 @@ from asyncsched.schedulers.shared.state_dir import default_state_dir
 from asyncsched.schedulers.slurm._checks import check_roles, check_run_options
 from asyncsched.schedulers.slurm._commands import BACKEND, CommandFailed, SlurmCli
 from asyncsched.schedulers.slurm._envdir import create_env_dir, remove_env_dir
+from asyncsched.schedulers.slurm._events import SlurmEvents, check_cursor
 from asyncsched.schedulers.slurm._logs import iter_file, log_path
 from asyncsched.schedulers.slurm._partitions import (
     SINFO_FORMAT,
@@ -204,6 +206,16 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         # the last settled view of each app not yet terminal: what describe
         # keeps answering while accounting shows its placeholder
         self._settled: dict[str, AppView] = {}
+        self._native_events = SlurmEvents(
+            self.event_source,
+            cli=self.cli,
+            window=self.status_window,
+            registry=self.registry,
+            list_apps=self._list,
+            changes=self.change_source,
+            min_interval=min_interval,
+            max_interval=max_interval,
+        )
 
     async def _aenter(self) -> None:
         await self._tasks.enter()
@@ -542,6 +554,16 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
                 snapshot.name = records[app_id].name
                 snapshots.append(snapshot)
         return snapshots
+
+    # -- events ----------------------------------------------------------------
+
+    def _check_cursor(self, cursor: str) -> None:
+        check_cursor(cursor, self.event_source)
+
+    def _events(self, since: str | None) -> AsyncIterator[AppEvent]:
+        """Polls shared with the status poller's query, diffed; cursors
+        resume in any process (see ``_events``)."""
+        return self._native_events.follow(since, lambda: not self._closed)
 
     # -- control ---------------------------------------------------------------
 
