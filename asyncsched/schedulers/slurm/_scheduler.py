@@ -20,7 +20,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import Any, TypedDict, cast, final
+from typing import Any, cast, final
 
 import anyio
 
@@ -52,6 +52,7 @@ from asyncsched.schedulers.slurm._commands import BACKEND, CommandFailed, SlurmC
 from asyncsched.schedulers.slurm._envdir import create_env_dir, remove_env_dir
 from asyncsched.schedulers.slurm._events import SlurmEvents, check_cursor
 from asyncsched.schedulers.slurm._logs import iter_file, log_path
+from asyncsched.schedulers.slurm._opts import SlurmOpts, slurm_run_opts
 from asyncsched.schedulers.slurm._partitions import (
     SINFO_FORMAT,
     Partition,
@@ -93,39 +94,6 @@ _SUBMIT_SLACK = 120.0
 _PROBE_TTL = 10.0
 #: seconds the cancel signal to a running job's script may take
 _SIGNAL_TIMEOUT = 5.0
-
-
-#: Run options of :class:`SlurmScheduler` (after resolution); TorchX's keys,
-#: hence the functional form for ``mail-user`` and ``mail-type``.
-SlurmOpts = TypedDict(
-    "SlurmOpts",
-    {
-        "partition": str | None,
-        "time": str | None,
-        "comment": str | None,
-        "constraint": str | None,
-        "mail-user": str | None,
-        "mail-type": str | None,
-        "job_dir": str | None,
-        "qos": str | None,
-        "nomem": bool,
-        "fail_fast": bool,
-    },
-    total=False,
-)
-
-
-_STR_OPTIONS = {  # run option -> help, in the order run_opts() lists them
-    "partition": "the partition to run the job in",
-    "time": "maximum run time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS",
-    "comment": "comment to set on the job",
-    "constraint": "node features the job requires",
-    "mail-user": "user to mail on job events",
-    "mail-type": "events to mail on (e.g. END,FAIL)",
-    "job_dir": "directory (must not exist yet) to write the script to and run the"
-    " job in; its logs go there. Default: the current directory",
-    "qos": "quality of service to assign to the job",
-}
 
 
 @final
@@ -226,22 +194,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
     # -- run options -----------------------------------------------------------
 
     def _run_opts(self) -> runopts:
-        opts = runopts()
-        for name, text in _STR_OPTIONS.items():
-            opts.add(name, type_=str, help=text)
-        opts.add(
-            "nomem",
-            type_=bool,
-            default=False,
-            help="do not request memory (--mem), e.g. on clusters that report none",
-        )
-        opts.add(
-            "fail_fast",
-            type_=bool,
-            default=True,
-            help="stop the other replicas when one fails for good",
-        )
-        return opts
+        return slurm_run_opts()
 
     # -- submission ------------------------------------------------------------
 
