@@ -67,7 +67,9 @@ async def test_a_new_scheduler_resumes_from_a_cursor_with_exactly_the_later_chan
     # changes made while no reader exists
     async with scheduler(kube_env) as sched:
         second = await sched.submit(make_app("exit 3", name="second"), cfg)
-        assert (await sched.wait(second, timeout=30)).state == AppState.FAILED
+        final = await sched.wait(second, timeout=30)
+        assert final is not None
+        assert final.state == AppState.FAILED
     # a new scheduler (as a new process would) resumes from the cursor
     async with scheduler(kube_env) as sched:
         later = await _until(sched, cursor, _failed_with(second, 3))

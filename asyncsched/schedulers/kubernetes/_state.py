@@ -33,6 +33,7 @@ from asyncsched.schedulers.kubernetes._reasons import (
     main_container_status,
     pod_reason,
 )
+from asyncsched.schedulers.kubernetes._retry_pending import restarting
 from asyncsched.specs import AppState, Role, StatusReason, is_terminal
 
 __all__ = [
@@ -300,7 +301,9 @@ def describe_volcano(
         gone = newest is None and state == AppState.CANCELLED
         if gone:  # deleted by the abort: its last status, if the cache saw it
             newest = _newest(deleted_by.get((role, replica_id), []))
-        replica = _replica(int(replica_id), role, newest, fallback)
+        replica = restarting(
+            _replica(int(replica_id), role, newest, fallback), job, task
+        )
         if state == AppState.CANCELLED:
             # the abort deletes the pods still live (those that had failed by
             # themselves are kept): a pod being deleted, or gone with only the
