@@ -141,6 +141,7 @@ async def _chaos(
 
 
 @pytest.mark.fake_api
+@pytest.mark.timeout(400)
 async def test_a_reader_killed_a_dozen_times_gets_every_change_of_50_apps(
     kube_env: KubeEnv, tmp_path: Path
 ) -> None:
@@ -148,3 +149,38 @@ async def test_a_reader_killed_a_dozen_times_gets_every_change_of_50_apps(
     events = await _chaos(kube_env, tmp_path, 50, kills=12, timeout=120)
     # the history was kept: every resume was a watch from the saved versions
     assert not [e for e in events if e["kind"] == "resync"]
+
+
+#: apps of the real-cluster runs: the single 2-core test node starts pods
+#: one after the other (~1 s each, while eight engineers share the machine),
+#: so 20 apps of the same kinds keep a run within a few minutes
+REAL_APPS = 20
+
+
+@pytest.mark.parametrize("kube_server", ["real"], indirect=True)
+@pytest.mark.timeout(600)
+async def test_a_reader_killed_ten_times_gets_every_change_on_a_real_cluster(
+    kube_env: KubeEnv, tmp_path: Path
+) -> None:
+    await _chaos(kube_env, tmp_path, REAL_APPS, kills=10, timeout=300)
+
+
+@pytest.mark.parametrize("kube_server", ["real"], indirect=True)
+@pytest.mark.timeout(600)
+async def test_an_api_server_restart_gives_resync_and_no_gap(
+    kube_env: KubeEnv, tmp_path: Path
+) -> None:
+    cluster = kube_env.cluster
+    if cluster is None:
+        pytest.skip("restarts the API server of the test cluster")
+
+    async def restart() -> None:
+        await anyio.sleep(8)  # apps are running: their changes go on meanwhile
+        await anyio.to_thread.run_sync(cluster.restart_apiserver, 2.0)
+
+    events = await _chaos(
+        kube_env, tmp_path, REAL_APPS, kills=10, timeout=300, restart_server=restart
+    )
+    # the new server's watch cache starts at its own version: the saved
+    # ones are too old there, and the reader is told so
+    assert [e for e in events if e["kind"] == "resync"]
