@@ -38,6 +38,7 @@ import anyio
 from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectSendStream
 
+from asyncsched.errors import InvalidArgumentError
 from asyncsched.schedulers.kit import (
     AppEvent,
     AppSnapshot,
@@ -51,6 +52,7 @@ from asyncsched.schedulers.kit import (
 from asyncsched.schedulers.kubernetes._caches import Caches
 from asyncsched.schedulers.kubernetes._connector import Connector
 from asyncsched.schedulers.kubernetes._found import Found, deleting, snapshot_of
+from asyncsched.schedulers.kubernetes._names import namespace_problem
 from asyncsched.schedulers.kubernetes._registry import CacheSettings
 from asyncsched.schedulers.kubernetes._resumable import (
     ResumableInformer,
@@ -71,7 +73,9 @@ def read_cursor(cursor: str, source: str) -> dict[str, list[str]] | None:
     versions this source can resume from (then the stream starts with RESYNC).
 
     Raises:
-        InvalidArgumentError: not a cursor of ``source``.
+        InvalidArgumentError: not a cursor of ``source``, or one naming a
+            namespace that is not a DNS-1123 label (names go into request
+            paths: they are checked before any request).
     """
     position = decode_cursor(cursor, source)
     spaces = position.get(_NS)
@@ -79,6 +83,11 @@ def read_cursor(cursor: str, source: str) -> dict[str, list[str]] | None:
         return None
     out: dict[str, list[str]] = {}
     for namespace, versions in spaces.items():
+        problem = namespace_problem(namespace)
+        if problem is not None:
+            raise InvalidArgumentError(
+                f"the cursor names a namespace Kubernetes refuses: {problem}"
+            )
         if (
             not isinstance(versions, list)
             or len(versions) != 3

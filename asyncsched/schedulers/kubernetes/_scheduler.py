@@ -48,7 +48,7 @@ from asyncsched.schedulers.kubernetes._client import (
 )
 from asyncsched.schedulers.kubernetes._connector import ConnectionSettings, Connector
 from asyncsched.schedulers.kubernetes._control import Control
-from asyncsched.schedulers.kubernetes._events import KubeEvents
+from asyncsched.schedulers.kubernetes._events import KubeEvents, read_cursor
 from asyncsched.schedulers.kubernetes._found import (
     Found,
     deleting,
@@ -444,6 +444,14 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 if live:
                     snapshots.append(snapshot_of(key, Found("indexed", ns, live)))
         return snapshots
+
+    def _check_cursor(self, cursor: str) -> None:
+        """Refuse another source's cursor, or one naming a malformed namespace.
+
+        Raises:
+            InvalidArgumentError: either (before any request).
+        """
+        read_cursor(cursor, self.event_source)
 
     def _events(self, since: str | None) -> AsyncIterator[AppEvent]:
         """The namespaces' list+watch from the cursor's resourceVersions
