@@ -176,7 +176,7 @@ async def test_an_api_server_restart_gives_resync_and_no_gap(
 
     async def restart() -> None:
         await anyio.sleep(8)  # apps are running: their changes go on meanwhile
-        await anyio.to_thread.run_sync(cluster.restart_apiserver, 2.0)
+        await anyio.to_thread.run_sync(cluster.restart_apiserver, 2.0, 240)
 
     events = await _chaos(
         kube_env, tmp_path, REAL_APPS, kills=10, timeout=300, restart_server=restart
