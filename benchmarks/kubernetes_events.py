@@ -96,7 +96,10 @@ async def latency(kubeconfig: str, changes: int) -> list[float]:
             phase, state = PHASES[made // len(app_ids) % len(PHASES)]
             key = (app_id, state)
             arrived[key] = asyncio.Event()
-            body = {"status": {"state": {"phase": phase}}}
+            # a JSON patch (what the client sends for a body it is given)
+            body = [
+                {"op": "add", "path": "/status", "value": {"state": {"phase": phase}}}
+            ]
             sent = time.monotonic()
             await objects.patch_namespaced_custom_object_status(
                 "batch.volcano.sh", "v1alpha1", NS, "jobs", app_id.split(":")[1], body

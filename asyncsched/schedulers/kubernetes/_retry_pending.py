@@ -24,7 +24,7 @@ from typing import Any
 from asyncsched.schedulers.kit import ReplicaSnapshot
 from asyncsched.specs import AppState
 
-__all__ = ["restarting"]
+__all__ = ["job_version", "restarting"]
 
 JSON = dict[str, Any]
 #: Job phases in which Volcano still applies the policies of a failed pod
@@ -32,13 +32,34 @@ _LIVE_PHASES = frozenset({"Pending", "Running", "Restarting"})
 _RESTARTS = frozenset({"RestartJob", "RestartTask", "RestartPod"})
 #: Volcano's default ``maxRetry``
 _DEFAULT_MAX_RETRY = 3
+#: the Job version (restart count) a Volcano pod was made for
+_JOB_VERSION = "volcano.sh/job-version"
 
 
-def restarting(replica: ReplicaSnapshot, job: JSON, task: JSON) -> ReplicaSnapshot:
-    """``replica``, PENDING when it FAILED and Volcano will restart it."""
+def job_version(pod: JSON | None) -> int:
+    """The Volcano Job version ``pod`` belongs to (0 when not told).
+
+    Pods of an earlier attempt may linger while their replacements start:
+    the newest attempt is the highest version, whatever the timestamps say.
+    """
+    annotations = ((pod or {}).get("metadata") or {}).get("annotations") or {}
+    try:
+        return int(annotations.get(_JOB_VERSION) or 0)
+    except ValueError:
+        return 0
+
+
+def restarting(
+    replica: ReplicaSnapshot, job: JSON, task: JSON, pod: JSON | None = None
+) -> ReplicaSnapshot:
+    """``replica`` (read from ``pod``), PENDING when it FAILED and Volcano
+    will restart it, or has restarted the Job since (``pod`` is of an earlier
+    version: its replacement is on its way)."""
     if replica.state != AppState.FAILED:
         return replica
     status = job.get("status") or {}
+    if pod is not None and job_version(pod) < int(status.get("version") or 0):
+        return dataclasses.replace(replica, state=AppState.PENDING)
     if str((status.get("state") or {}).get("phase") or "") not in _LIVE_PHASES:
         return replica
     spec = job.get("spec") or {}
