@@ -43,7 +43,8 @@ from tests.kubernetes.fakeapi.controller import FakeController
 
 NS = "bench-events"
 #: the Volcano phases a change walks through, and the app state each reads
-PHASES = (("Pending", AppState.PENDING), ("Running", AppState.RUNNING))
+#: (without pods, a live phase reads PENDING: a terminal one tells apart)
+PHASES = (("Completed", AppState.SUCCEEDED), ("Pending", AppState.PENDING))
 
 
 def _app(i: int, script: str = "sleep 3600") -> AppDef:
