@@ -100,6 +100,16 @@ async def test_a_cursor_the_server_forgot_gives_resync_then_current_then_resumes
     assert got[0].kind == EventKind.RESYNC
     current = {e.app_id: e.state for e in got if e.kind == EventKind.CURRENT}
     assert current == {first: AppState.SUCCEEDED, second: AppState.SUCCEEDED}
+    # a reader that saved the RESYNC's cursor and stopped before the
+    # CURRENT events gets the RESYNC and all of them again
+    async with scheduler(kube_env) as sched:
+        again = await _until(
+            sched,
+            got[0].cursor,
+            lambda e: e.kind == EventKind.CURRENT and e.app_id == second,
+        )
+    assert again[0].kind == EventKind.RESYNC
+    assert {e.app_id for e in again if e.kind == EventKind.CURRENT} == {first, second}
     # the cursors after a RESYNC are the server's versions again
     async with scheduler(kube_env) as sched:
         third = await sched.submit(make_app("exit 0", name="third"), cfg)

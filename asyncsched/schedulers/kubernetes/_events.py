@@ -162,9 +162,9 @@ class KubeEvents:
                 positions = None  # a version was compacted away: start over
             if since is None or positions is None:
                 if since is not None:
-                    yield self._resync(observed)
+                    yield self._resync(observed, since)
                 self._differ.relist(snapshots, observed=observed)
-                for event in self._current():
+                for event in self._current(since):
                     yield event
             else:
                 # resumed: the caches hold what did not change since the
@@ -219,10 +219,11 @@ class KubeEvents:
         observed = time.time()
         snapshots = list(self._snapshots())
         if gone:
-            self._emit(self._resync(observed))
+            stale = self._cursor({id(informer): informer.before_relist})
+            self._emit(self._resync(observed, stale))
             self._differ = SnapshotDiffer()
             self._differ.relist(snapshots, observed=observed)
-            for event in self._current():
+            for event in self._current(stale):
                 self._emit(event)
             return
         cursor = self._cursor()
@@ -239,18 +240,27 @@ class KubeEvents:
             ):
                 self._send.send_nowait(event)
 
-    def _resync(self, observed: float) -> AppEvent:
+    def _resync(self, observed: float, stale: str) -> AppEvent:
+        """RESYNC with the ``stale`` position: resuming there resyncs again
+        (a reader stopped before the CURRENT events that follow misses none)."""
         return AppEvent(
-            self._cursor(),
+            stale,
             EventKind.RESYNC,
             observed=observed,
             msg="resourceVersion too old (history compacted or API server"
             " restarted): current state follows",
         )
 
-    def _current(self) -> list[AppEvent]:
+    def _current(self, stale: str | None = None) -> list[AppEvent]:
+        """CURRENT of every app; after a RESYNC, all but the last carry the
+        ``stale`` position (resuming there gives RESYNC and all of them again)."""
         cursor = self._cursor()
-        return [replace(e, cursor=cursor) for e in self._differ.current()]
+        events = self._differ.current()
+        last = len(events) - 1
+        return [
+            replace(e, cursor=cursor if stale is None or i == last else stale)
+            for i, e in enumerate(events)
+        ]
 
     def _cursor(self, override: dict[int, str] | None = None, part: int = 0) -> str:
         """The position now (``override``: an informer's version instead);

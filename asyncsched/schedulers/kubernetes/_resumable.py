@@ -69,6 +69,8 @@ class ResumableInformer(Informer):
         self._first = True
         #: the saved version was compacted away before the first list
         self.expired_at_start = False
+        #: the version before the last list (a RESYNC's position)
+        self.before_relist = ""
 
     async def _list(self) -> None:
         if self._first and self.resume_from is not None:
@@ -97,6 +99,7 @@ class ResumableInformer(Informer):
 
     def _replace(self, items: dict[str, JSON], rv: str) -> None:
         first, self._first = self._first, False
+        self.before_relist = self.resource_version
         super()._replace(items, rv)
         gone, self._gone = self._gone, False
         if not first and self.listener is not None:
