@@ -35,11 +35,12 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
+    Generator,
     Iterable,
     Iterator,
     Mapping,
 )
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from contextlib import AbstractAsyncContextManager, contextmanager, suppress
 from functools import partial
 from types import TracebackType
@@ -60,6 +61,7 @@ from asyncsched.schedulers.api import (
     Capabilities,
     Scheduler,
 )
+from asyncsched.schedulers.events import AppEvent
 from asyncsched.specs import (
     AppDef,
     AppHandle,
@@ -70,6 +72,7 @@ from asyncsched.specs import (
 
 __all__ = [
     "EventLoopName",
+    "SyncEventStream",
     "SyncRunner",
     "SyncScheduler",
     "get_runner",
@@ -248,7 +251,7 @@ class _Facade:
         iterator = self._call_sync(make)
         return self._drain(iterator)
 
-    def _drain(self, iterator: AsyncIterator[T]) -> Iterator[T]:
+    def _drain(self, iterator: AsyncIterator[T]) -> Generator[T, None, None]:
         try:
             while True:
                 try:
@@ -261,6 +264,54 @@ class _Facade:
             if aclose is not None and not self._closed:
                 with suppress(Exception):
                     self._call(aclose)
+
+
+@final
+class SyncEventStream(Iterator[AppEvent]):
+    """A blocking iterator over an event stream read on a facade's loop.
+
+    Returned by ``SyncScheduler.events`` and ``SyncRunner.events``. Each
+    ``next()`` blocks until the next event; iteration ends when the facade
+    closes (also when another thread closes it). Close the stream with
+    :meth:`close` or ``with`` as soon as you stop reading, to release it on
+    the loop.
+
+    Example:
+        >>> def follow(sched: SyncScheduler, saved: str | None) -> None:
+        ...     with sched.events(since=saved) as events:
+        ...         for event in events:
+        ...             print(event.kind, event.app_id, event.state)
+        ...             saved = event.cursor
+    """
+
+    def __init__(self, facade: _Facade, stream: AsyncIterator[AppEvent]) -> None:
+        self._facade = facade
+        self._stream: Any = stream
+        self._events = facade._drain(stream)
+
+    def __iter__(self) -> Self:
+        return self
+
+    def __next__(self) -> AppEvent:
+        try:
+            return next(self._events)
+        except (CancelledError, SchedulerClosedError):
+            if self._facade.closed:  # closed by another thread: the end
+                raise StopIteration from None
+            raise
+
+    def close(self) -> None:
+        """Stop reading and release the stream; idempotent."""
+        self._events.close()
+        if not self._facade.closed:  # also when it was never read
+            with suppress(Exception):
+                self._facade._call(self._stream.aclose)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 def _delegate(
@@ -400,6 +451,21 @@ class SyncScheduler(_Facade):
     wait = _blocking(Scheduler.wait)
     cancel = _blocking(Scheduler.cancel)
     log_iter = _blocking_iter(Scheduler.log_iter)
+
+    def events(
+        self, app_ids: Iterable[str] | None = None, *, since: str | None = None
+    ) -> SyncEventStream:
+        """Yield every change of the scheduler's apps (see ``Scheduler.events``).
+
+        A blocking iterator; arguments are checked at the call. Close it
+        (``with``) when you stop reading.
+
+        Raises:
+            InvalidArgumentError: a bad cursor or app ids, at the call.
+        """
+        ids = None if app_ids is None else builtins.list(app_ids)
+        stream = self._call_sync(partial(self._sched.events, ids, since=since))
+        return SyncEventStream(self, stream)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -568,6 +634,30 @@ class SyncRunner(_Facade):
                 poll_interval=poll_interval,
             )
         )
+
+    def events(
+        self,
+        schedulers_or_handles: Iterable[str] | None = None,
+        *,
+        since: str | None = None,
+    ) -> SyncEventStream:
+        """Yield every change of the apps of several schedulers, with one
+        composite cursor (see ``Runner.events``).
+
+        A blocking iterator; arguments are checked at the call. Close it
+        (``with``) when you stop reading.
+
+        Raises:
+            InvalidArgumentError: a bad cursor, at the call.
+            UnknownSchedulerException: an unregistered scheduler.
+        """
+        items = (
+            None
+            if schedulers_or_handles is None
+            else builtins.list(schedulers_or_handles)
+        )
+        stream = self._call_sync(partial(self._runner.events, items, since=since))
+        return SyncEventStream(self, stream)
 
     def as_completed(
         self, app_handles: Iterable[AppHandle], *, timeout: float | None = None

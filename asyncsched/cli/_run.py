@@ -45,6 +45,10 @@ __all__ = ["add_parser", "run"]
 
 _EXIT_ON_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
+#: schedulers whose replicas are children of this process: ``run`` stays to
+#: supervise them (other ones, ``local_docker`` included, run without it)
+_SUPERVISED = frozenset({"local_cwd", "local_dir"})
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
@@ -53,8 +57,8 @@ def add_parser(sub: Any) -> None:
         description=(
             "Submit an app and print its handle. Give either a command after `--` "
             "(one role; shape it with --name/--replicas/--env/...) or an AppDef "
-            "file with -f. Local schedulers (local_*) supervise the app from this "
-            "process, so `run` waits for them."
+            "file with -f. The local process schedulers (local_cwd, local_dir) "
+            "supervise the app from this process, so `run` waits for them."
         ),
     )
     p.add_argument(
@@ -95,7 +99,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--detach",
         action="store_true",
-        help="on Ctrl-C/SIGTERM while waiting, leave the app running",
+        help="leave the app running: return after submit where no supervisor is"
+        " needed (all but local_cwd/local_dir), and on Ctrl-C/SIGTERM while waiting",
     )
     p.add_argument(
         "--parent_run_id", default=None, help="set TORCHX_PARENT_RUN_ID in every role"
@@ -253,10 +258,11 @@ async def run(args: argparse.Namespace) -> int:
             app, args.scheduler, cfg, args.workspace, args.parent_run_id
         )
         print(handle, flush=True)
-        local = args.scheduler.startswith("local")
-        if args.log is None:
-            args.log = local
-        if not (args.wait or args.log or local):
+        supervised = args.scheduler in _SUPERVISED
+        if args.log is None:  # local apps show their output, unless detached
+            local = args.scheduler.startswith("local")
+            args.log = local and (supervised or not args.detach)
+        if not (args.wait or args.log or supervised):
             return EXIT_OK
         return await _supervise(runner, handle, args)
 

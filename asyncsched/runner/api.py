@@ -43,6 +43,8 @@ from asyncsched.errors import (
 from asyncsched.runner._events import EventHook, get_session_id, record_event
 from asyncsched.runner._fanout import FanOut, StatusEvent
 from asyncsched.runner._progress import Progress, ProgressCounter
+from asyncsched.runner._stream import RunnerEventStream, select
+from asyncsched.runner._watch import watch
 from asyncsched.schedulers import SchedulerFactory, get_scheduler_factories
 from asyncsched.schedulers.api import (
     DescribeAppResponse,
@@ -136,7 +138,7 @@ class Runner(AsyncClosable):
             talk to schedulers at once; further calls wait their turn
             (backpressure) instead of failing.
         max_concurrent_queries: At most this many status queries at once in
-            :meth:`watch`.
+            :meth:`watch` (its first look at each app).
         event_hook: Called with a :class:`~asyncsched.runner.RunnerEvent` after
             every API call.
         track_progress: Follow every app this runner submits in the
@@ -187,11 +189,13 @@ class Runner(AsyncClosable):
         self._submit_limiter: anyio.CapacityLimiter | None = None
         self._fan = FanOut(
             self._host,
-            current=self._current_status,
             final=self._final_status,
             final_now=self._final_status_now,
-            max_queries=max_concurrent_queries,
         )
+        self._max_queries = max_concurrent_queries
+        self._query_limiter: anyio.CapacityLimiter | None = None
+        #: told each scheduler name when it is opened (event streams join it)
+        self._on_open: builtins.list[Callable[[str], None]] = []
         self._lock: anyio.Lock | None = None
         self._closed = False
         self._progress = ProgressCounter()
@@ -277,7 +281,20 @@ class Runner(AsyncClosable):
                     self._host_scheduler, sched, name=f"{scheduler}-host"
                 )
                 self._schedulers[scheduler] = sched
+                for tell in builtins.list(self._on_open):
+                    tell(scheduler)
         return sched
+
+    def _subscribe_opened(self, tell: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``tell(name)`` for each scheduler opened from now on; returns
+        the function that stops it."""
+        self._on_open.append(tell)
+
+        def unsubscribe() -> None:
+            with suppress(ValueError):
+                self._on_open.remove(tell)
+
+        return unsubscribe
 
     @staticmethod
     async def _host_scheduler(
@@ -845,28 +862,98 @@ class Runner(AsyncClosable):
         final, desc = await sched._final_now(app_id)
         return final, self._saw(app_handle, desc) if final else None
 
+    def events(
+        self,
+        schedulers_or_handles: Iterable[str] | None = None,
+        *,
+        since: str | None = None,
+    ) -> RunnerEventStream:
+        """Yield every change of the apps of several schedulers, with one cursor.
+
+        ``schedulers_or_handles`` picks what to read: a scheduler name (e.g.
+        ``"local_cwd"``) reads every app of that scheduler, a handle reads
+        that app. None reads every scheduler this runner has opened, those it
+        opens later, and those ``since`` names. Each event is the scheduler's
+        :class:`~asyncsched.schedulers.events.AppEvent` with ``handle`` the
+        runner's handle of the app (``local_cwd://session/app_id``; for
+        RESYNC, the handle prefix ``local_cwd://session/`` of the scheduler
+        that starts over) and ``cursor`` a composite cursor holding every
+        scheduler's position: ``events(since=cursor)``, in this process or
+        another, resumes each of them where it stopped (a scheduler the
+        cursor does not name starts with its apps' CURRENT events). Events of
+        one app keep their order; schedulers interleave. The stream ends
+        when the runner closes; use it as ``async with`` to stop its tasks
+        as soon as you stop reading. See ``docs/events.md``.
+
+        Example:
+            >>> async def follow(runner: Runner, saved: str | None) -> None:
+            ...     async with runner.events(["local_cwd"], since=saved) as stream:
+            ...         async for event in stream:
+            ...             print(event.handle, event.kind, event.state)
+            ...             saved = event.cursor  # store it somewhere durable
+
+        Raises:
+            InvalidArgumentError: ``since`` is not a runner cursor (malformed,
+                another source's, or naming a scheduler this runner does not
+                have), at the call. A scheduler's part of the cursor that is
+                not that backend's raises it at the first ``anext``.
+            MalformedAppHandleException: a malformed handle.
+            UnknownSchedulerException: an unregistered scheduler.
+        """
+        self._check_open()
+        selection = select(
+            schedulers_or_handles, since, self._factories, self._schedulers
+        )
+        return RunnerEventStream(
+            self._host,
+            self._name,
+            selection,
+            self._scheduler,
+            lambda: builtins.list(self._schedulers),
+            self._subscribe_opened,
+        )
+
     def watch(
         self, app_handles: Iterable[AppHandle], *, poll_interval: float = 1.0
     ) -> AsyncIterator[StatusEvent]:
-        """Yield ``(handle, status)`` whenever an app's state changes.
+        """Yield ``(handle, status)`` whenever an app or one of its replicas changes.
 
         Each app is reported once at first (its current state), then on every
-        state change, the last time in a terminal state. ``status`` is None
-        (and final) for an app the scheduler does not know. Terminal states
-        arrive as soon as the scheduler's ``wait`` returns; intermediate ones
-        (PENDING -> RUNNING) are checked at most ``poll_interval`` seconds
-        apart. The iterator ends when every app is final.
+        change of its state, its restart count or a replica's state, exit
+        code, reason or restart count (a replica failing and being restarted
+        under ``max_retries`` shows), the last time in a terminal state.
+        ``status`` is None (and final) for an app the scheduler does not
+        know. The iterator ends when every app is final.
 
-        All apps are watched by one task group in the runner, with at most
-        ``max_concurrent_queries`` status queries at once.
+        A view over :meth:`events`: the changes come from the schedulers'
+        event streams, nothing is polled. Each app is looked up once at the
+        start (at most ``max_concurrent_queries`` at once) to report the
+        unknown ones. ``poll_interval`` is accepted for compatibility and
+        ignored.
 
         Raises:
             MalformedAppHandleException: a malformed handle (before anything runs).
             UnknownSchedulerException: a handle names an unknown scheduler.
-            ExceptionGroup: a scheduler failed while watching.
+            SchedulerClosedError: the runner closed before every app was final.
         """
+        del poll_interval  # every change is delivered by the event streams
         handles = self._validate_handles(app_handles)
-        return self._fan.watch(handles, poll_interval)
+        stream = self.events(handles) if handles else None
+        if stream is None:
+            return _nothing()
+        return watch(
+            handles,
+            self._name,
+            stream,
+            self._current_status,
+            self._queries(),
+            self._progress.saw,
+        )
+
+    def _queries(self) -> anyio.CapacityLimiter:
+        if self._query_limiter is None:
+            self._query_limiter = anyio.CapacityLimiter(self._max_queries)
+        return self._query_limiter
 
     def as_completed(
         self, app_handles: Iterable[AppHandle], *, timeout: float | None = None
@@ -896,6 +983,11 @@ class Runner(AsyncClosable):
         """
         handles = self._validate_handles(app_handles)
         return await self._fan.wait_all(handles, timeout)
+
+
+async def _nothing() -> AsyncIterator[StatusEvent]:
+    return
+    yield  # an async generator that yields nothing
 
 
 def _drain(

@@ -27,7 +27,6 @@ import contextlib
 import copy
 import logging
 import math
-import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
@@ -37,7 +36,6 @@ import anyio
 import sniffio
 
 from asyncsched.errors import (
-    AsyncschedWarning,
     InvalidArgumentError,
     SchedulerClosedError,
     SchedulerUnavailableError,
@@ -536,7 +534,9 @@ class Scheduler(ChangeFeed, AsyncClosable, abc.ABC, Generic[T]):
         once when you stop early.
 
         Raises:
-            UnsupportedOperationError: the backend has no logs.
+            UnsupportedOperationError: the backend has no logs, or ``since``/
+                ``until`` on a backend that cannot filter by time
+                (``capabilities.log_since_until`` False).
             InvalidArgumentError: an unsupported stream, an invalid ``regex``,
                 or ``should_tail`` on a backend that cannot tail.
             UnknownAppException: (when iterated) the app is unknown.
@@ -552,12 +552,10 @@ class Scheduler(ChangeFeed, AsyncClosable, abc.ABC, Generic[T]):
         stream = parse_stream(streams, caps)
         pattern = compile_regex(regex)
         if (since is not None or until is not None) and not caps.log_since_until:
-            warnings.warn(
-                f"{type(self).__name__} ignores since/until",
-                AsyncschedWarning,
-                stacklevel=2,
+            raise UnsupportedOperationError(
+                f"{type(self).__name__} cannot filter logs by time (its log lines"
+                " carry none): call log_iter without since/until"
             )
-            since = until = None
         if should_tail and not caps.log_tail:
             raise InvalidArgumentError(f"{type(self).__name__} cannot tail logs")
         query = LogQuery(

@@ -18,6 +18,8 @@ blocks below are the ones the built-in backends use:
 * :func:`keyword_params`: the keyword arguments a registry factory passes on;
 * :func:`make_unique`: a fresh app id from an app name;
 * :func:`render_off_loop`: render a big app in a worker thread;
+* :func:`failed_replica_message`: the app message naming the replica that
+  failed it (one shape on every backend);
 * events (see ``docs/events.md``): :class:`AppEvent`/:class:`EventKind`,
   :func:`encode_cursor`/:func:`decode_cursor` for a source's cursors,
   :class:`SnapshotDiffer` (states into change events, for re-lists and
@@ -68,6 +70,7 @@ from asyncsched.schedulers.shared.lines import (
     split_lines,
     split_lines_iterator,
 )
+from asyncsched.schedulers.shared.messages import failed_replica_message
 from asyncsched.schedulers.shared.poll_events import PolledEvents
 from asyncsched.schedulers.shared.replica_limits import ReplicaLimits, render_off_loop
 from asyncsched.schedulers.shared.taskhost import TaskHost, describe_error
@@ -116,6 +119,7 @@ __all__ = (
     "decode_cursor",
     "describe_error",
     "encode_cursor",
+    "failed_replica_message",
     "filter_regex",
     "final_if_settled",
     "follow_file",

@@ -15,6 +15,7 @@ from asyncsched.errors import (
     InvalidRunConfigException,
     SchedulerClosedError,
     SpecError,
+    UnsupportedOperationError,
     WaitTimeoutError,
 )
 from asyncsched.schedulers.api import (
@@ -251,7 +252,7 @@ async def test_log_iter_checks_arguments_eagerly_and_filters() -> None:
     assert [x async for x in sched.log_iter(app_id, "trainer", regex="^.a")] == [
         "gamma"
     ]
-    with pytest.warns(UserWarning, match="since/until"):
+    with pytest.raises(UnsupportedOperationError, match="since/until"):
         sched.log_iter("a", "r", since=datetime(2020, 1, 1))
 
 

@@ -15,6 +15,7 @@ from asyncsched.schedulers.api import ListAppResponse, Stream
 from asyncsched.schedulers.docker._client import ensure_network
 from asyncsched.schedulers.docker_scheduler import DockerScheduler
 from asyncsched.specs import AppState
+from asyncsched.testing import wait_for_state
 
 from .conftest import NETWORK, SESSION, Engine
 from .helpers import DropProxy, counting_client, lines, sh_app
@@ -93,11 +94,7 @@ async def test_cancel_gives_cancelled_keeps_logs_delete_removes(
     sched: DockerScheduler, raw_docker: aiodocker.Docker
 ) -> None:
     app_id = await sched.submit(sh_app("echo started; sleep 10000"), {})
-    with anyio.fail_after(20):
-        while (
-            desc := await sched.describe(app_id)
-        ) is None or desc.state != AppState.RUNNING:
-            await anyio.sleep(0.05)
+    await wait_for_state(sched, app_id, AppState.RUNNING, timeout=20)
     await sched.cancel(app_id)
     desc = await sched.wait(app_id, timeout=30)
     assert desc is not None
@@ -105,7 +102,7 @@ async def test_cancel_gives_cancelled_keeps_logs_delete_removes(
     assert desc.roles_statuses[0].replicas[0].state == AppState.CANCELLED
     assert await lines(sched, app_id) == ["started\n"]  # kept: logs still readable
     # still cancelled for a fresh process (the mark lives in the daemon)
-    async with DockerScheduler("other", network=NETWORK) as fresh:
+    async with DockerScheduler(SESSION, network=NETWORK) as fresh:
         again = await fresh.describe(app_id)
         assert again is not None
         assert again.state == AppState.CANCELLED
@@ -181,7 +178,9 @@ async def test_second_instance_describes_lists_logs_and_cancels(
         desc = await other.describe(app_id)
         assert desc is not None
         assert desc.roles_statuses[0].replicas[0].id == 0
-        assert app_id in {a.app_id for a in await other.list()}
+        # list shows the apps of its own session only
+        assert app_id not in {a.app_id for a in await other.list()}
+        assert app_id in {a.app_id for a in await sched.list()}
         with anyio.fail_after(20):
             while await lines(other, app_id) != ["hi\n"]:
                 await anyio.sleep(0.1)

@@ -15,6 +15,7 @@ from asyncsched.schedulers.docker._render import (
     container_name,
     render_job,
 )
+from asyncsched.schedulers.docker._state import LABEL_FAIL_FAST
 from asyncsched.schedulers.docker_scheduler import DockerScheduler, create_scheduler
 from asyncsched.schedulers.shared.labels import (
     LABEL_APP_ID,
@@ -123,8 +124,14 @@ def test_environment_and_labels() -> None:
         LABEL_REPLICA_ID: "0",
         LABEL_SESSION: "sess",
         LABEL_VERSION: "9.9",
+        LABEL_FAIL_FAST: "true",
     }
     assert all(key.startswith("asyncsched.io/") for key in c.body["Labels"])
+
+
+def test_fail_fast_off_is_recorded_in_a_label() -> None:
+    job = _job(cfg={"fail_fast": False})
+    assert {c.body["Labels"][LABEL_FAIL_FAST] for c in job.containers} == {"false"}
 
 
 def test_resources_restart_network_mounts_devices() -> None:
@@ -357,6 +364,7 @@ def test_run_and_workspace_options() -> None:
         "copy_env",
         "env",
         "privileged",
+        "fail_fast",
         "image_pull_policy",
         "image_repo",
         "quiet",

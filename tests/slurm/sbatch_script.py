@@ -130,8 +130,8 @@ def srun_argv(
     ``SLURM_JOB_ID=job_id`` and the script's ``env_dir``; the command is
     printed instead of run)."""
     start = script.index("\nsrun ") + len("\nsrun ")
-    end = script.index("\nexitcode=$?")
-    line = script[start:end]
+    end = script.index("\nsrun_pid=$!")
+    line = script[start:end].removesuffix(" &")
     program = f"printf '%s\\0' {line}"
     proc = subprocess.run(
         ["bash", "-c", program],

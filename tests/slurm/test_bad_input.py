@@ -9,6 +9,7 @@ import pytest
 from asyncsched.errors import (
     InvalidRunConfigException,
     SchedulerUnavailableError,
+    SpecError,
     SubmitError,
 )
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
@@ -98,3 +99,54 @@ async def test_refused_job_is_a_submit_error_and_leaves_no_job_dir(
             )
     assert not job_dir.exists()
     assert not (tmp_path / "slurm").exists()  # nothing recorded
+
+
+def _sized(replicas: int, cpu: int) -> AppDef:
+    role = Role(
+        "worker",
+        image="/",
+        entrypoint="echo",
+        args=["never"],
+        num_replicas=replicas,
+        resource=Resource(cpu=cpu, gpu=0, memMB=64),
+    )
+    return AppDef("big", roles=[role])
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize("partition", [None, "debug"])
+async def test_more_replicas_than_nodes_is_refused_naming_the_node_count(
+    slurm_cluster: Cluster, tmp_path: Path, partition: str | None
+) -> None:
+    nodes = len(slurm_cluster.run("sinfo", "-h", "-N", "-o", "%N").stdout.split())
+    cfg = {} if partition is None else {"partition": partition}
+    before = slurm_cluster.run("squeue", "-h", "-t", "all", "-o", "%i").stdout
+    async with SlurmScheduler(
+        "t", slurm_conf=str(slurm_cluster.conf), state_dir=str(tmp_path)
+    ) as sched:
+        with pytest.raises(SpecError, match=f"has {nodes} node") as info:
+            await sched.submit(_sized(nodes + 1, 1), cfg)
+        assert info.value.field == "roles[0].num_replicas"
+        assert f"{nodes + 1} replicas" in str(info.value)
+        assert "'debug'" in str(info.value)
+        assert "sbatch" not in sched.cli.counts
+    after = slurm_cluster.run("squeue", "-h", "-t", "all", "-o", "%i").stdout
+    assert set(after.split()) <= set(before.split())
+    assert not (tmp_path / "slurm").exists()  # nothing recorded
+
+
+@pytest.mark.slurm
+async def test_more_cpus_than_a_node_has_is_refused(
+    slurm_cluster: Cluster, tmp_path: Path
+) -> None:
+    cpus = max(
+        int(c.rstrip("+"))
+        for c in slurm_cluster.run("sinfo", "-h", "-o", "%c").stdout.split()
+    )
+    async with SlurmScheduler(
+        "t", slurm_conf=str(slurm_cluster.conf), state_dir=str(tmp_path)
+    ) as sched:
+        with pytest.raises(SpecError, match=f"at most {cpus}") as info:
+            await sched.submit(_sized(1, cpus + 1))
+        assert info.value.field == "roles[0].resource.cpu"
+        assert "sbatch" not in sched.cli.counts

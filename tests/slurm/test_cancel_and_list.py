@@ -1,6 +1,8 @@
-"""Cancel and list on a real cluster; list sees other processes' submissions."""
+"""Cancel and list on a real cluster; list shows its own session's apps only."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import anyio
 import pytest
@@ -14,7 +16,7 @@ from .conftest import SETTLE
 pytestmark = [pytest.mark.slurm, pytest.mark.anyio]
 
 
-def _app(name: str, script: str, replicas: int = 1) -> AppDef:
+def _app(name: str, script: str, replicas: int = 1, max_retries: int = 0) -> AppDef:
     role = Role(
         "worker",
         image="/",
@@ -22,6 +24,7 @@ def _app(name: str, script: str, replicas: int = 1) -> AppDef:
         args=["-c", script],
         num_replicas=replicas,
         resource=Resource(cpu=1, gpu=0, memMB=64),
+        max_retries=max_retries,
     )
     return AppDef(name, roles=[role])
 
@@ -44,7 +47,64 @@ async def test_cancel_stops_every_replica(
     assert states.stdout.split() == ["CANCELLED", "CANCELLED"]
 
 
-async def test_list_shows_apps_of_every_scheduler_sharing_the_state_dir(
+async def _started(sched: SlurmScheduler, app_id: str, replicas: int) -> None:
+    """Until every replica printed ``started`` (its trap is set)."""
+    with anyio.fail_after(SETTLE):
+        for k in range(replicas):
+            while "started\n" not in [
+                line async for line in sched.log_iter(app_id, "worker", k)
+            ]:
+                await anyio.sleep(0.1)
+
+
+async def test_cancel_runs_the_replicas_term_traps_and_keeps_their_codes(
+    slurm: SlurmScheduler,
+) -> None:
+    # retries left: a cancelled job must not be requeued as if it had failed;
+    # no fail-fast: srun's --kill-on-bad-exit would end the other replica's
+    # trap once the first one exited 7
+    script = "trap 'sleep 1; echo stopped; exit 7' TERM; echo started; sleep 300 & wait"
+    app = _app("graced", script, 2, max_retries=1)
+    app_id = await slurm.submit(app, {"fail_fast": False})
+    await _started(slurm, app_id, 2)
+    cancelled_at = anyio.current_time()
+    await slurm.cancel(app_id)
+    desc = await slurm.wait(app_id, timeout=SETTLE)
+    assert anyio.current_time() - cancelled_at >= 1.0  # the traps' second
+    assert desc is not None
+    assert desc.state == AppState.CANCELLED
+    assert desc.num_restarts == 0
+    [role] = desc.roles_statuses
+    assert [(r.state, r.exit_code) for r in role.replicas] == [
+        (AppState.CANCELLED, 7)
+    ] * 2
+    for k in range(2):
+        lines = [line async for line in slurm.log_iter(app_id, "worker", k)]
+        assert lines[0] == "started\n"
+        assert lines[-1] == "stopped\n"  # after Slurm's note of the step's end
+
+
+async def test_cancel_ends_replicas_that_ignore_term_after_the_grace(
+    slurm_cluster: Cluster, tmp_path: Path
+) -> None:
+    async with SlurmScheduler(
+        "pytest",
+        slurm_conf=str(slurm_cluster.conf),
+        state_dir=str(tmp_path / "state"),
+        cancel_grace=1.0,
+    ) as sched:
+        script = "trap '' TERM; echo started; sleep 300"
+        app_id = await sched.submit(
+            _app("stubborn", script, 1), {"job_dir": str(tmp_path / "job")}
+        )
+        await _started(sched, app_id, 1)
+        await sched.cancel(app_id)
+        desc = await sched.wait(app_id, timeout=SETTLE)
+    assert desc is not None
+    assert desc.state == AppState.CANCELLED
+
+
+async def test_list_shows_only_the_apps_of_its_own_session(
     slurm: SlurmScheduler, slurm_cluster: Cluster
 ) -> None:
     first = await slurm.submit(_app("first", "true"))
@@ -55,7 +115,11 @@ async def test_list_shows_apps_of_every_scheduler_sharing_the_state_dir(
     ) as other:
         second = await other.submit(_app("second", "exit 1"))
         await other.wait(second, timeout=SETTLE)
+        listed_by_other = {a.app_id: a for a in await other.list()}
     await slurm.wait(first, timeout=SETTLE)
     listed = {a.app_id: a for a in await slurm.list()}
+    assert set(listed) == {first}
     assert (listed[first].name, listed[first].state) == ("first", AppState.SUCCEEDED)
-    assert (listed[second].name, listed[second].state) == ("second", AppState.FAILED)
+    assert set(listed_by_other) == {second}
+    assert listed_by_other[second].name == "second"
+    assert listed_by_other[second].state == AppState.FAILED

@@ -118,3 +118,19 @@ def test_missing_slurm_exits_2_with_one_line(tmp_path: Path) -> None:
         "asyncsched run: error: scheduler 'slurm' is unavailable"
     )
     assert len(run.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slurm
+def test_existing_job_dir_exits_2_and_submits_nothing(
+    slurm_cluster: Cluster, tmp_path: Path
+) -> None:
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    run = _cli(
+        slurm_cluster, tmp_path, "run", "-s", "slurm", "-cfg", f"job_dir={taken}",
+        "--", "true",
+    )  # fmt: skip
+    assert run.returncode == 2, run.stderr
+    assert "job_dir" in run.stderr
+    assert "already exists" in run.stderr
+    assert list(taken.iterdir()) == []

@@ -13,6 +13,10 @@ pytestmark = pytest.mark.slurm
 
 
 class TestSlurmContract(SchedulerContract):
+    capabilities = SlurmScheduler.capabilities
+    # asyncio and trio, one per test cluster (see conftest.anyio_backend)
+    event_loops_from_fixture = True
+
     @pytest.fixture
     async def target(
         self, slurm: SlurmScheduler, slurm_cluster: Cluster
@@ -24,6 +28,8 @@ class TestSlurmContract(SchedulerContract):
             image="/",
             quick_timeout=30,
             independent_replicas=slurm_cluster.accounting,
-            # scancel also signals srun, which may end a step before its trap ran
+            # cancel signals the replicas' steps, never srun, but with the
+            # default fail-fast srun ends the others once one trap exited
+            # non-zero (with fail_fast=False every trap runs to its end)
             cancel_grace_kept=False,
         )

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import anyio
 import pytest
 
-from asyncsched.errors import UnknownAppException, UnknownReplicaError
+from asyncsched.errors import (
+    InvalidArgumentError,
+    UnknownAppException,
+    UnknownReplicaError,
+    UnsupportedOperationError,
+)
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, AppState, Resource, Role
 
@@ -41,9 +48,29 @@ async def test_follow_yields_lines_as_written_until_the_job_ends(
                 desc = await slurm.describe(app_id)
                 assert desc is not None
                 assert desc.state == AppState.RUNNING
-    assert seen == ["a\n", "c\n", "d\n"]
-    errors = [line async for line in slurm.log_iter(app_id, "worker", streams="stderr")]
-    assert errors == ["b\n"]
+    # the default stream is the combined one, as on every backend
+    assert seen == ["a\n", "b\n", "c\n", "d\n"]
+
+
+async def test_default_stream_interleaves_stdout_and_stderr_as_written(
+    slurm: SlurmScheduler,
+) -> None:
+    script = "for i in 1 2 3; do echo out$i; echo err$i >&2; done"
+    app_id = await slurm.submit(_app(script))
+    await slurm.wait(app_id, timeout=SETTLE)
+    want = ["out1\n", "err1\n", "out2\n", "err2\n", "out3\n", "err3\n"]
+    assert [line async for line in slurm.log_iter(app_id, "worker")] == want
+    combined = slurm.log_iter(app_id, "worker", streams="combined")
+    assert [line async for line in combined] == want
+    with pytest.raises(InvalidArgumentError, match="not supported"):
+        slurm.log_iter(app_id, "worker", streams="stdout")
+
+
+async def test_since_is_refused_at_the_call_not_ignored(slurm: SlurmScheduler) -> None:
+    app_id = await slurm.submit(_app("echo a"))
+    assert not slurm.capabilities.log_since_until
+    with pytest.raises(UnsupportedOperationError, match="since/until"):
+        slurm.log_iter(app_id, "worker", since=datetime.now(UTC))
 
 
 async def test_finished_logs_per_replica_with_regex(slurm: SlurmScheduler) -> None:

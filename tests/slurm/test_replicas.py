@@ -11,7 +11,7 @@ from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, AppState, Resource, Role, StatusReason
 
 from .cluster import Cluster
-from .conftest import MIXED_RESULT_SCRIPT, SETTLE
+from .conftest import MIXED_RESULT_SCRIPT, SETTLE, assert_own_results
 
 pytestmark = [pytest.mark.slurm, pytest.mark.anyio]
 
@@ -71,7 +71,8 @@ async def test_failing_replica_fails_app_with_its_exit_code(
     desc = await slurm.wait(app_id, timeout=SETTLE)
     assert desc is not None
     assert desc.state == AppState.FAILED
-    assert "FAILED" in desc.msg
+    # the same words as the other backends: the replica that failed, its code
+    assert desc.msg == "replica worker/1 exited with code 3"
     replicas = {r.id: r for r in desc.roles_statuses[0].replicas}
     assert replicas[1].exit_code == 3
     assert replicas[1].state == AppState.FAILED
@@ -99,6 +100,8 @@ async def test_replica_that_exits_0_succeeds_while_its_peer_fails_the_app(
             (0, AppState.SUCCEEDED, 0),
             (1, AppState.FAILED, 3),
         ]
+        assert desc.msg == "replica worker/1 exited with code 3"
+        assert role.replicas[1].message == "exited with code 3"
 
 
 async def test_failed_run_is_requeued_while_retries_remain(
@@ -120,3 +123,26 @@ async def test_failed_run_is_requeued_while_retries_remain(
     final = await slurm.wait(app_id, timeout=SETTLE)
     assert final is not None
     assert final.state == AppState.CANCELLED
+
+
+async def test_fail_fast_false_lets_the_other_replicas_run_to_their_end(
+    slurm: SlurmScheduler, slurm_cluster: Cluster
+) -> None:
+    # replica 1 fails once replica 0 runs; replica 0 ends on its own only
+    # after that failure (with fail-fast, srun would stop it: 143)
+    script = (
+        "s=started-$ASYNCSCHED_APP_ID; f=failed-$ASYNCSCHED_APP_ID;"
+        ' if [ "$ASYNCSCHED_REPLICA_ID" = 1 ]; then'
+        " while [ ! -e $s ]; do sleep 0.05; done; touch $f; exit 3; fi;"
+        " touch $s; while [ ! -e $f ]; do sleep 0.05; done; sleep 3; echo lived"
+    )
+    app_id = await slurm.submit(_app(script, 2), {"fail_fast": False})
+    desc = await slurm.wait(app_id, timeout=SETTLE)
+    assert desc is not None
+    assert desc.state == AppState.FAILED
+    assert_own_results(
+        desc,
+        [(AppState.SUCCEEDED, 0), (AppState.FAILED, 3)],
+        may_be_lost=not slurm_cluster.accounting,
+    )
+    assert await _lines(slurm, app_id, 0) == ["lived\n"]

@@ -7,7 +7,8 @@ is imported on first use, so importing one without the extra raises
 :class:`ImportError`. Private modules: ``_scheduler`` (the ``Scheduler``
 class), ``_render`` (AppDef into container bodies, pure), ``_state``
 (containers into app states, pure), ``_client``, ``_events`` and ``_logs``
-(daemon calls, event stream, log streams) and ``_probe`` (``has_docker``).
+(daemon calls, event stream, log streams), ``_stop`` (stops whose grace the
+daemon runs) and ``_probe`` (``has_docker``).
 Image build/push and the error mapping are shared with other backends
 (:mod:`asyncsched.schedulers.shared`).
 

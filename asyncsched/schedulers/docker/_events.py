@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import aiodocker
@@ -42,6 +43,8 @@ _ACTIONS = (
     "pause",
     "unpause",
     "destroy",
+    "kill",
+    "stop",
 )
 
 
@@ -75,7 +78,11 @@ async def settle(docker: aiodocker.Docker, host: str, record: ContainerRecord) -
 
 
 class EventWatcher:
-    """Follow the daemon's events into ``index``; resync on every reconnect."""
+    """Follow the daemon's events into ``index``; resync on every reconnect.
+
+    ``on_exit(app_id)`` runs (on the events task; it must not block) after a
+    container of the app exited.
+    """
 
     def __init__(
         self,
@@ -84,8 +91,10 @@ class EventWatcher:
         index: ContainerIndex,
         *,
         max_backoff: float = 5.0,
+        on_exit: Callable[[str], None] | None = None,
     ) -> None:
         self._docker = docker
+        self._on_exit = on_exit
         self._host = host
         self._index = index
         self._max_backoff = max_backoff
@@ -174,6 +183,9 @@ class EventWatcher:
         if action == "destroy":
             index.remove(cid)
             return
+        if action == "kill":  # a signal sent (by a stop): no state change
+            index.note_kill(cid)
+            return
         record = index.records.get(cid)
         if record is None:
             record = ContainerRecord.from_labels(
@@ -204,7 +216,13 @@ class EventWatcher:
             and not await self._settle(record)
         ):
             return
+        elif action == "stop" and not await self._settle(record):
+            # a stop between restarts ends a restarting container without
+            # a ``die``: only the daemon knows its status and exit code now
+            return
         index.upsert(record)
+        if action == "die" and self._on_exit is not None:
+            self._on_exit(record.app_id)
 
     async def _settle(self, record: ContainerRecord) -> bool:
         """Inspect ``record``; False (and forgotten) when the container is gone."""

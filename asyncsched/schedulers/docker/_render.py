@@ -44,6 +44,8 @@ from asyncsched.specs import (
 )
 from asyncsched.specs.runopts import choice
 
+from ._state import LABEL_FAIL_FAST
+
 __all__ = [
     "DEFAULT_NETWORK",
     "ENV_IMAGE",
@@ -281,6 +283,7 @@ def render_job(
     policy = choice(cfg, "image_pull_policy", PULL_POLICIES, "if_not_present")
     base_env = default_env(cfg, os.environ if environ is None else environ)
     privileged = bool(cfg.get("privileged") or False)
+    fail_fast = bool(cfg.get("fail_fast", True))
     rank0_name = container_name(app_id, app.roles[0].name, 0)
     job = DockerJob(app_id=app_id, network=network, image_pull_policy=policy)
     names: set[str] = set()
@@ -312,6 +315,7 @@ def render_job(
                 app_id, app.name, role.name, role_index, replica_id, session
             )
             labels = ids.labels(version)
+            labels[LABEL_FAIL_FAST] = "true" if fail_fast else "false"
             command = [replica.entrypoint, *replica.args]
             body = {
                 "Image": role.image,

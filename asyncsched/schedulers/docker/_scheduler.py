@@ -60,6 +60,7 @@ from asyncsched.schedulers.docker._state import (
     ContainerIndex,
     ContainerRecord,
 )
+from asyncsched.schedulers.docker._stop import Stopper
 from asyncsched.schedulers.kit import (
     DEFAULT_MAX_LINE_BYTES,
     AppSnapshot,
@@ -105,8 +106,6 @@ T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
-_LIVE = ("created", "running", "restarting", "paused")
-
 #: TorchX's path of this backend: its ``make_unique``, when patched, makes the ids
 _TORCHX_MODULE = "asyncsched.schedulers.docker_scheduler"
 
@@ -120,6 +119,7 @@ class DockerOpts(TypedDict, total=False):
     copy_env: list[str] | None
     env: dict[str, str] | None
     privileged: bool
+    fail_fast: bool
     image_pull_policy: str
     image_repo: str | None
     quiet: bool
@@ -151,8 +151,9 @@ class DockerScheduler(
             instead of opening 10,000 connections (the daemon serialises most
             of them anyway). Streams are not counted: the one events stream
             and each ``log_iter``.
-        stop_timeout: Seconds ``cancel`` lets a container handle SIGTERM
-            before Docker kills it.
+        stop_timeout: Seconds the daemon lets a container handle SIGTERM
+            (after a ``cancel`` or a fail-fast stop) before it kills it;
+            ``cancel`` does not wait for them, ``wait`` does.
         max_line_bytes: Cap of one ``log_iter`` line in bytes (default 1 MiB);
             a longer line comes in pieces of at most this size.
         connect_timeout: Seconds to connect to the daemon.
@@ -221,6 +222,17 @@ class DockerScheduler(
         self._watcher: EventWatcher | None = None
         self._locks: dict[str, anyio.Lock] = {}
         self._limiter: anyio.CapacityLimiter | None = None
+        self._stopper = Stopper(
+            self._docker,
+            self._host,
+            self._index,
+            self._tasks,
+            stop_timeout=stop_timeout,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+        )
+        #: ids of the containers a fail-fast stop is under way for
+        self._failing_fast: set[str] = set()
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -285,6 +297,12 @@ class DockerScheduler(
             type_=bool,
             default=False,
             help="run the containers privileged (docker run --privileged)",
+        )
+        opts.add(
+            "fail_fast",
+            type_=bool,
+            default=True,
+            help="stop the other replicas when one fails for good",
         )
         opts.add(
             "image_pull_policy",
@@ -588,7 +606,9 @@ class DockerScheduler(
             return watcher
         async with self._lock("watcher"):
             if self._watcher is None:
-                candidate = EventWatcher(self._docker(), self._host, self._index)
+                candidate = EventWatcher(
+                    self._docker(), self._host, self._index, on_exit=self._on_exit
+                )
                 await self._tasks.start(
                     candidate.run,
                     name="docker-events",
@@ -624,6 +644,7 @@ class DockerScheduler(
                 view.records.sort(key=lambda r: (r.role_index, r.role, r.replica_id))
         if view is not None:
             await self._settle(view.records)
+            self._fail_fast(view)
         return view
 
     async def _settle(self, records: builtins.list[ContainerRecord]) -> None:
@@ -641,7 +662,7 @@ class DockerScheduler(
         return None if view is None else view.snapshot()
 
     async def _list(self) -> builtins.list[AppSnapshot]:
-        """Every asyncsched app on this daemon."""
+        """The apps of this scheduler's session on this daemon (session label)."""
         docker = self._docker()
         watcher = await self._ensure_watching()
         if watcher.synced:
@@ -653,7 +674,10 @@ class DockerScheduler(
             for r in records:
                 grouped.setdefault(r.app_id, []).append(r)
             views = [AppView(a, rs) for a, rs in grouped.items()]
+        views = [v for v in views if v.session == self.session_name]
         await self._settle([r for v in views for r in v.records])
+        for view in views:
+            self._fail_fast(view)
         return [v.snapshot() for v in views]
 
     def _poll_interval(self, snapshot: AppSnapshot) -> float | None:
@@ -664,11 +688,27 @@ class DockerScheduler(
     # -- control ---------------------------------------------------------------
 
     async def _cancel(self, app: AppSnapshot) -> None:
+        """Mark and signal every live container; the grace runs in the daemon.
+
+        Returns once each container got its stop signal (``wait`` waits for
+        the containers to stop: SIGKILL comes ``stop_timeout`` s later).
+        """
         view: AppView = app.native
-        live = [r for r in view.records if r.status in _LIVE and not r.cancelled]
+        live = [
+            r
+            for r in view.records
+            if r.live and not r.cancelled and r.id not in self._failing_fast
+        ]
         await self._run_all([_bind(self._cancel_one, r) for r in live])
 
     async def _cancel_one(self, record: ContainerRecord) -> None:
+        # once marked, the container must get its stop: a cancel cut in
+        # between would leave it marked (skipped by later cancels) and running
+        # (each step is bounded by the client's timeouts; the whole by this)
+        with anyio.move_on_after(UNDO_TIMEOUT, shield=True):
+            await self._mark_and_stop(record)
+
+    async def _mark_and_stop(self, record: ContainerRecord) -> None:
         docker = self._docker()
         try:
             with docker_errors(f"cancel container {record.name!r}", self._host):
@@ -679,18 +719,46 @@ class DockerScheduler(
                     record.id,
                     {"Name": CANCEL_MARK_POLICY, "MaximumRetryCount": 0},
                 )
-                record.cancelled = True
-                self.notify_changed(record.app_id)
-                # the daemon replies once the container stopped: up to t later
-                await docker.containers.container(record.id).stop(
-                    t=self._stop_timeout,
-                    timeout=client_timeout(
-                        self._connect_timeout, self._read_timeout + self._stop_timeout
-                    ),
-                )
         except SchedulerError as exc:
-            if not is_not_found(exc.__cause__):
-                raise
+            if is_not_found(exc.__cause__):
+                return
+            raise
+        record.cancelled = True
+        self.notify_changed(record.app_id)
+        await self._stopper.stop(record)
+
+    def _fail_fast(self, view: AppView) -> None:
+        """Stop the live replicas of an app whose replica failed for good.
+
+        Done by whichever scheduler sees the failure (its events stream, or a
+        ``describe``/``list``/``wait``): each stop is a cancel of that
+        container, so every process reads it as stopped after the failure.
+        """
+        if self._tasks.closed:
+            return
+        for record in view.to_stop():
+            if record.id not in self._failing_fast:
+                self._failing_fast.add(record.id)
+                self._tasks.spawn(
+                    self._stop_sibling, record, name=f"fail-fast {record.name}"
+                )
+
+    def _on_exit(self, app_id: str) -> None:
+        """The events watcher saw a container of ``app_id`` exit."""
+        view = self._index.app(app_id)
+        if view is not None:
+            self._fail_fast(view)
+
+    async def _stop_sibling(self, record: ContainerRecord) -> None:
+        try:
+            async with self._api_slot():
+                # another process may be stopping it already: one stop signal
+                if not await settle(self._docker(), self._host, record):
+                    return
+                if record.live and not record.cancelled:
+                    await self._cancel_one(record)
+        finally:
+            self._failing_fast.discard(record.id)
 
     async def delete(self, app_id: str) -> None:
         """Remove every container of the app (running ones are killed).

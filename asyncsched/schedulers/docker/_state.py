@@ -19,8 +19,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import anyio
+
 from asyncsched.schedulers.kit import AppSnapshot, ChangeNotifier, ReplicaSnapshot
-from asyncsched.schedulers.shared.labels import ReplicaLabels
+from asyncsched.schedulers.shared.labels import LABEL_PREFIX, ReplicaLabels
 from asyncsched.specs import AppState, Role, StatusReason
 
 from ._reasons import container_reason
@@ -28,6 +30,9 @@ from ._reasons import container_reason
 __all__ = [
     "CANCEL_MARK_POLICY",
     "DOCKER_STATES",
+    "LABEL_FAIL_FAST",
+    "LIVE_STATUSES",
+    "STOPPED_BY_FAILURE",
     "AppView",
     "ContainerIndex",
     "ContainerRecord",
@@ -48,6 +53,16 @@ DOCKER_STATES: Mapping[str, AppState] = {
 #: never creates containers with it, so it marks "stopped by cancel" in the
 #: daemon itself, visible to every process (labels cannot change after create).
 CANCEL_MARK_POLICY = "unless-stopped"
+
+#: ``"true"`` or ``"false"``: the ``fail_fast`` run option of the app (absent:
+#: true, the default)
+LABEL_FAIL_FAST = LABEL_PREFIX + "fail-fast"
+
+#: the message of a replica stopped because another one failed (as local's)
+STOPPED_BY_FAILURE = "stopped: another replica failed"
+
+#: Docker statuses of a container that runs or may (re)start
+LIVE_STATUSES = ("created", "running", "restarting", "paused")
 
 _STATUS_EXIT = re.compile(r"^(?:Exited|Restarting) \((-?\d+)\)")
 
@@ -83,11 +98,18 @@ class ContainerRecord(ReplicaLabels):
     #: ``State.OOMKilled`` and ``State.Error`` of the last inspect
     oom_killed: bool = False
     error: str = ""
+    #: the app's ``fail_fast`` (label): a failure for good stops the others
+    fail_fast: bool = True
 
     @property
     def state(self) -> AppState:
         """The replica state of this container."""
         return replica_state(self.status, self.exit_code, cancelled=self.cancelled)
+
+    @property
+    def live(self) -> bool:
+        """True while the container runs or may (re)start."""
+        return self.status in LIVE_STATUSES
 
     def reason(self) -> tuple[StatusReason | None, str]:
         """Why this container is not running or did not succeed (see _reasons)."""
@@ -108,7 +130,12 @@ class ContainerRecord(ReplicaLabels):
         if ids is None:
             return None
         return cls(
-            id=cid, name=name.lstrip("/"), image=image, status=status, **asdict(ids)
+            id=cid,
+            name=name.lstrip("/"),
+            image=image,
+            status=status,
+            fail_fast=labels.get(LABEL_FAIL_FAST, "true") != "false",
+            **asdict(ids),
         )
 
     @classmethod
@@ -165,22 +192,61 @@ class AppView:
         """The AppDef name, from the labels."""
         return self.records[0].app_name if self.records else ""
 
+    @property
+    def session(self) -> str:
+        """The session that submitted the app, from the labels."""
+        return self.records[0].session if self.records else ""
+
+    @property
+    def fail_fast(self) -> bool:
+        """Whether a replica failing for good stops the others (the label)."""
+        return all(r.fail_fast for r in self.records)
+
+    @property
+    def failed(self) -> bool:
+        """True once a replica failed for good (its retries used up)."""
+        return any(r.state == AppState.FAILED for r in self.records)
+
+    def to_stop(self) -> list[ContainerRecord]:
+        """Live replicas that fail-fast must stop (none while none failed)."""
+        if not (self.fail_fast and self.failed):
+            return []
+        return [r for r in self.records if r.live and not r.cancelled]
+
+    def decided(self) -> AppState | None:
+        """FAILED once fail-fast applies, CANCELLED once a cancel was asked."""
+        if self.fail_fast and self.failed:
+            return AppState.FAILED
+        if any(r.cancelled for r in self.records):
+            return AppState.CANCELLED
+        return None
+
     def snapshot(self) -> AppSnapshot:
-        """The app as the scheduler reports it (exit codes, restart counts)."""
-        replicas = [
-            ReplicaSnapshot(
-                r.role,
-                r.replica_id,
-                r.state,
-                exit_code=r.exit_code if r.status in ("exited", "dead") else None,
-                hostname=r.name,
-                num_restarts=r.restarts,
-                reason=r.reason()[0],
-                message=r.reason()[1],
+        """The app as the scheduler reports it (exit codes, restart counts).
+
+        A replica stopped after another one failed (by fail-fast, or a
+        cancel that came later) reads CANCELLED, ``stopped: another replica
+        failed``.
+        """
+        failed = self.failed
+        replicas = []
+        for r in self.records:
+            reason, message = r.reason()
+            if r.cancelled and failed and reason == StatusReason.CANCELLED:
+                message = STOPPED_BY_FAILURE
+            replicas.append(
+                ReplicaSnapshot(
+                    r.role,
+                    r.replica_id,
+                    r.state,
+                    exit_code=r.exit_code if r.status in ("exited", "dead") else None,
+                    hostname=r.name,
+                    num_restarts=r.restarts,
+                    reason=reason,
+                    message=message,
+                )
             )
-            for r in self.records
-        ]
-        failed = [
+        failures = [
             f"{r.name}: {r.reason()[1]}"
             for r in self.records
             if r.state == AppState.FAILED and r.exit_code is not None
@@ -189,7 +255,8 @@ class AppView:
             self.app_id,
             replicas,
             name=self.name,
-            msg="; ".join(failed),
+            decided=self.decided(),
+            msg="; ".join(failures),
             roles=self.roles(),
             settled=all(r.settled for r in self.records),
             native=self,
@@ -217,6 +284,8 @@ class ContainerIndex:
     records: dict[str, ContainerRecord] = field(default_factory=dict)
     #: where the index signals that an app changed
     changes: ChangeNotifier = field(default_factory=ChangeNotifier)
+    #: container id -> set when the daemon reports it signalled the container
+    kills: dict[str, anyio.Event] = field(default_factory=dict)
 
     def app(self, app_id: str) -> AppView | None:
         """The records of ``app_id``; None when the index has none."""
@@ -255,6 +324,24 @@ class ContainerIndex:
         """Add or replace one record and wake the app's waiters."""
         self.records[record.id] = record
         self.changes.notify(record.app_id)
+
+    def expect_kill(self, cid: str) -> anyio.Event:
+        """An event set at the next ``kill`` event of container ``cid``."""
+        event = self.kills.get(cid)
+        if event is None:
+            event = self.kills[cid] = anyio.Event()
+        return event
+
+    def note_kill(self, cid: str) -> None:
+        """The daemon signalled container ``cid``: wake who expects it."""
+        event = self.kills.pop(cid, None)
+        if event is not None:
+            event.set()
+
+    def forget_kill(self, cid: str, event: anyio.Event) -> None:
+        """Stop expecting a kill of ``cid`` (if ``event`` is still the one)."""
+        if self.kills.get(cid) is event:
+            del self.kills[cid]
 
     def remove(self, cid: str) -> None:
         """Forget a destroyed container."""

@@ -16,7 +16,12 @@ from typing import Any
 
 import anyio
 
-from asyncsched.schedulers.kit import ChangeNotifier, TaskHost, describe_error
+from asyncsched.schedulers.kit import (
+    ChangeNotifier,
+    TaskHost,
+    describe_error,
+    failed_replica_message,
+)
 from asyncsched.schedulers.local._exit_facts import ExitFacts, read_exit_facts
 from asyncsched.schedulers.local._faults import LocalFaults
 from asyncsched.schedulers.local._logs import pump
@@ -42,7 +47,6 @@ from asyncsched.specs import (
     NONE,
     AppState,
     StatusReason,
-    explain_exit_code,
     is_terminal,
     rollup_state,
 )
@@ -390,10 +394,8 @@ class LocalApp:
                     f" under its limit of {launch.memory_mb} MB (resource.memMB)"
                 )
             elif not self.failed:
-                code = replica.exit_code
-                _, how = explain_exit_code(code) if code is not None else (None, "")
-                self.msg = (
-                    f"replica {launch.role}/{launch.replica_id} {how or 'failed'}"
+                self.msg = failed_replica_message(
+                    launch.role, launch.replica_id, replica.exit_code
                 )
             self.failed = True
             if self.fail_fast:

@@ -79,8 +79,9 @@ class SlurmCli:
         input: bytes | None = None,
         cwd: str | None = None,
         extra_env: Mapping[str, str] | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 -- a per-command limit
     ) -> str:
-        """Run ``argv``; return its stdout.
+        """Run ``argv``; return its stdout (``timeout``: instead of the default).
 
         Raises:
             SchedulerUnavailableError: the program is missing, timed out, or
@@ -94,8 +95,9 @@ class SlurmCli:
             if self.env or extra_env
             else None
         )
+        limit = self.timeout if timeout is None else timeout
         try:
-            with anyio.fail_after(self.timeout):
+            with anyio.fail_after(limit):
                 proc = await anyio.run_process(
                     list(argv), input=input, check=False, env=env, cwd=cwd
                 )
@@ -108,7 +110,7 @@ class SlurmCli:
         except TimeoutError:
             raise SchedulerUnavailableError(
                 BACKEND,
-                f"{program} did not answer within {self.timeout:g}s",
+                f"{program} did not answer within {limit:g}s",
                 "is slurmctld running and reachable?",
             ) from None
         stderr = proc.stderr.decode(errors="replace")

@@ -2,7 +2,8 @@
 
 Every replica of every role is one component of a heterogeneous job, named
 ``{role}-{replica}``; one ``srun`` starts them all, each component writing
-``slurm-$SLURM_JOB_ID-{role}-{replica}.out|.err``. A component's environment
+its stdout and stderr, in the order written, to
+``slurm-$SLURM_JOB_ID-{role}-{replica}.out``. A component's environment
 is not in the script: it is written to an owner-only file per component
 (:meth:`SlurmBatchRequest.env_files`, shell-quoted assignments, so every value
 arrives byte for byte), in a directory the script gets as its first argument;
@@ -72,12 +73,13 @@ MIN_PARTITION_MEM_MB = 1000
 #: environment file, the rest the role's command. The file is sourced with
 #: tracing off (``set +vx``: an inherited ``SHELLOPTS`` may turn it on where
 #: /bin/sh is bash), then the command replaces the shell, so neither
-#: srun's nor the replica's command line holds a value (``srun --export``'s
+#: srun's nor the replica's command line holds a value; its stderr goes into
+#: its stdout (one pipe: the combined log keeps the order it was written in) (``srun --export``'s
 #: comma list could not carry a comma either, and kept quotes)
 ENV_WRAPPER = (
     "/bin/sh",
     "-c",
-    'set +vx; . "$2" || exit 127; shift 2; exec "$@"',
+    'set +vx; . "$2" || exit 127; shift 2; exec "$@" 2>&1',
     "asyncsched-env",
 )
 #: the script's variable holding the directory of the environment files
@@ -116,11 +118,8 @@ class SlurmReplicaRequest:
     def srun_group(self) -> str:
         """The component's part of the ``srun`` line, every token quoted."""
         out = f'slurm-"$SLURM_JOB_ID"-{self.name}'
-        tokens = [
-            f"--output={out}.out",
-            f"--error={out}.err",
-            *(f"--{k}={v}" for k, v in self.srun_opts.items()),
-        ]
+        tokens = [f"--output={out}.out"]
+        tokens += [f"--{k}={v}" for k, v in self.srun_opts.items()]
         if self.env:
             tokens += ["--export=ALL", *map(shlex.quote, ENV_WRAPPER)]
             tokens += ['"$SLURM_JOB_ID"', f'"${_ENV_DIR}"/{self.env_file}']
@@ -177,6 +176,10 @@ class SlurmBatchRequest:
 {header}
 
 set -evx
+# asyncsched cancels with SIGURG to this script: TERM to the replicas' steps
+# (their traps run), then the job is cancelled once they ended
+cancelled=
+trap 'cancelled=1; scancel --signal=TERM "$SLURM_JOB_ID"' URG
 
 export PYTHONUNBUFFERED=1
 export SLURM_UNBUFFEREDIO=1
@@ -184,11 +187,23 @@ export TORCHX_MAX_RETRIES={self.max_retries}
 {_ENV_DIR}=${{1:?the directory of the environment files}}
 
 set +e
-srun {groups}
+srun {groups} &
+srun_pid=$!
+wait "$srun_pid"
 exitcode=$?
+while kill -0 "$srun_pid" 2>/dev/null; do  # a trapped signal ended wait early
+    wait "$srun_pid"
+    exitcode=$?
+done
 set -e
 
 echo "job exited with code $exitcode"
+if [ -n "$cancelled" ]; then
+    rm -rf -- "${_ENV_DIR}"
+    scancel "$SLURM_JOB_ID"
+    sleep 300
+    exit $exitcode
+fi
 if [ $exitcode -ne 0 ]; then
     if [ "$TORCHX_MAX_RETRIES" -gt "${{SLURM_RESTART_COUNT:-0}}" ]; then
         scontrol requeue "$SLURM_JOB_ID"
@@ -220,6 +235,7 @@ def _component(
     *,
     nomem: bool,
     gpus_per_node: bool,
+    fail_fast: bool = True,
 ) -> SlurmReplicaRequest:
     opts: dict[str, str | None] = {"job-name": name, "requeue": None}
     for key in GROUP_OPTS:
@@ -243,7 +259,11 @@ def _component(
         entrypoint=role.entrypoint,
         args=list(role.args),
         sbatch_opts=opts,
-        srun_opts={"wait": "60", "kill-on-bad-exit": "1"},
+        srun_opts=(
+            {"wait": "60", "kill-on-bad-exit": "1"}
+            if fail_fast
+            else {"wait": "0", "kill-on-bad-exit": "0"}
+        ),
         env=env,
     )
 
@@ -262,7 +282,10 @@ def render_request(
     ``${img_root}`` is the role's image (a directory); ``${rank0_env}`` is
     ``SLURM_JOB_NODELIST_HET_GROUP_0``. ``nomem`` drops ``--mem``;
     ``gpus_per_node`` uses ``--gpus-per-node`` (Slurm >= 24.11) instead of
-    ``--gpus-per-task`` with ``--ntasks=1``.
+    ``--gpus-per-task`` with ``--ntasks=1``. Run option ``fail_fast=False``
+    starts the replicas with ``srun --kill-on-bad-exit=0 --wait=0``: a replica
+    that fails leaves its siblings running to their own end (by default srun
+    stops them, and any still running 60 s after the first replica ended).
 
     Raises:
         InvalidRunConfigException: a run option the script cannot carry (a
@@ -288,6 +311,7 @@ def render_request(
             cfg,
             nomem=nomem or bool(cfg.get("nomem")),
             gpus_per_node=gpus_per_node,
+            fail_fast=cfg.get("fail_fast", True) is not False,
         )
     cmd = ["sbatch", "--parsable"]
     for key in JOB_OPTS:

@@ -11,6 +11,7 @@ for jobs that left the controller, per tick).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import logging
 import os
@@ -26,6 +27,7 @@ import anyio
 from asyncsched._version import __version__
 from asyncsched.errors import (
     InvalidRunConfigException,
+    SchedulerUnavailableError,
     SpecError,
     SubmitError,
 )
@@ -48,6 +50,13 @@ from asyncsched.schedulers.slurm._checks import check_roles, check_run_options
 from asyncsched.schedulers.slurm._commands import BACKEND, CommandFailed, SlurmCli
 from asyncsched.schedulers.slurm._envdir import create_env_dir, remove_env_dir
 from asyncsched.schedulers.slurm._logs import iter_file, log_path
+from asyncsched.schedulers.slurm._partitions import (
+    SINFO_FORMAT,
+    Partition,
+    check_fits,
+    default_partition,
+    parse_sinfo,
+)
 from asyncsched.schedulers.slurm._registry import JobRecord, Registry
 from asyncsched.schedulers.slurm._render import (
     MIN_PARTITION_MEM_MB,
@@ -80,6 +89,8 @@ logger = logging.getLogger(__name__)
 _UNDO_TIMEOUT = 10.0
 _SUBMIT_SLACK = 120.0
 _PROBE_TTL = 10.0
+#: seconds the cancel signal to a running job's script may take
+_SIGNAL_TIMEOUT = 5.0
 
 
 #: Run options of :class:`SlurmScheduler` (after resolution); TorchX's keys,
@@ -96,6 +107,7 @@ SlurmOpts = TypedDict(
         "job_dir": str | None,
         "qos": str | None,
         "nomem": bool,
+        "fail_fast": bool,
     },
     total=False,
 )
@@ -133,6 +145,8 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         max_status_commands_per_minute: Ceiling on ``squeue``/``sacct``
             commands for status, over every describe, wait and list of this
             scheduler together, in any 60 s window (default 60).
+        cancel_grace: Seconds a cancelled job's replicas get between SIGTERM
+            and the job's end (``scancel``) when they do not stop by themselves.
 
     Attributes:
         cli: Runs the commands; ``cli.counts`` counts them by program.
@@ -148,8 +162,9 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
     """
 
     capabilities = Capabilities.observed(
-        log_streams=frozenset({Stream.STDOUT, Stream.STDERR}),
-        log_since_until=False,
+        # one file per replica, stdout and stderr in the order written
+        log_streams=frozenset({Stream.COMBINED}),
+        log_since_until=False,  # srun writes no time on a line
         retries=True,
     )
     replica_limits = ReplicaLimits(128, 128, "one heterogeneous-job component per replica; Slurm allows 128")  # fmt: skip
@@ -165,12 +180,14 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         min_interval: float = 0.25,
         max_interval: float = 10.0,
         max_status_commands_per_minute: int = 60,
+        cancel_grace: float = 30.0,
     ) -> None:
         super().__init__(BACKEND, session_name, max_line_bytes)
         env = {"SLURM_CONF": slurm_conf} if slurm_conf else {}
         self.cli = SlurmCli(env, timeout=command_timeout)
         self.registry = Registry(state_dir or default_state_dir())
         self._tasks = TaskHost("SlurmScheduler")
+        self.cancel_grace = cancel_grace
         self.status_window = RateWindow(max_status_commands_per_minute, 60.0)
         self._batcher = StatusBatcher(self._fetch)
         self._tracker = StatusTracker(
@@ -180,7 +197,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             min_interval=min_interval,
             max_interval=max_interval,
         )
-        self._partitions: dict[str, int] | None = None
+        self._partitions: dict[str, Partition] | None = None
         self._probed_at = -_PROBE_TTL
         self._accounting: bool | None = None
         self._terminal: dict[str, AppView] = {}
@@ -205,6 +222,12 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             type_=bool,
             default=False,
             help="do not request memory (--mem), e.g. on clusters that report none",
+        )
+        opts.add(
+            "fail_fast",
+            type_=bool,
+            default=True,
+            help="stop the other replicas when one fails for good",
         )
         return opts
 
@@ -234,17 +257,24 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             plain = {**plain, "job_dir": str(absolute)}
         nomem = False
         partition = plain.get("partition")
+        try:
+            parts = await self._partition_table()
+        except SchedulerUnavailableError:
+            if partition is not None:
+                raise  # a named partition is checked before anything else
+            parts = {}  # a dry run needs no cluster: submit checks the fit
+        if partition is not None and str(partition) not in parts:
+            raise InvalidRunConfigException(
+                f"partition={partition!r} does not exist; known partitions:"
+                f" {sorted(parts)}",
+                "partition",
+                partition,
+            )
         if partition is not None:
-            mem = (await self._partition_memory()).get(str(partition))
-            if mem is None:
-                known = sorted((await self._partition_memory()).keys())
-                raise InvalidRunConfigException(
-                    f"partition={partition!r} does not exist; known partitions:"
-                    f" {known}",
-                    "partition",
-                    partition,
-                )
-            nomem = mem <= MIN_PARTITION_MEM_MB
+            nomem = parts[str(partition)].mem_mb <= MIN_PARTITION_MEM_MB
+        target = str(partition) if partition is not None else default_partition(parts)
+        if target is not None:
+            check_fits(app, target, parts[target])
         gpus_per_node = False
         if any(r.resource.gpu > 0 for r in app.roles):
             gpus_per_node = await self._gpus_per_node()
@@ -257,22 +287,15 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         )
         return AppDryRunInfo(request, str)
 
-    async def _partition_memory(self) -> dict[str, int]:
-        """Partition -> smallest node memory (MB); cached for a few seconds.
+    async def _partition_table(self) -> dict[str, Partition]:
+        """Partition -> its nodes, CPUs and memory; cached for a few seconds.
 
         Also the probe that Slurm is installed and its controller answers.
         """
         now = time.monotonic()
         if self._partitions is None or now - self._probed_at > _PROBE_TTL:
-            out = await self.cli.run(["sinfo", "-h", "--noconvert", "-o", "%R|%m"])
-            parts: dict[str, int] = {}
-            for line in out.splitlines():
-                name, _, mem = line.strip().partition("|")
-                digits = mem.rstrip("+")
-                value = int(digits) if digits.isdigit() else 0
-                if name:
-                    parts[name] = min(parts.get(name, value), value)
-            self._partitions = parts
+            out = await self.cli.run(["sinfo", "-h", "--noconvert", "-o", SINFO_FORMAT])
+            self._partitions = parse_sinfo(out)
             self._probed_at = now
         return self._partitions
 
@@ -290,17 +313,25 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         Raises:
             SchedulerUnavailableError: Slurm is not installed or its controller
                 does not answer (checked before submitting).
-            SubmitError: ``job_dir`` exists, or ``sbatch`` refused the job.
+            InvalidRunConfigException: ``job_dir`` exists (nothing submitted).
+            SubmitError: ``sbatch`` refused the job.
         """
         req: SlurmBatchRequest = dryrun_info.request
-        await self._partition_memory()  # Slurm present and the controller up
+        parts = await self._partition_table()  # Slurm present, controller up
+        app, cfg = dryrun_info.app, dryrun_info.cfg or {}
+        named = cfg.get("partition")
+        target = str(named) if named is not None else default_partition(parts)
+        if app is not None and target is not None and target in parts:
+            check_fits(app, target, parts[target])  # e.g. a dry run made offline
         if req.job_dir is not None:
             job_dir = str(await anyio.Path(req.job_dir).absolute())
             try:
                 await anyio.Path(job_dir).mkdir(parents=True)
             except FileExistsError:
-                raise SubmitError(
-                    f"job_dir {job_dir!r} already exists; use a new directory"
+                raise InvalidRunConfigException(
+                    f"job_dir {job_dir!r} already exists; use a new directory",
+                    "job_dir",
+                    job_dir,
                 ) from None
             return await self._sbatch(req, job_dir, job_dir, created=True)
         with tempfile.TemporaryDirectory(prefix="asyncsched-slurm-") as tmp:
@@ -493,11 +524,13 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         return self._batcher.queries
 
     async def _list(self) -> builtins.list[AppSnapshot]:
-        """The jobs asyncsched submitted (from the registry) in the last two
+        """The jobs this session submitted (from the registry) in the last two
         weeks, with their states from one batched query."""
         horizon = time.time() - DAYS_IN_2_WEEKS * 86400
         records = {
-            i: r for i, r in (await self.registry.all()).items() if r.submit >= horizon
+            i: r
+            for i, r in (await self.registry.all()).items()
+            if r.submit >= horizon and r.session == self.session_name
         }
         if not records:
             return []
@@ -513,14 +546,44 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
     # -- control ---------------------------------------------------------------
 
     async def _cancel(self, app: AppSnapshot) -> None:
+        """Ask a running job's script to stop its replicas with their grace.
+
+        SIGURG to the batch script (its trap sends SIGTERM to the replicas'
+        steps, not to ``srun``, then cancels the job once they ended, so
+        their exit codes are kept and nothing is requeued); a job not
+        running yet is cancelled at once. After ``cancel_grace`` seconds a
+        job still not over is cancelled outright (``scancel``).
+        """
         if app.app_id in self._terminal:
             return  # finished: nothing to cancel
-        await self.cli.run(["scancel", app.app_id])
+        if app.state == AppState.RUNNING:
+            try:
+                # scancel keeps retrying a job in transition (being requeued):
+                # such a job is cancelled outright
+                await self.cli.run(
+                    ["scancel", "--batch", "--signal=URG", app.app_id],
+                    timeout=min(self.cli.timeout, _SIGNAL_TIMEOUT),
+                )
+            except (CommandFailed, SchedulerUnavailableError):
+                await self.cli.run(["scancel", app.app_id])
+            else:
+                await self._tasks.start_soon(
+                    self._cancel_after_grace, app.app_id, name=f"cancel {app.app_id}"
+                )
+        else:
+            await self.cli.run(["scancel", app.app_id])
         # a cancelled job never runs again: its environment files can go now,
         # before its end is seen
         record = await self.registry.get(app.app_id)
         if record is not None and record.env_dir:
             await anyio.to_thread.run_sync(remove_env_dir, record.env_dir)
+
+    async def _cancel_after_grace(self, app_id: str) -> None:
+        """``scancel`` the job unless it ended within ``cancel_grace``."""
+        await anyio.sleep(self.cancel_grace)
+        view = await self._view(app_id)
+        if view is not None and not is_terminal(view.state):
+            await self.cli.run(["scancel", app_id])
 
     # -- logs ------------------------------------------------------------------
 
@@ -530,8 +593,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         view: AppView = app.native
         record = await self.registry.get(app_id)
         work_dir = (record.work_dir if record else "") or view.work_dir or os.getcwd()
-        suffix = "err" if query.streams == Stream.STDERR else "out"
-        path = log_path(work_dir, app_id, role_name, k, suffix)
+        path = log_path(work_dir, app_id, role_name, k, "out")
 
         checked = [0.0, True]  # last status check, and its answer
 
@@ -545,10 +607,13 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
                 ]
             return bool(checked[1])
 
-        async for line in iter_file(
-            path, running if query.should_tail else None, self.max_line_bytes
-        ):
-            yield line
+        follow = running if query.should_tail else None
+        # closed with this generator (a tail left early), never left to the GC
+        async with contextlib.aclosing(
+            iter_file(path, follow, self.max_line_bytes)
+        ) as lines:
+            async for line in lines:
+                yield line
 
 
 def _remove_env_dirs(paths: builtins.list[str]) -> None:
@@ -568,6 +633,6 @@ def create_scheduler(session_name: str, **kwargs: Any) -> SlurmScheduler:
 
     Known ones: ``slurm_conf``, ``state_dir``, ``command_timeout``,
     ``max_line_bytes``, ``min_interval``, ``max_interval``,
-    ``max_status_commands_per_minute``.
+    ``max_status_commands_per_minute``, ``cancel_grace``.
     """
     return SlurmScheduler(session_name, **keyword_params(SlurmScheduler, kwargs))

@@ -26,7 +26,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from asyncsched.schedulers.kit import AppSnapshot, ReplicaSnapshot
+from asyncsched.schedulers.kit import (
+    AppSnapshot,
+    ReplicaSnapshot,
+    failed_replica_message,
+)
 from asyncsched.schedulers.slurm._reasons import pending_reason, state_reason
 from asyncsched.specs import AppState, StatusReason, explain_exit_code, is_terminal
 
@@ -93,6 +97,11 @@ _STATES: dict[str, AppState] = {
 _SACCT_ID = re.compile(r"^(\d+)(?:\+(\d+))?$")
 # a step that ran a command: 5.0, 5+1.0 (not 5.batch, 5.extern)
 _SACCT_STEP = re.compile(r"^(\d+(?:\+\d+)?)\.(\d+)$")
+#: reasons of a replica that failed on its own (not a job-wide end): the app
+#: message names the first such replica
+_OWN = frozenset(
+    {StatusReason.EXIT_CODE, StatusReason.SIGNAL, StatusReason.LAUNCH_FAILED}
+)
 #: the job name accounting shows until the job's own record arrives
 PLACEHOLDER_NAME = "allocation"
 
@@ -309,7 +318,14 @@ class AppView:
                     reason=reason,
                 )
             )
-        msg = ", ".join(sorted({c.raw_state for c in self.components}))
+        failed = next(
+            (r for r in replicas if r.state == AppState.FAILED and r.reason in _OWN),
+            None,
+        )
+        if failed is not None:  # the same words as every backend
+            msg = failed_replica_message(failed.role, failed.id, failed.exit_code)
+        else:
+            msg = ", ".join(sorted({c.raw_state for c in self.components}))
         if not self.settled:
             msg += " (Slurm's accounting has not settled yet)"
         if notes:
