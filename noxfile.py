@@ -29,8 +29,10 @@ BENCHMARKS = {
     "local": "local_fanout.py",
     "docker": "docker_fanout.py",
     "web": "web_sse_load.py",
+    "webevents": "web_events_load.py",
     "log": "log_throughput.py",
     "fds": "local_fds.py",
+    "localevents": "local_events.py",
     "slurm": "slurm_fanout.py",
     "kubernetes": "kubernetes_api_load.py",
     "kubecache": "kubernetes_cache_memory.py",
@@ -90,7 +92,7 @@ def bench(session: nox.Session) -> None:
     ``nox -s bench -- local -n 500`` runs ``benchmarks/local_fanout.py -n 500``;
     ``nox -s bench -- web`` the SSE load test of the web example,
     ``nox -s bench -- log --mib 128`` ``benchmarks/log_throughput.py --mib 128``;
-    the names are the keys of ``BENCHMARKS`` (local, docker, web, log, slurm,
+    the names are the keys of ``BENCHMARKS`` (local, docker, web, webevents, log, slurm,
     kubernetes).
     """
     session.install("-e", ".[all]", "psutil", "httpx2", "torchx==0.7.0")

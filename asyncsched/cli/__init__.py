@@ -1,7 +1,7 @@
 """The ``asyncsched`` command line (also ``python -m asyncsched``).
 
-Verbs: ``run``, ``status``, ``describe``, ``log``, ``cancel``, ``list``,
-``runopts`` and ``schedulers``; see ``docs/cli.md``.
+Verbs: ``run``, ``status``, ``describe``, ``log``, ``events``, ``cancel``,
+``list``, ``runopts``, ``schedulers`` and ``prune``; see ``docs/cli.md``.
 
 Exit status: 0 on success (for waits: only when the app SUCCEEDED), 1 when the
 app did not succeed or is unknown, 2 for bad arguments (one line on stderr),
@@ -30,6 +30,7 @@ import anyio
 
 from asyncsched._version import __version__
 from asyncsched.cli import (
+    _events as cmd_events,
     _log as cmd_log,
     _prune as cmd_prune,
     _query as cmd_query,
@@ -89,6 +90,7 @@ def _parser() -> ArgumentParser:
     cmd_run.add_parser(sub)
     cmd_query.add_parsers(sub)
     cmd_log.add_parser(sub)
+    cmd_events.add_parser(sub)
     cmd_prune.add_parser(sub)
     return parser
 

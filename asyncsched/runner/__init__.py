@@ -20,6 +20,7 @@ from asyncsched.runner._events import (
 from asyncsched.runner._fanout import StatusEvent as StatusEvent
 from asyncsched.runner._gc import defer_full_gc as defer_full_gc
 from asyncsched.runner._progress import Progress as Progress
+from asyncsched.runner._stream import RunnerEventStream as RunnerEventStream
 from asyncsched.runner.api import (
     DEFAULT_SESSION_NAME as DEFAULT_SESSION_NAME,
     KEPT_APP_DEFINITIONS as KEPT_APP_DEFINITIONS,
@@ -34,6 +35,7 @@ __all__ = [
     "Progress",
     "Runner",
     "RunnerEvent",
+    "RunnerEventStream",
     "StatusEvent",
     "defer_full_gc",
     "get_runner",

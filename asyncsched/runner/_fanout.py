@@ -1,4 +1,4 @@
-"""Follow many apps at once: the engine of ``Runner.watch/as_completed/wait_all``.
+"""Wait for many apps at once: the engine of ``Runner.as_completed/wait_all``.
 
 Worker tasks run in the runner's task group (never in the consuming
 generator, so no cancel scope is open across a ``yield``) and hand
@@ -25,7 +25,7 @@ import anyio
 
 from asyncsched.errors import SchedulerClosedError, WaitTimeoutError
 from asyncsched.schedulers.shared.taskhost import TaskHost
-from asyncsched.specs import AppHandle, AppState, AppStatus
+from asyncsched.specs import AppHandle, AppStatus
 
 __all__ = ["FanOut", "StatusEvent"]
 
@@ -40,8 +40,6 @@ _Emit = Callable[[StatusEvent], Awaitable[None]]
 #: a worker calls ``checked()`` once past its first check of the app
 _Worker = Callable[[AppHandle, _Emit, Callable[[], None]], Coroutine[Any, Any, None]]
 
-#: seconds between a watched app's first two status checks (then doubling)
-_FIRST_RECHECK = 0.05
 #: workers in their first check of an app at once (the next one starts when
 #: one is past it): starting 10,000 at once would hold the loop for seconds
 #: and keep 10,000 tasks alive while most of them only read a final status
@@ -58,64 +56,19 @@ class _Failure:
 _Item = StatusEvent | _Failure
 
 
+@dataclass(frozen=True, eq=False)
 class FanOut:
     """Watch or wait for many apps from tasks of ``host``.
 
     Args:
         host: The task group the workers run in (the runner's).
-        current: The status of an app now (None: unknown to its scheduler).
         final: The status of an app once it is terminal (None: unknown).
         final_now: Whether an app is final now, and its status if so.
-        max_queries: At most this many ``current`` calls at once (``watch``).
     """
 
-    def __init__(
-        self,
-        host: TaskHost,
-        current: _Probe,
-        final: _Probe,
-        final_now: _FinalNow,
-        max_queries: int,
-    ) -> None:
-        self._host = host
-        self._current = current
-        self._final = final
-        self._final_now = final_now
-        self._max_queries = max_queries
-        self._query_limiter: anyio.CapacityLimiter | None = None
-
-    def _queries(self) -> anyio.CapacityLimiter:
-        if self._query_limiter is None:
-            self._query_limiter = anyio.CapacityLimiter(self._max_queries)
-        return self._query_limiter
-
-    def watch(
-        self, handles: Sequence[AppHandle], poll_interval: float
-    ) -> AsyncIterator[StatusEvent]:
-        """Each app's status at first, then on every state change, until final."""
-
-        async def worker(
-            handle: AppHandle, emit: _Emit, checked: Callable[[], None]
-        ) -> None:
-            last: AppState | None = None
-            delay = _FIRST_RECHECK
-            while True:
-                async with self._queries():
-                    status = await self._current(handle)
-                checked()
-                if status is None:
-                    await emit((handle, None))
-                    return
-                if status.state != last:
-                    last = status.state
-                    await emit((handle, status))
-                if status.is_terminal():
-                    return
-                with anyio.move_on_after(delay):
-                    await self._final(handle)
-                delay = min(delay * 2, poll_interval)
-
-        return self._fan_out(handles, worker, timeout=None)
+    host: TaskHost
+    final: _Probe
+    final_now: _FinalNow
 
     def as_completed(
         self,
@@ -127,10 +80,10 @@ class FanOut:
         async def worker(
             handle: AppHandle, emit: _Emit, checked: Callable[[], None]
         ) -> None:
-            final, status = await self._final_now(handle)
+            final, status = await self.final_now(handle)
             checked()
             if not final:
-                status = await self._final(handle)
+                status = await self.final(handle)
             await emit((handle, status))
 
         return self._fan_out(handles, worker, timeout=timeout)
@@ -192,7 +145,7 @@ class FanOut:
                     with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
                         send.send_nowait(_Failure(failure))
 
-        await self._host.start_soon(run_all, name="runner-fan-out")
+        await self.host.start_soon(run_all, name="runner-fan-out")
         pending = dict.fromkeys(handles)
         deadline = None if timeout is None else anyio.current_time() + timeout
         try:

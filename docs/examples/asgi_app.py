@@ -16,6 +16,16 @@ Routes (JSON unless noted; every state is a name such as ``"RUNNING"``):
   status once every replica has stopped (an app already over is left as it is).
 - ``GET /apps/{app_id}/events``: SSE, an ``event: status`` on every change, then
   ``event: end`` with the final status (app and replicas final).
+- ``GET /events``: SSE of every change of every app of the session
+  (``Runner.events``): one message per event, ``event:`` its kind
+  (``current``, ``submitted``, ``app``, ``replica``, ``forgotten``, ``resync``),
+  ``data:`` its ``AppEvent.to_json()`` and ``id:`` its cursor. A reconnecting
+  browser sends the last id as ``Last-Event-ID`` and the stream resumes after
+  it (``?since=CURSOR`` does the same for other clients); a cursor that cannot
+  be honoured gives ``resync`` then every app's ``current`` state.
+
+Both status streams start with ``retry: 1000`` (how soon a browser
+reconnects) and send a ``: keep-alive`` comment every 15 s of silence.
 - ``GET /apps/{app_id}/logs``: SSE, one message ``{"role", "replica", "line"}``
   per line of every replica while the app runs (a line over 64 KiB comes in
   pieces marked ``"partial": true``), then ``event: end``.
@@ -56,6 +66,8 @@ oversized bodies); it does not authenticate anyone. Settings, read at import:
 - ``ASYNCSCHED_WEB_SSE_BUFFER``: bytes queued per SSE stream, default 1 MiB.
 - ``ASYNCSCHED_WEB_SSE_STALL_TIMEOUT``: seconds a stream's client may read
   nothing while its buffer is full, default 30.
+- ``ASYNCSCHED_WEB_SSE_KEEPALIVE``: seconds of silence before a status
+  stream sends a keep-alive comment, default 15.
 """
 
 from __future__ import annotations
@@ -70,12 +82,13 @@ import re
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import aclosing, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import TaskGroup
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
@@ -85,6 +98,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from asyncsched import AppEvent, EventKind
 from asyncsched.errors import (
     AppCacheFullError,
     AsyncschedError,
@@ -590,6 +604,10 @@ def status_json(handle: str, status: AppStatus) -> dict[str, Any]:
 
 SSE_BUFFER_BYTES = 1024 * 1024  # frames queued per stream before its producer waits
 SSE_STALL_S = 30.0  # a full buffer the client takes nothing from for this long: dropped
+SSE_RETRY_MS = 1000  # how soon a browser reconnects a lost status stream
+SSE_KEEPALIVE_S = 15.0  # silence before a status stream sends a comment
+HUB_HISTORY = 4096  # recent events kept for clients that reconnect
+WAKE_BATCH = 32  # clients of the event hub woken per turn of the loop
 MAX_STREAMS = 256  # open SSE streams, all clients together; more answer 503
 STREAM_RETRY_AFTER_S = 5  # the Retry-After of that 503
 LOG_LINE_BYTES = 64 * 1024  # a longer log line comes in pieces ("partial": true)
@@ -694,9 +712,40 @@ class StreamSlots:
         self.open -= 1
 
 
-def _frame(event: str | None, data: object) -> bytes:
+def _frame(event: str | None, data: object, event_id: str | None = None) -> bytes:
     head = f"event: {event}\n" if event else ""
+    if event_id is not None:  # cursors are URL-safe: no newline, no NUL
+        head = f"id: {event_id}\n{head}"
     return f"{head}data: {json.dumps(data)}\n\n".encode()
+
+
+RETRY_FRAME = f"retry: {SSE_RETRY_MS}\n\n".encode()
+KEEPALIVE_FRAME = b": keep-alive\n\n"
+
+
+def resume_cursor(request: Request) -> str | None:
+    """Where an event stream resumes: the ``Last-Event-ID`` a reconnecting
+    browser sends, else the ``since`` query parameter (None: from now)."""
+    return request.headers.get("last-event-id") or request.query_params.get("since")
+
+
+async def keep_alive(
+    out: FrameBuffer, events: AsyncIterator[Any], every_s: float
+) -> AsyncIterator[Any]:
+    """``events``' items; a keep-alive comment is put in ``out`` whenever none
+    came for ``every_s`` seconds (proxies close silent connections)."""
+    while True:
+        got, item = False, None
+        with anyio.move_on_after(every_s):  # never open across the yield
+            try:
+                item = await events.__anext__()
+            except StopAsyncIteration:
+                return
+            got = True
+        if got:
+            yield item
+        else:
+            await out.put(KEEPALIVE_FRAME)
 
 
 def _only(exc: BaseException, kind: type[Exception]) -> bool:
@@ -825,6 +874,7 @@ class StreamLimits:
     max_streams: int = MAX_STREAMS
     buffer_bytes: int = SSE_BUFFER_BYTES
     stall_s: float = SSE_STALL_S
+    keepalive_s: float = SSE_KEEPALIVE_S
 
     @classmethod
     def from_env(cls) -> StreamLimits:
@@ -832,6 +882,7 @@ class StreamLimits:
             _env_int("ASYNCSCHED_WEB_MAX_STREAMS", MAX_STREAMS, "streams"),
             _env_int("ASYNCSCHED_WEB_SSE_BUFFER", SSE_BUFFER_BYTES),
             _env_seconds("ASYNCSCHED_WEB_SSE_STALL_TIMEOUT", SSE_STALL_S),
+            _env_seconds("ASYNCSCHED_WEB_SSE_KEEPALIVE", SSE_KEEPALIVE_S),
         )
 
 
@@ -913,20 +964,193 @@ async def cancel(request: Request) -> Response:
 
 async def status_events(request: Request) -> Response:
     runner, handle = _runner(request), _handle(request)
-    await _status(runner, handle)
+    now = await _status(runner, handle)
+    since = resume_cursor(request)
+    changes = runner.events([handle], since=since)  # 400: a bad Last-Event-ID
+    keepalive_s = request.app.state.stream_limits.keepalive_s
 
     async def produce(out: FrameBuffer) -> None:
+        await out.put(RETRY_FRAME)
         last: dict[str, Any] | None = None
+        if since is not None and _settled(
+            now
+        ):  # resumed after the end: no change comes
+            await changes.aclose()
+            doc = status_json(handle, now)
+            await out.put(_frame("end", doc, since))
+            return
+        async with changes:
+            # the status as of each change: the first one is the app's
+            # current state (or the first change after Last-Event-ID)
+            async for event in keep_alive(out, changes, keepalive_s):
+                current = await _status(runner, handle)
+                doc = status_json(handle, current)
+                if doc != last:  # a client that lags gets the latest status only
+                    await out.put(_frame("status", doc, event.cursor))
+                    last = doc
+                if _settled(current):
+                    await out.put(_frame("end", doc, event.cursor))
+                    return
+
+    return EventStream(request, produce)
+
+
+def _event_frame(event: AppEvent) -> bytes:
+    return _frame(event.kind.value, event.to_json(), event.cursor)
+
+
+class EventHub:
+    """One ``Runner.events`` stream shared by every ``GET /events`` client.
+
+    A thousand browsers cost one reader of the schedulers: the hub keeps the
+    latest event of each app (a new client starts from them, as ``current``
+    events) and the last ``history`` events numbered, so a client that
+    reconnects with a recent ``Last-Event-ID`` resumes from memory. A cursor
+    the hub no longer holds (older, or from before a server restart) is
+    handed to a stream of its own (``Runner.events(since=...)``), which
+    resumes it as far as the backend can.
+    """
+
+    def __init__(self, runner: Runner, tasks: TaskGroup, history: int) -> None:
+        self.runner = runner
+        self.tasks = tasks
+        self.history = history
+        self.seq = 0  # number of the last event
+        self.frames: dict[int, bytes] = {}  # the last ``history`` events, encoded
+        self.cursors: dict[int, str] = {}  # and their cursors
+        self.by_cursor: dict[str, int] = {}  # cursor -> number of its last event
+        self.apps: dict[str, AppEvent] = {}  # app id -> its latest event
+        self.cursor = ""  # of the last event
+        self.epoch = 0  # bumped when the upstream starts over
+        self.started = False
+        self._waiting: set[anyio.Event] = set()  # one per idle client
+        self._pending = anyio.Event()  # set when there is news for the idle clients
+        self._snapshot: tuple[tuple[int, int], bytes] = ((-1, -1), b"")
+
+    def start(self) -> None:
+        if not self.started:
+            self.started = True
+            self.tasks.start_soon(self._upstream)
+            self.tasks.start_soon(self._notify)
+
+    async def _upstream(self) -> None:
         while True:
-            current = await _status(runner, handle)
-            doc = status_json(handle, current)
-            if doc != last:  # a client that lags gets the latest status only
-                await out.put(_frame("status", doc))
-                last = doc
-            if _settled(current):
-                await out.put(_frame("end", doc))
-                return
-            await _until_change(runner, handle, current)
+            try:
+                async with self.runner.events([SCHEDULER]) as stream:
+                    async for event in stream:
+                        self._add(event)
+                return  # the runner closed
+            except Exception:
+                logger.exception("the shared event stream failed; starting over")
+            self.apps.clear()
+            self.epoch += 1
+            self._pending.set()
+            await anyio.sleep(1.0)
+
+    async def _notify(self) -> None:
+        """Wake the idle clients after news, ``WAKE_BATCH`` per loop turn: a
+        thousand clients woken at once would write to their sockets in one
+        turn of the loop and hold everything else back for it."""
+        while True:
+            await self._pending.wait()
+            self._pending = anyio.Event()
+            waiting, self._waiting = list(self._waiting), set()
+            for start in range(0, len(waiting), WAKE_BATCH):
+                for event in waiting[start : start + WAKE_BATCH]:
+                    event.set()
+                await anyio.lowlevel.checkpoint()
+
+    async def _news(self, wait_s: float) -> bool:
+        """Wait until the hub has news (True) or ``wait_s`` seconds passed."""
+        event = anyio.Event()
+        self._waiting.add(event)
+        try:
+            with anyio.move_on_after(wait_s):
+                await event.wait()
+        finally:
+            self._waiting.discard(event)
+        return event.is_set()
+
+    def _add(self, event: AppEvent) -> None:
+        self.seq += 1
+        self.frames[self.seq] = _event_frame(event)  # encoded once for all clients
+        self.cursors[self.seq] = event.cursor
+        self.by_cursor[event.cursor] = self.seq
+        gone = self.seq - self.history
+        self.frames.pop(gone, None)
+        old = self.cursors.pop(gone, None)
+        if old is not None and self.by_cursor.get(old) == gone:
+            del self.by_cursor[old]
+        if event.kind is EventKind.FORGOTTEN:
+            self.apps.pop(event.app_id, None)
+        elif event.kind is EventKind.RESYNC:
+            self.apps.clear()
+        else:
+            self.apps[event.app_id] = event
+        self.cursor = event.cursor
+        self._pending.set()
+
+    def position(self, since: str | None) -> int | None:
+        """Where a client resumes: 0 for a new one (from the current state);
+        None when the hub does not hold ``since``."""
+        return 0 if since is None else self.by_cursor.get(since)
+
+    def _current(self) -> bytes:
+        """Every app's latest event as ``current`` frames (encoded once per change)."""
+        key, frames = self._snapshot
+        if key != (self.epoch, self.seq):
+            frames = b"".join(
+                _event_frame(replace(e, kind=EventKind.CURRENT, cursor=self.cursor))
+                for e in self.apps.values()
+            )
+            self._snapshot = ((self.epoch, self.seq), frames)
+        return frames
+
+    async def follow(
+        self, out: FrameBuffer, pos: int, keepalive_s: float, first: bytes = b""
+    ) -> None:
+        """Put a client's frames in ``out``, after ``first``: the current
+        state (``pos`` 0), then every event after number ``pos``. What is
+        ready goes out as one piece: one write to the socket, not one per
+        event (at 1,000 clients, the writes are what costs)."""
+        epoch = self.epoch
+        if pos == 0:
+            pos = self.seq
+            await out.put(first + self._current())
+        elif first:
+            await out.put(first)
+        while True:
+            if epoch != self.epoch or pos < self.seq - self.history:  # lost: start over
+                epoch, pos = self.epoch, self.seq
+                resync = AppEvent(self.cursor, EventKind.RESYNC, msg="resync")
+                await out.put(_event_frame(resync) + self._current())
+            if pos < self.seq:
+                ready = [self.frames.get(n, b"") for n in range(pos + 1, self.seq + 1)]
+                pos = self.seq
+                await out.put(b"".join(ready))
+                continue
+            if not await self._news(keepalive_s):
+                await out.put(KEEPALIVE_FRAME)
+
+
+async def all_events(request: Request) -> Response:
+    runner: Runner = _runner(request)
+    hub: EventHub = request.app.state.hub
+    since = resume_cursor(request)
+    own = runner.events([SCHEDULER], since=since)  # 400: a bad cursor
+    hub.start()
+    pos = hub.position(since)
+    keepalive_s = request.app.state.stream_limits.keepalive_s
+
+    async def produce(out: FrameBuffer) -> None:
+        if pos is not None:  # the hub serves it
+            await own.aclose()
+            await hub.follow(out, pos, keepalive_s, RETRY_FRAME)
+            return
+        await out.put(RETRY_FRAME)
+        async with own:  # a cursor the hub does not hold: a stream of its own
+            async for event in keep_alive(out, own, keepalive_s):
+                await out.put(_event_frame(event))
 
     return EventStream(request, produce)
 
@@ -986,6 +1210,7 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
         app.state.tasks = tasks
         app.state.stream_limits = STREAM_LIMITS
         app.state.streams = StreamSlots(STREAM_LIMITS.max_streams)
+        app.state.hub = EventHub(runner, tasks, HUB_HISTORY)
         yield
         tasks.cancel_scope.cancel()
 
@@ -1000,6 +1225,7 @@ app = Starlette(
         Route("/apps/{app_id}/cancel", cancel, methods=["POST"]),
         Route("/apps/{app_id}/events", status_events),
         Route("/apps/{app_id}/logs", logs),
+        Route("/events", all_events),
     ],
     middleware=[
         Middleware(SecurityHeaders),

@@ -1,4 +1,5 @@
-"""SchedulerContract subclasses are collected on the event loops they name only."""
+"""SchedulerContract subclasses are collected on the event loops they name
+only, with only the cases their declared capabilities make apply."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 MODULE = """
 import pytest
+from asyncsched.schedulers.kit import Capabilities
 from asyncsched.testing import SchedulerContract
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -22,6 +24,13 @@ class TestBoth(SchedulerContract):
 
 class TestFixtureLoops(SchedulerContract):
     pass
+
+class TestBare(SchedulerContract):
+    capabilities = Capabilities()  # no logs, no list: asyncio only
+
+class TestObservedNoShell(SchedulerContract):
+    capabilities = Capabilities.observed()
+    posix_shell = False
 """
 
 ARGS = ("--collect-only", "test_cases.py")
@@ -66,3 +75,34 @@ def test_the_loops_named_or_else_the_fixtures_each_get_every_case(
     assert _ids(items, "TestBoth", "trio") == cases
     assert _ids(items, "TestFixtureLoops", "asyncio") == cases
     assert _ids(items, "TestFixtureLoops", "trio") == cases
+
+
+def test_cases_of_capabilities_not_declared_are_not_collected(tmp_path: Path) -> None:
+    items = _collected(tmp_path)
+    every = _ids(items, "TestBoth", "asyncio")
+    bare = _ids(items, "TestBare", "asyncio")
+    assert _ids(items, "TestBare", "trio") == set()  # its event_loops: asyncio
+    gated = {
+        "test_list_contains_submitted_app",
+        "test_logs_arrive_in_order_with_newlines",
+        "test_log_regex_and_streams",
+        "test_log_tail_follows_until_terminal",
+        "test_declared_log_streams_are_served",
+        "test_declared_log_since_until_is_honoured",
+        "test_declared_per_replica_status_reports_each_replica",
+        "test_cancel_after_a_failure_keeps_the_app_failed",
+        "test_unknown_app_role_and_replica_errors_name_the_handle",
+    }
+    assert gated <= every
+    assert bare == every - gated
+    assert "test_cancel_is_idempotent_and_reports_cancelled" in bare  # declared
+
+
+def test_observed_capabilities_collect_every_case_on_both_loops_but_shell_ones(
+    tmp_path: Path,
+) -> None:
+    items = _collected(tmp_path)
+    every = _ids(items, "TestBoth", "asyncio")
+    shell = {"test_wait_after_cancel_waits_out_the_replicas_grace"}
+    for loop in ("asyncio", "trio"):
+        assert _ids(items, "TestObservedNoShell", loop) == every - shell

@@ -14,6 +14,9 @@ from asyncsched.testing import ContractTarget, InMemoryScheduler, SchedulerContr
 
 
 class TestInMemoryContract(SchedulerContract):
+    capabilities = InMemoryScheduler.capabilities
+    posix_shell = False
+
     @pytest.fixture
     async def target(self) -> AsyncIterator[ContractTarget]:
         async with InMemoryScheduler("contract") as sched:

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.docker
 
 
 class TestDockerContract(SchedulerContract):
-    event_loops = ("asyncio",)  # aiodocker runs on asyncio only
+    capabilities = DockerScheduler.capabilities  # asyncio only (aiodocker)
 
     @pytest.fixture
     async def target(self, docker_ready: Engine) -> AsyncIterator[ContractTarget]:

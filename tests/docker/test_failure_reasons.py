@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import aiodocker
-import anyio
 import pytest
 
 from asyncsched.errors import SubmitError
 from asyncsched.schedulers.docker_scheduler import DockerScheduler
 from asyncsched.specs import AppDef, AppState, Resource, Role, StatusReason
+from asyncsched.testing import wait_for_state
 
 from .conftest import TEST_IMAGE
 from .helpers import sh_app
@@ -52,12 +52,7 @@ async def test_exit_codes_and_a_kill_from_outside(
     assert (replica.reason, replica.exit_code) == (StatusReason.EXIT_CODE, 3)
     assert desc.reason == StatusReason.EXIT_CODE
 
-    with anyio.fail_after(30):
-        while True:
-            d = await sched.describe(killed)
-            if d is not None and d.state == AppState.RUNNING:
-                break
-            await anyio.sleep(0.05)
+    await wait_for_state(sched, killed, AppState.RUNNING, timeout=30)
     [container] = await raw_docker.containers.list(
         filters={"label": [f"asyncsched.io/app-id={killed}"]}
     )

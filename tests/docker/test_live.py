@@ -15,6 +15,7 @@ from asyncsched.schedulers.api import ListAppResponse, Stream
 from asyncsched.schedulers.docker._client import ensure_network
 from asyncsched.schedulers.docker_scheduler import DockerScheduler
 from asyncsched.specs import AppState
+from asyncsched.testing import wait_for_state
 
 from .conftest import NETWORK, SESSION, Engine
 from .helpers import DropProxy, counting_client, lines, sh_app
@@ -93,11 +94,7 @@ async def test_cancel_gives_cancelled_keeps_logs_delete_removes(
     sched: DockerScheduler, raw_docker: aiodocker.Docker
 ) -> None:
     app_id = await sched.submit(sh_app("echo started; sleep 10000"), {})
-    with anyio.fail_after(20):
-        while (
-            desc := await sched.describe(app_id)
-        ) is None or desc.state != AppState.RUNNING:
-            await anyio.sleep(0.05)
+    await wait_for_state(sched, app_id, AppState.RUNNING, timeout=20)
     await sched.cancel(app_id)
     desc = await sched.wait(app_id, timeout=30)
     assert desc is not None

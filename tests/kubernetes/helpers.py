@@ -6,11 +6,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import anyio
 import pytest
 
 from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
-from asyncsched.specs import AppDef, AppState, CfgVal, Resource, Role
+from asyncsched.specs import AppDef, CfgVal, Resource, Role
 
 from .fakeapi.env import KubeEnv
 
@@ -60,14 +59,3 @@ async def scheduler(env: KubeEnv, **kwargs: Any) -> AsyncIterator[KubernetesSche
         "k8s-test", kubeconfig=env.kubeconfig, context=env.context, **kwargs
     ) as sched:
         yield sched
-
-
-async def wait_for_state(
-    sched: KubernetesScheduler, app_id: str, state: AppState, timeout: float = 15
-) -> None:
-    with anyio.fail_after(timeout):
-        while True:
-            desc = await sched.describe(app_id)
-            if desc is not None and desc.state == state:
-                return
-            await anyio.sleep(0.02)

@@ -18,6 +18,7 @@ import pytest
 
 from asyncsched.schedulers.kubernetes import KubernetesScheduler
 from asyncsched.specs import AppState
+from asyncsched.testing import wait_for_state
 
 from .fakeapi.env import KubeEnv
 from .helpers import JOB_APIS, cfg_for, make_app, scheduler
@@ -140,11 +141,7 @@ async def test_finished_apps_leave_the_cache_but_not_describe_nor_list(
         assert listed[app_id] == AppState.SUCCEEDED
         # a live app is never expired, however old the sweep believes it is
         other = await sched.submit(make_app("sleep 30"), cfg_for(kube_env, job_api))
-        with anyio.fail_after(20):
-            while (seen := await sched.describe(other)) is None or (
-                seen.state != AppState.RUNNING
-            ):
-                await anyio.sleep(0.05)
+        await wait_for_state(sched, other, AppState.RUNNING, timeout=20)
         ns.sweep(
             0.0, lambda kind, jobs: AppState.SUCCEEDED, now=time.monotonic() + 3600
         )

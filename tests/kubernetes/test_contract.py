@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asyncsched.testing import ContractTarget, SchedulerContract
 
 from .fakeapi.controller import FakeController
@@ -14,7 +15,8 @@ from .helpers import IMAGE, JOB_APIS, cfg_for, scheduler
 
 
 class TestKubernetesContract(SchedulerContract):
-    event_loops = ("asyncio",)  # kubernetes_asyncio (aiohttp) runs on asyncio only
+    # asyncio only: kubernetes_asyncio (aiohttp)
+    capabilities = KubernetesScheduler.capabilities
 
     @pytest.fixture(params=JOB_APIS)
     async def target(

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import anyio
 import pytest
 
 from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asyncsched.specs import AppState, Resource, StatusReason
+from asyncsched.testing import wait_for_state
 
 from .fakeapi.env import KubeEnv
 from .helpers import JOB_APIS, cfg_for, make_app, scheduler
@@ -17,14 +17,14 @@ pytestmark = pytest.mark.usefixtures("kube_controller")
 async def _replica_reason(
     sched: KubernetesScheduler, app_id: str, want: StatusReason
 ) -> tuple[AppState, str]:
-    with anyio.fail_after(30):
-        while True:
-            desc = await sched.describe(app_id)
-            assert desc is not None
-            replica = desc.roles_statuses[0].replicas[0]
-            if replica.reason == want:
-                return replica.state, replica.message
-            await anyio.sleep(0.05)
+    desc = await wait_for_state(
+        sched,
+        app_id,
+        lambda d: d.roles_statuses[0].replicas[0].reason == want,
+        timeout=30,
+    )
+    replica = desc.roles_statuses[0].replicas[0]
+    return replica.state, replica.message
 
 
 @pytest.mark.parametrize("job_api", JOB_APIS)

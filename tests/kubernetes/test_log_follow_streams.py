@@ -12,6 +12,7 @@ from kubernetes_asyncio import client, config
 from asyncsched.schedulers.kubernetes._client import KubernetesApiError
 from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asyncsched.specs import AppState
+from asyncsched.testing import wait_for_state
 
 from .fakeapi.controller import FakeController
 from .fakeapi.env import KubeEnv
@@ -173,12 +174,10 @@ async def test_a_follow_of_a_pod_that_never_starts_ends_when_the_app_does(
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(follow)
-            with anyio.fail_after(15):
-                while True:  # the pod waits on its image for ever
-                    desc = await sched.describe(app_id)
-                    if desc is not None and "ImagePull" in desc.msg:
-                        break
-                    await anyio.sleep(0.05)
+            # the pod waits on its image for ever
+            await wait_for_state(
+                sched, app_id, lambda d: "ImagePull" in d.msg, timeout=15
+            )
             await sched.cancel(app_id)
             with anyio.fail_after(15):
                 await done.wait()

@@ -27,9 +27,10 @@ from asyncsched.errors import (
 )
 from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asyncsched.specs import AppDef, AppState, Resource, Role, is_terminal
+from asyncsched.testing import wait_for_state
 
 from .fakeapi.env import KubeEnv
-from .helpers import IMAGE, cfg_for, make_app, scheduler, wait_for_state
+from .helpers import IMAGE, cfg_for, make_app, scheduler
 from .realcluster.cluster import NOBODY_USER, RealCluster
 
 pytestmark = [
@@ -328,13 +329,15 @@ async def test_waits_end_right_across_an_api_server_restart(kube_env: KubeEnv) -
                     tg.start_soon(wait_one, app_id)
                 # the waits are parked on the watch before the server goes,
                 # and the apps end while it is down or just back
-                with anyio.fail_after(60):
-                    while (await sched.describe(ok[0])).state in (  # type: ignore[union-attr]
-                        AppState.UNKNOWN,
-                        AppState.SUBMITTED,
-                        AppState.PENDING,
-                    ):
-                        await anyio.sleep(0.05)
+                await wait_for_state(
+                    sched,
+                    ok[0],
+                    lambda d: (
+                        d.state
+                        not in (AppState.UNKNOWN, AppState.SUBMITTED, AppState.PENDING)
+                    ),
+                    timeout=60,
+                )
                 await anyio.to_thread.run_sync(cluster.restart_apiserver, 1.0)
     assert {results[a] for a in ok} == {AppState.SUCCEEDED}
     assert {results[a] for a in bad} == {AppState.FAILED}

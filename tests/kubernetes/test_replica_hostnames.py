@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio
 import pytest
 from kubernetes_asyncio import client
 
 from asyncsched.schedulers.kubernetes import _state
 from asyncsched.schedulers.kubernetes._state import describe_indexed
 from asyncsched.specs import AppState
+from asyncsched.testing import wait_for_state
 
 from .fakeapi.env import KubeEnv
 from .helpers import JOB_APIS, cfg_for, make_app, scheduler
@@ -71,15 +71,19 @@ async def test_rank0_hostname_is_where_the_replicas_rendezvous(
             make_app("sleep 60", replicas=2), cfg_for(kube_env, job_api)
         )
         try:
-            with anyio.fail_after(60):
-                while True:
-                    desc = await sched.describe(app_id)
-                    replicas = desc.roles_statuses[0].replicas if desc else []
-                    if len(replicas) == 2 and all(
-                        r.state == AppState.RUNNING for r in replicas
-                    ):
-                        break
-                    await anyio.sleep(0.05)
+            desc = await wait_for_state(
+                sched,
+                app_id,
+                lambda d: (
+                    len(d.roles_statuses[0].replicas) == 2
+                    and all(
+                        r.state == AppState.RUNNING
+                        for r in d.roles_statuses[0].replicas
+                    )
+                ),
+                timeout=60,
+            )
+            replicas = desc.roles_statuses[0].replicas
             async with await kube_env.api_client() as api:
                 pods = await client.CoreV1Api(api).list_namespaced_pod(
                     kube_env.namespace

@@ -22,10 +22,11 @@ from asyncsched.errors import (
 from asyncsched.schedulers.kubernetes._logs import parse_timestamp
 from asyncsched.schedulers.kubernetes_scheduler import create_scheduler
 from asyncsched.specs import AppState, Resource, is_terminal
+from asyncsched.testing import wait_for_state
 
 from .fakeapi.controller import FakeController
 from .fakeapi.env import KubeEnv
-from .helpers import JOB_APIS, cfg_for, make_app, scheduler, wait_for_state
+from .helpers import JOB_APIS, cfg_for, make_app, scheduler
 
 pytestmark = pytest.mark.usefixtures("kube_controller")
 
@@ -423,14 +424,11 @@ async def test_pods_that_cannot_start_say_why(kube_env: KubeEnv, job_api: str) -
         cfg = cfg_for(kube_env, job_api)
         pull_id = await sched.submit(bad_image, cfg)
         big_id = await sched.submit(too_big, cfg)
-        with anyio.fail_after(15):
-            while True:
-                pull = await sched.describe(pull_id)
-                big = await sched.describe(big_id)
-                assert pull is not None
-                assert big is not None
-                if "ImagePull" in pull.msg and "Unschedulable" in big.msg:
-                    break
-                await anyio.sleep(0.05)
+        pull = await wait_for_state(
+            sched, pull_id, lambda d: "ImagePull" in d.msg, timeout=15
+        )
+        big = await wait_for_state(
+            sched, big_id, lambda d: "Unschedulable" in d.msg, timeout=15
+        )
         assert not is_terminal(pull.state)
         assert not is_terminal(big.state)

@@ -12,9 +12,10 @@ import anyio
 import pytest
 
 from asyncsched.specs import AppState
+from asyncsched.testing import wait_for_state
 
 from .fakeapi.env import KubeEnv
-from .helpers import JOB_APIS, cfg_for, make_app, scheduler, wait_for_state
+from .helpers import JOB_APIS, cfg_for, make_app, scheduler
 
 pytestmark = pytest.mark.usefixtures("kube_controller")
 

@@ -1,7 +1,7 @@
 """The Scheduler conformance suite, run against the local backend.
 
-Every test runs on asyncio and on trio (``@pytest.mark.anyio``, see
-``tests/conftest.py``): the local backend supports both event loops.
+Every test runs on asyncio and on trio, as the backend's capabilities
+declare.
 """
 
 from __future__ import annotations
@@ -9,18 +9,43 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
+import psutil
 import pytest
 
 from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.testing import ContractTarget, SchedulerContract
 
 
+def _live_children() -> list[int]:
+    pids = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE:
+                pids.append(child.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return pids
+
+
+async def replica_processes() -> list[int]:
+    """This test process's live descendants: the replicas (nothing else
+    starts processes here)."""
+    return await anyio.to_thread.run_sync(_live_children)
+
+
 class TestLocalContract(SchedulerContract):
+    capabilities = LocalScheduler.capabilities
+
     @pytest.fixture
     async def target(self, tmp_path: Path) -> AsyncIterator[ContractTarget]:
         async with LocalScheduler(
             "contract", cancel_grace=2.0, close_grace=0.5
         ) as sched:
             yield ContractTarget(
-                sched, cfg={"log_dir": str(tmp_path)}, image="/", quick_timeout=15
+                sched,
+                cfg={"log_dir": str(tmp_path)},
+                image="/",
+                quick_timeout=15,
+                replica_processes=replica_processes,
             )

@@ -13,6 +13,7 @@ import pytest
 
 from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.specs import AppState, StatusReason
+from asyncsched.testing import wait_for_state
 
 from .conftest import app_of, sh_role
 from .test_orphans import owner
@@ -74,7 +75,7 @@ async def test_exit_codes_and_commands_that_cannot_run(
 
 
 def desc_format(desc: object) -> str:
-    from asyncsched.runner.api import _to_status  # the status users print
+    from asyncsched.runner._core import _to_status  # the status users print
 
     return _to_status(desc).format()  # type: ignore[arg-type]
 
@@ -155,13 +156,8 @@ async def test_a_lost_supervisor_reads_node_failure_not_launch_failed(
         await anyio.to_thread.run_sync(proc.wait)
         async with LocalScheduler("owned") as sched:
             app_id = str(info["app_id"])
-            with anyio.fail_after(15):  # until the guardian has stopped it
-                while True:
-                    desc = await sched.describe(app_id)
-                    assert desc is not None
-                    if desc.state == AppState.FAILED:
-                        break
-                    await anyio.sleep(0.05)
+            # until the guardian has stopped it
+            await wait_for_state(sched, app_id, AppState.FAILED, timeout=15)
             final = await sched.wait(app_id, timeout=15)
     assert final is not None
     assert final.reason == StatusReason.NODE_FAILURE

@@ -16,6 +16,8 @@ import pytest
 from asyncsched.schedulers import get_scheduler
 from asyncsched.testing import ContractTarget, SchedulerContract
 
+from .memo import MemoScheduler
+
 HERE = Path(__file__).parent
 DIST = HERE / "installed"  # not "dist": that name is git-ignored
 
@@ -26,6 +28,9 @@ def _memo_plugin_installed(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 class TestMemoPluginContract(SchedulerContract):
+    capabilities = MemoScheduler.capabilities
+    posix_shell = False
+
     @pytest.fixture
     async def target(self) -> AsyncIterator[ContractTarget]:
         async with get_scheduler("memo", session_name="contract") as sched:
@@ -40,13 +45,24 @@ def test_the_plugin_is_found_through_its_entry_point() -> None:
 
 def test_the_plugin_uses_only_public_names() -> None:
     tree = ast.parse((HERE / "memo.py").read_text())
-    imported = [
-        node.module or ""
+    froms = [
+        node
         for node in ast.walk(tree)
         if isinstance(node, ast.ImportFrom)
         and (node.module or "").startswith("asyncsched")
     ]
-    assert imported
+    plain = [
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if alias.name.startswith("asyncsched")
+    ]
+    assert froms
+    assert plain == []  # no module object to reach private names through
+    names = [alias.name for node in froms for alias in node.names]
+    assert not [name for name in names if name.startswith("_")], names
+    imported = [node.module or "" for node in froms]
     for module in imported:
         assert not any(part.startswith("_") for part in module.split(".")), module
         assert module in {

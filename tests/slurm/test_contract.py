@@ -13,6 +13,10 @@ pytestmark = pytest.mark.slurm
 
 
 class TestSlurmContract(SchedulerContract):
+    capabilities = SlurmScheduler.capabilities
+    # asyncio and trio, one per test cluster (see conftest.anyio_backend)
+    event_loops_from_fixture = True
+
     @pytest.fixture
     async def target(
         self, slurm: SlurmScheduler, slurm_cluster: Cluster

@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
+from asyncsched import EventKind
 from asyncsched.errors import (
     BlockingCallWarning,
+    InvalidArgumentError,
     SchedulerClosedError,
     UnknownAppException,
     UnknownSchedulerException,
@@ -273,6 +275,7 @@ def _is_async_api(member: Any) -> bool:
         "watch",
         "as_completed",
         "running",
+        "events",
     )
 
 
@@ -288,3 +291,50 @@ def test_facade_has_every_async_method_with_the_same_parameters(
     for name, sig in expected.items():
         assert name in actual, f"{sync_cls.__name__} lacks {name}"
         assert actual[name] == sig, name
+
+
+# -- events ---------------------------------------------------------------------------
+
+
+def test_scheduler_events_block_until_each_change_and_close() -> None:
+    with SyncScheduler("inmemory", "s", factory=create_scheduler) as sched:
+        app_id = sched.submit(sh_app("sleep 0.1; exit 3"))
+        seen = []
+        with sched.events([app_id]) as events:
+            assert isinstance(events, Iterator)
+            for event in events:
+                seen.append(event)
+                if event.terminal:
+                    break
+        assert seen[0].kind is EventKind.CURRENT
+        assert seen[-1].state is AppState.FAILED
+        assert seen[-1].handle == f"inmemory://s/{app_id}"
+        # resume within the same scheduler: nothing after the last event yet
+        with sched.events(since=seen[-1].cursor) as again:
+            other = sched.submit(sh_app("exit 0"))
+            resumed = []
+            for event in again:
+                resumed.append(event)
+                if event.app_id == other:
+                    break
+        assert resumed[-1].kind is EventKind.SUBMITTED
+        assert not {e.cursor for e in resumed} & {e.cursor for e in seen}
+        with pytest.raises(InvalidArgumentError):
+            sched.events(since="not-a-cursor")
+
+
+def test_runner_events_end_when_another_thread_closes_the_facade(
+    runner: SyncRunner,
+) -> None:
+    handle = runner.run(sh_app("sleep 30"), "inmemory")
+    events = runner.events(["inmemory"])
+    first = next(events)
+    assert (first.handle, first.kind) == (handle, EventKind.CURRENT)
+    closer = threading.Timer(0.2, runner.close)
+    closer.start()
+    try:
+        rest = list(events)  # blocks until the facade closes, then ends
+    finally:
+        closer.join()
+    assert all(e.handle == handle for e in rest)
+    assert runner.closed

@@ -48,17 +48,23 @@ class Service:
 
 @contextmanager
 def serving(
-    tmp: Path, host: str = "127.0.0.1", env: dict[str, str] | None = None
+    tmp: Path,
+    host: str = "127.0.0.1",
+    env: dict[str, str] | None = None,
+    port: int = 0,
 ) -> Iterator[Service]:
     """Run uvicorn on the example until the block ends, then SIGTERM it.
 
-    It listens on ``host`` (a loopback address); ``env`` adds environment
-    variables (the example's ``ASYNCSCHED_WEB_*`` settings).
+    It listens on ``host`` (a loopback address) at ``port`` (0: a free one;
+    give the port of a server that was killed to restart it in its place);
+    ``env`` adds environment variables (the example's ``ASYNCSCHED_WEB_*``
+    settings).
     """
     for module in ("uvicorn", "starlette"):  # the `web` extra
         pytest.importorskip(module, reason="pip install 'asyncsched[web]'")
     sock = socket.socket()
-    sock.bind((host, 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
     sock.listen(128)  # requests queue here until uvicorn has started
     url = f"http://{host}:{sock.getsockname()[1]}"
     env = {**os.environ, "ASYNCSCHED_STATE_DIR": str(tmp / "state"), **(env or {})}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 
 import anyio
 
@@ -40,7 +40,7 @@ async def iter_file(
     path: str,
     follow: Callable[[], Awaitable[bool]] | None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-) -> AsyncIterator[str]:
+) -> AsyncGenerator[str, None]:
     """Yield the lines of ``path``; with ``follow``, keep reading while
     ``follow()`` says the job may still write (it is asked when no data is
     left), then drain what is left. A missing file is empty."""

@@ -11,6 +11,7 @@ for jobs that left the controller, per tick).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import logging
 import os
@@ -606,10 +607,13 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
                 ]
             return bool(checked[1])
 
-        async for line in iter_file(
-            path, running if query.should_tail else None, self.max_line_bytes
-        ):
-            yield line
+        follow = running if query.should_tail else None
+        # closed with this generator (a tail left early), never left to the GC
+        async with contextlib.aclosing(
+            iter_file(path, follow, self.max_line_bytes)
+        ) as lines:
+            async for line in lines:
+                yield line
 
 
 def _remove_env_dirs(paths: builtins.list[str]) -> None:
