@@ -15,6 +15,10 @@ pytest 9 no longer reads, so every marked test stayed a group of its own.)
 Example:
     >>> engine_group("tests/slurm/test_logs.py::test_tail[jobcomp]")
     'slurm'
+    >>> engine_group("tests/kubernetes/test_state.py::test_x[real-indexed]")
+    'kubernetes'
+    >>> engine_group("tests/kubernetes/test_state.py::test_x[fake-indexed]") is None
+    True
     >>> engine_group("tests/local/test_retries.py::test_retry") is None
     True
 """
@@ -30,11 +34,26 @@ ENGINE_GROUPS = ("docker", "kubernetes", "slurm", "web")
 
 
 def engine_group(nodeid: str) -> str | None:
-    """The engine directory of the test ``nodeid``, or None for the others."""
-    parts = nodeid.split("::", 1)[0].split("/")
-    if len(parts) > 2 and parts[0] == "tests" and parts[1] in ENGINE_GROUPS:
-        return parts[1]
-    return None
+    """The engine directory of the test ``nodeid``, or None for the others.
+
+    A Kubernetes test is in the group only when it runs on the ``real``
+    cluster (its ``kube_server`` parameter): the fake API server is started
+    by each test for itself, on a free port, so those tests go anywhere.
+    """
+    path, _, name = nodeid.partition("::")
+    parts = path.split("/")
+    if len(parts) < 3 or parts[0] != "tests" or parts[1] not in ENGINE_GROUPS:
+        return None
+    if parts[1] == "kubernetes" and not _on_real_cluster(name):
+        return None
+    return parts[1]
+
+
+def _on_real_cluster(name: str) -> bool:
+    """Whether the test ``name`` (``test_x[real-volcano]``) has the ``real``
+    API server among its parameters."""
+    params = name.partition("[")[2].removesuffix("]")
+    return "real" in params.split("-")
 
 
 class EngineGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]

@@ -12,11 +12,22 @@ TESTS = Path(__file__).parents[1]
 
 def test_each_engine_directory_is_one_group_and_other_tests_are_not() -> None:
     for group in ENGINE_GROUPS:
-        assert engine_group(f"tests/{group}/test_x.py::test_y[a/b]") == group
+        assert engine_group(f"tests/{group}/test_x.py::test_y[a/b-real]") == group
         assert (TESTS / group / "conftest.py").exists()
+    assert engine_group("tests/docker/test_x.py::test_y") == "docker"
     assert engine_group("tests/local/test_x.py::test_y") is None
     assert engine_group("tests/docker.py::test_y") is None
     assert engine_group("tests/core/test_x.py::test_y[tests/docker/]") is None
+
+
+def test_only_the_real_cluster_runs_of_kubernetes_tests_are_grouped() -> None:
+    """The fake API server is started by each test, on a free port."""
+    real = ("[real]", "[real-indexed]", "[asyncio-volcano-real]", "[real-a/b-volcano]")
+    for params in real:
+        assert engine_group(f"tests/kubernetes/t.py::test_y{params}") == "kubernetes"
+    fake = ("", "[fake]", "[asyncio-volcano-fake]", "[fake-unreal]", "[1.20]")
+    for params in fake:
+        assert engine_group(f"tests/kubernetes/t.py::test_y{params}") is None
 
 
 def _imports(path: Path) -> set[str]:
