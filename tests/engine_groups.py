@@ -1,10 +1,10 @@
 """Which pytest-xdist worker runs which tests: one worker per engine.
 
 ``pytest -n 4 --dist loadgroup`` (what ``nox -s tests`` runs) hands all the
-tests of one engine directory to a single worker, so only that worker starts
-the engine (a dockerd and its registries, the two Slurm clusters, the real
-Kubernetes cluster, uvicorn and Chromium) and the engine's session fixtures
-start once. The engines mostly wait on their daemons, so while one worker
+tests of one engine directory (for Kubernetes: those on the real cluster) to
+a single worker, so only that worker starts the engine (a dockerd and its
+registries, the two Slurm clusters, the real Kubernetes cluster, uvicorn and
+Chromium) and the engine's session fixtures start once. The engines mostly wait on their daemons, so while one worker
 drives an engine the others run the rest of the suite, test by test.
 
 A test that needs an engine lives in that engine's directory: the group is
