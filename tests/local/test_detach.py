@@ -13,6 +13,7 @@ import anyio
 import psutil
 import pytest
 
+from asyncsched.errors import SubmitError
 from asyncsched.schedulers.kit import EventKind
 from asyncsched.schedulers.local import LocalFaults, LocalScheduler
 from asyncsched.specs import AppDef, AppState, Role
@@ -178,3 +179,22 @@ async def test_a_detach_submitter_killed_once_its_supervisor_runs_the_app_leaves
             owner.wait()
     assert app_id
     await assert_undone("detk", app_id, marker)
+
+
+async def test_a_detach_submit_failing_once_its_supervisor_runs_the_app_raises_submit_error_and_leaves_nothing_running() -> (
+    None
+):
+    marker = f"held-{uuid.uuid4().hex}"
+    role = Role("w", "/", entrypoint="sh", args=["-c", f"sleep 60; : {marker}"])
+    ids: list[str] = []
+
+    def fail_before_ack(app_id: str) -> None:
+        ids.append(app_id)
+        raise OSError("the submitter broke before returning the id")
+
+    faults = LocalFaults(before_detach_ack=fail_before_ack)
+    async with LocalScheduler("detf", cancel_grace=1.0, faults=faults) as sched:
+        with pytest.raises(SubmitError, match=r"was not acknowledged.*submitter broke"):
+            await sched.submit(AppDef("held", roles=[role]), {"detach": True})
+    [app_id] = ids
+    await assert_undone("detf", app_id, marker)

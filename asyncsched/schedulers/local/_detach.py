@@ -76,7 +76,8 @@ async def launch_detached(
 
     Raises:
         SubmitError: the supervisor could not start the app (its error), or
-            did not answer within :data:`HANDSHAKE_TIMEOUT`.
+            did not answer within :data:`HANDSHAKE_TIMEOUT`, or ``before_ack``
+            (the test seam) raised; the app is then cancelled.
     """
     payload = pickle.dumps((scheduler_args, dryrun_info))
     proc = await anyio.open_process(
@@ -91,7 +92,13 @@ async def launch_detached(
         app_id = answer.get("app_id")
         if isinstance(app_id, str):
             if before_ack is not None:
-                before_ack(app_id)
+                try:
+                    before_ack(app_id)
+                except Exception as exc:
+                    raise SubmitError(
+                        f"the detached app {app_id} was not acknowledged:"
+                        f" {describe_error(exc)}"
+                    ) from exc
             await anyio.lowlevel.checkpoint_if_cancelled()
             assert proc.stdin is not None
             with anyio.CancelScope(shield=True):  # acknowledged: the id is returned

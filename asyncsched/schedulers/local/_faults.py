@@ -53,9 +53,9 @@ class LocalFaults:
             exception crashes that task, which is then restarted.
         before_detach_ack: ``(app_id)``, in the event loop, once the
             supervisor of a ``detach`` submit has said the app runs, just
-            before the submit acknowledges it. An exception (or a
-            cancellation meanwhile) fails the submit; the supervisor, never
-            acknowledged, cancels the app.
+            before the submit acknowledges it. An exception makes ``submit``
+            raise ``SubmitError`` (as a cancellation meanwhile cancels it);
+            the supervisor, never acknowledged, cancels the app.
     """
 
     before_spawn: Callable[[str, int], None] | None = None
