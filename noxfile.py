@@ -24,12 +24,14 @@ PROVISION = [
 BENCHMARKS = {
     "local": "local_fanout.py",
     "docker": "docker_fanout.py",
+    "docker-events": "docker_events.py",
     "web": "web_sse_load.py",
     "webevents": "web_events_load.py",
     "log": "log_throughput.py",
     "fds": "local_fds.py",
     "localevents": "local_events.py",
     "slurm": "slurm_fanout.py",
+    "slurmevents": "slurm_events.py",
     "kubernetes": "kubernetes_api_load.py",
     "kubecache": "kubernetes_cache_memory.py",
 }

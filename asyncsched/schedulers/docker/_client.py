@@ -185,10 +185,24 @@ async def update_restart_policy(
 
 
 def open_events(
-    docker: aiodocker.Docker, filters: dict[str, list[str]]
+    docker: aiodocker.Docker,
+    filters: dict[str, list[str]],
+    *,
+    since: str | None = None,
+    until: str | None = None,
 ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
-    """``GET /events`` as a streaming response (see :func:`_open_stream`)."""
-    return _open_stream(docker, "events", {"filters": json.dumps(filters)})
+    """``GET /events`` as a streaming response (see :func:`_open_stream`).
+
+    ``since``/``until`` (``seconds.nanoseconds``) replay the daemon's buffered
+    events from that time; with ``until`` in the past the daemon ends the
+    response after the replay.
+    """
+    params = {"filters": json.dumps(filters)}
+    if since is not None:
+        params["since"] = since
+    if until is not None:
+        params["until"] = until
+    return _open_stream(docker, "events", params)
 
 
 def open_logs(
