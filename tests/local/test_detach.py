@@ -6,13 +6,17 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import anyio
+import psutil
 import pytest
 
+from asyncsched.errors import SubmitError
 from asyncsched.schedulers.kit import EventKind
-from asyncsched.schedulers.local import LocalScheduler
+from asyncsched.schedulers.local import LocalFaults, LocalScheduler
+from asyncsched.schedulers.local._detach import ACK_TIMEOUT
 from asyncsched.specs import AppDef, AppState, Role
 
 from ._helpers import lines
@@ -103,3 +107,127 @@ async def test_every_reader_of_a_process_sees_the_changes_another_process_makes(
             for k in range(100):
                 tg.start_soon(follow, k, app_id)
     assert ends == dict.fromkeys(range(100), AppState.FAILED)
+
+
+def marked(marker: str, exclude: frozenset[int] = frozenset()) -> set[int]:
+    """The live processes whose command line holds ``marker`` (but ``exclude``)."""
+    found = set()
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        if proc.pid in exclude:
+            continue
+        cmdline = proc.info["cmdline"] or []
+        if proc.info["status"] != psutil.STATUS_ZOMBIE and marker in " ".join(cmdline):
+            found.add(proc.pid)
+    return found
+
+
+async def until_unmarked(
+    marker: str, exclude: frozenset[int], timeout: float = 30
+) -> None:
+    with anyio.fail_after(timeout):
+        while marked(marker, exclude):
+            await anyio.sleep(0.05)
+
+
+async def assert_undone(
+    session: str, app_id: str, marker: str, exclude: frozenset[int] = frozenset()
+) -> None:
+    """The app of a submit that never returned its id was stopped, not left running."""
+    async with LocalScheduler(session, cancel_grace=1.0) as sched:
+        desc = await sched.wait(app_id, timeout=60)
+        assert desc is not None
+        assert desc.state == AppState.CANCELLED
+        pids = {r.pid for r in desc.roles_statuses[0].replicas if r.pid is not None}
+        await until_gone(pids)
+        listed = {app.app_id: app.state for app in await sched.list()}
+        assert listed.get(app_id, AppState.CANCELLED) == AppState.CANCELLED
+    await until_unmarked(marker, exclude)
+
+
+async def test_a_detach_submit_cancelled_once_its_supervisor_runs_the_app_leaves_nothing_running() -> (
+    None
+):
+    marker = f"held-{uuid.uuid4().hex}"
+    role = Role("w", "/", entrypoint="sh", args=["-c", f"sleep 60; : {marker}"])
+    ids: list[str] = []
+    with anyio.CancelScope() as scope:
+
+        def cancel_before_ack(app_id: str) -> None:
+            ids.append(app_id)  # the app runs, the submit has not returned yet
+            scope.cancel()
+
+        faults = LocalFaults(before_detach_ack=cancel_before_ack)
+        async with LocalScheduler("detc", cancel_grace=1.0, faults=faults) as sched:
+            await sched.submit(AppDef("held", roles=[role]), {"detach": True})
+            pytest.fail("the submit returned although it was cancelled")
+    assert scope.cancelled_caught
+    [app_id] = ids
+    await assert_undone("detc", app_id, marker)
+
+
+async def test_a_detach_submitter_killed_once_its_supervisor_runs_the_app_leaves_nothing_running() -> (
+    None
+):
+    marker = f"held-{uuid.uuid4().hex}"
+    with subprocess.Popen(
+        [sys.executable, "-m", "tests.local._detach_held_owner", "detk", marker],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+    ) as owner:
+        try:
+            assert owner.stdout is not None
+            with anyio.fail_after(60):
+                line = await anyio.to_thread.run_sync(owner.stdout.readline)
+            app_id = line.decode().strip()
+            assert marked(marker, frozenset({owner.pid}))  # held at the ack: it runs
+        finally:
+            owner.kill()  # SIGKILL: no cleanup of any kind
+            owner.wait()
+    assert app_id
+    await assert_undone("detk", app_id, marker)
+
+
+async def test_a_detach_submit_failing_once_its_supervisor_runs_the_app_raises_submit_error_and_leaves_nothing_running() -> (
+    None
+):
+    marker = f"held-{uuid.uuid4().hex}"
+    role = Role("w", "/", entrypoint="sh", args=["-c", f"sleep 60; : {marker}"])
+    ids: list[str] = []
+
+    def fail_before_ack(app_id: str) -> None:
+        ids.append(app_id)
+        raise OSError("the submitter broke before returning the id")
+
+    faults = LocalFaults(before_detach_ack=fail_before_ack)
+    async with LocalScheduler("detf", cancel_grace=1.0, faults=faults) as sched:
+        with pytest.raises(SubmitError, match=r"was not acknowledged.*submitter broke"):
+            await sched.submit(AppDef("held", roles=[role]), {"detach": True})
+    [app_id] = ids
+    await assert_undone("detf", app_id, marker)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the subject is a subprocess
+async def test_a_detach_submitter_hung_before_the_ack_has_its_app_cancelled_after_the_ack_timeout() -> (
+    None
+):
+    marker = f"held-{uuid.uuid4().hex}"
+    with subprocess.Popen(
+        [sys.executable, "-m", "tests.local._detach_held_owner", "deth", marker],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+    ) as owner:
+        try:
+            assert owner.stdout is not None
+            with anyio.fail_after(60):
+                line = await anyio.to_thread.run_sync(owner.stdout.readline)
+            app_id = line.decode().strip()
+            started = anyio.current_time()
+            # the submitter stays alive but never acknowledges
+            await assert_undone("deth", app_id, marker, frozenset({owner.pid}))
+            assert owner.poll() is None
+            assert anyio.current_time() - started >= ACK_TIMEOUT - 1
+        finally:
+            owner.kill()
+            owner.wait()

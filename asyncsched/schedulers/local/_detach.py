@@ -3,7 +3,9 @@
 With the ``detach`` run option, ``schedule`` does not start the replicas in
 the submitting process. It starts ``python -c <this module's main>`` in a new
 session, hands it the dry-run request (pickled, through its stdin), and
-returns once that process says the app runs. The process forks once more (so
+returns once that process says the app runs and the submit has acknowledged
+the app id (without the ack, within :data:`ACK_TIMEOUT`, the supervisor
+cancels the app: a cancelled submit leaves nothing running). The process forks once more (so
 it is nobody's child: the submitter's death reaches it in no way) and
 supervises the app with a :class:`LocalScheduler` of the same session and
 state dir: the replicas are its children (its guardian kills them should it
@@ -24,11 +26,15 @@ import dataclasses
 import json
 import os
 import pickle
+import struct
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import anyio
+import anyio.lowlevel
+from anyio.abc import Process
 
 from asyncsched.errors import SubmitError
 from asyncsched.schedulers.kit import describe_error
@@ -37,6 +43,10 @@ __all__ = ("detached_command", "launch_detached", "main")
 
 #: how long the supervisor may take to start the app and say so
 HANDSHAKE_TIMEOUT = 120.0
+#: how long the supervisor waits for the submitter to acknowledge the app id
+ACK_TIMEOUT = 30.0
+#: the submitter's acknowledgement, on the supervisor's stdin
+ACK = b"ack\n"
 #: bytes of the supervisor's stderr kept for an error message
 _STDERR_KEPT = 4000
 
@@ -53,51 +63,88 @@ def detached_command() -> list[str]:
     return [sys.executable, "-I", "-c", code]
 
 
-async def launch_detached(dryrun_info: Any, scheduler_args: dict[str, Any]) -> str:
+async def launch_detached(
+    dryrun_info: Any,
+    scheduler_args: dict[str, Any],
+    before_ack: Callable[[str], None] | None = None,
+) -> str:
     """Start a detached supervisor for ``dryrun_info``; the app id once it runs.
+
+    The supervisor keeps the app only once this submit acknowledges its id,
+    which it does last, when nothing can fail any more: a submit cancelled
+    (or failed, or killed) before that leaves nothing running.
 
     Raises:
         SubmitError: the supervisor could not start the app (its error), or
-            did not answer within :data:`HANDSHAKE_TIMEOUT`.
+            did not answer within :data:`HANDSHAKE_TIMEOUT`, or ``before_ack``
+            (the test seam) raised; the app is then cancelled.
     """
     payload = pickle.dumps((scheduler_args, dryrun_info))
-    async with await anyio.open_process(
+    proc = await anyio.open_process(
         detached_command(),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
-    ) as proc:
-        assert proc.stdin is not None
-        assert proc.stdout is not None
-        assert proc.stderr is not None
-        line = b""
-        with anyio.move_on_after(HANDSHAKE_TIMEOUT):
-            await proc.stdin.send(payload)
-            await proc.stdin.aclose()
-            with contextlib.suppress(anyio.EndOfStream):
-                while not line.endswith(b"\n"):
-                    line += await proc.stdout.receive()
-        answer: dict[str, Any] = {}
-        with contextlib.suppress(ValueError):
-            answer = json.loads(line or b"{}")
-        if isinstance(answer.get("app_id"), str):
-            return str(answer["app_id"])
+    )
+    try:
+        answer = await _handshake(proc, struct.pack(">Q", len(payload)) + payload)
+        app_id = answer.get("app_id")
+        if isinstance(app_id, str):
+            if before_ack is not None:
+                try:
+                    before_ack(app_id)
+                except Exception as exc:
+                    raise SubmitError(
+                        f"the detached app {app_id} was not acknowledged:"
+                        f" {describe_error(exc)}"
+                    ) from exc
+            await anyio.lowlevel.checkpoint_if_cancelled()
+            assert proc.stdin is not None
+            with anyio.CancelScope(shield=True):  # acknowledged: the id is returned
+                await proc.stdin.send(ACK)
+            return app_id
         with contextlib.suppress(ProcessLookupError):
             proc.kill()  # the first process, should it hang
-        err = b""
-        with anyio.move_on_after(1), contextlib.suppress(anyio.EndOfStream):
-            while len(err) < _STDERR_KEPT:
-                err += await proc.stderr.receive()
-        why = answer.get("error") or err.decode(errors="replace")[-_STDERR_KEPT:]
+        why = answer.get("error") or await _stderr_tail(proc)
         raise SubmitError(
             f"the detached supervisor could not start the app: {why or 'no answer'}"
         )
+    finally:
+        # no ack sent: closing its stdin makes the supervisor undo the app
+        with anyio.CancelScope(shield=True):
+            await proc.aclose()
+
+
+async def _handshake(proc: Process, request: bytes) -> dict[str, Any]:
+    """Send ``request``; the supervisor's answer (empty if it gave none)."""
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    line = b""
+    with anyio.move_on_after(HANDSHAKE_TIMEOUT):
+        await proc.stdin.send(request)
+        with contextlib.suppress(anyio.EndOfStream):
+            while not line.endswith(b"\n"):
+                line += await proc.stdout.receive()
+    answer: dict[str, Any] = {}
+    with contextlib.suppress(ValueError):
+        answer = json.loads(line or b"{}")
+    return answer
+
+
+async def _stderr_tail(proc: Process) -> str:
+    assert proc.stderr is not None
+    err = b""
+    with anyio.move_on_after(1), contextlib.suppress(anyio.EndOfStream):
+        while len(err) < _STDERR_KEPT:
+            err += await proc.stderr.receive()
+    return err.decode(errors="replace")[-_STDERR_KEPT:]
 
 
 def main() -> None:
     """The supervisor process (see the module): read the request, fork, run."""
-    scheduler_args, dryrun_info = pickle.loads(sys.stdin.buffer.read())
+    (size,) = struct.unpack(">Q", _read_exactly(8))
+    scheduler_args, dryrun_info = pickle.loads(_read_exactly(size))
     if os.fork():
         os._exit(0)  # the submitter reaps this one; the supervisor is orphaned
     os.setsid()
@@ -114,14 +161,47 @@ async def _supervise(scheduler_args: dict[str, Any], dryrun_info: Any) -> None:
         except Exception as exc:  # noqa: BLE001 - reported to the submitter
             _answer({"error": describe_error(exc)})
             return
-        _answer({"app_id": app_id})
+        if not (_answer({"app_id": app_id}) and await _acknowledged()):
+            # the submit was cancelled or its process died: it never got the id
+            await sched.cancel(app_id)
         _quiet()
         await sched.wait(app_id, timeout=None)
 
 
-def _answer(data: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(data) + "\n")
-    sys.stdout.flush()
+def _read_exactly(size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = os.read(0, size - len(data))
+        if not chunk:
+            raise SystemExit("the submitter closed the request early")
+        data += chunk
+    return data
+
+
+async def _acknowledged() -> bool:
+    """Whether the submitter acks the app id within :data:`ACK_TIMEOUT`."""
+    got = b""
+    with anyio.move_on_after(ACK_TIMEOUT):
+        while not got.endswith(b"\n"):
+            await anyio.wait_readable(0)
+            try:
+                chunk = os.read(0, len(ACK))
+            except OSError:
+                return False
+            if not chunk:
+                return False  # EOF: the submitter closed stdin (or died) first
+            got += chunk
+    return got == ACK
+
+
+def _answer(data: dict[str, Any]) -> bool:
+    """Tell the submitter ``data``; False if it is gone."""
+    try:
+        sys.stdout.write(json.dumps(data) + "\n")
+        sys.stdout.flush()
+    except OSError:
+        return False
+    return True
 
 
 def _quiet() -> None:

@@ -51,6 +51,11 @@ class LocalFaults:
         before_dispatch: ``()``, each time the spawner's dispatcher task
             starts handing finished spawns back to their submits. An
             exception crashes that task, which is then restarted.
+        before_detach_ack: ``(app_id)``, in the event loop, once the
+            supervisor of a ``detach`` submit has said the app runs, just
+            before the submit acknowledges it. An exception makes ``submit``
+            raise ``SubmitError`` (as a cancellation meanwhile cancels it);
+            the supervisor, never acknowledged, cancels the app.
     """
 
     before_spawn: Callable[[str, int], None] | None = None
@@ -59,3 +64,4 @@ class LocalFaults:
     before_record: Callable[[str], None] | None = None
     before_dispatch: Callable[[], None] | None = None
     before_journal: Callable[[str], None] | None = None
+    before_detach_ack: Callable[[str], None] | None = None

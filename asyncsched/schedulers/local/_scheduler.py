@@ -411,7 +411,9 @@ class LocalScheduler(Scheduler[LocalOpts]):
             raise SubmitError(f"app {request.app_id} was already scheduled")
         if request.detach:
             # supervised by a process of its own, seen here through its record
-            return await launch_detached(dryrun_info, self._detached_args)
+            return await launch_detached(
+                dryrun_info, self._detached_args, self._faults.before_detach_ack
+            )
         self._submits_active += 1
         try:
             app = await self._schedule_reserved(request, dryrun_info)
