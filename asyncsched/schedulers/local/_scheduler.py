@@ -77,8 +77,9 @@ from asyncsched.schedulers.local._render import (
     gpus_requested,
     render_request,
 )
-from asyncsched.schedulers.local._replica import Replica, RoleInfo
+from asyncsched.schedulers.local._replica import Replica
 from asyncsched.schedulers.local._retention import Retention
+from asyncsched.schedulers.local._role_plan import role_infos, warn_ignored_mounts
 from asyncsched.schedulers.local._runtime import LocalRuntime, stop_apps
 from asyncsched.schedulers.local._snapshot import snapshot_app
 from asyncsched.schedulers.local._spawn import ReplicaLaunch, SpawnConfig, Started
@@ -86,11 +87,7 @@ from asyncsched.schedulers.shared.ids import unique_app_id
 from asyncsched.specs import (
     AppDef,
     AppDryRunInfo,
-    BindMount,
     CfgVal,
-    DeviceMount,
-    RetryPolicy,
-    VolumeMount,
     runopts,
 )
 
@@ -298,15 +295,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
             "roles",
             self.backend,
         )
-        for index, role in enumerate(app.roles):
-            if role.mounts:
-                warnings.warn(
-                    f"roles[{index}].mounts: the {scheduler} scheduler runs replicas"
-                    f" on this host and ignores {len(role.mounts)} mount(s):"
-                    f" {', '.join(_describe_mount(m) for m in role.mounts)}",
-                    AsyncschedWarning,
-                    stacklevel=2,
-                )
+        warn_ignored_mounts(app, scheduler)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -510,18 +499,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
             Replica(launch, ReplicaLog(launch.log_dir, f, runtime.log_files))
             for launch, f in zip(launches, files, strict=True)
         ]
-        roles = [
-            RoleInfo(
-                name=name,
-                num_replicas=int(
-                    spec.get("num_replicas", len(request.role_params[name]))
-                ),
-                max_retries=int(spec.get("max_retries", 0)),
-                retry_policy=RetryPolicy(spec.get("retry_policy", "APPLICATION")),
-                spec=spec,
-            )
-            for name, spec in _role_specs(request).items()
-        ]
+        roles = role_infos(request)
         app = LocalApp(
             app_id=request.app_id,
             name=request.app_name or request.app_id,
@@ -670,18 +648,3 @@ class LocalScheduler(Scheduler[LocalOpts]):
 
 def _is_positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
-def _role_specs(request: PopenRequest) -> dict[str, dict[str, Any]]:
-    return {
-        name: request.roles.get(name, {"name": name, "num_replicas": len(params)})
-        for name, params in request.role_params.items()
-    }
-
-
-def _describe_mount(mount: BindMount | VolumeMount | DeviceMount) -> str:
-    if isinstance(mount, BindMount):
-        return f"bind {mount.src_path}:{mount.dst_path}"
-    if isinstance(mount, VolumeMount):
-        return f"volume {mount.src}:{mount.dst_path}"
-    return f"device {mount.src_path}"
