@@ -383,7 +383,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
 
         Raises:
             SubmitError: the server rejected a manifest (409: the name is taken).
-            UnsupportedOperationError: ``job_api=indexed`` on a server without
+            InvalidRunConfigException: ``job_api=indexed`` on a server without
                 Indexed Jobs (Kubernetes < 1.21); nothing was created.
             InvalidArgumentError: the request's namespace or name was edited
                 into one Kubernetes refuses; nothing was sent.
