@@ -5,27 +5,40 @@ from __future__ import annotations
 
 import pytest
 
-from asyncsched.specs import AppState, StatusReason
+from asyncsched.specs import AppDef, AppState, Resource, Role, StatusReason
 
 from .fakeapi.env import KubeEnv
-from .helpers import cfg_for, make_app, scheduler
+from .helpers import IMAGE, cfg_for, scheduler
 
 pytestmark = pytest.mark.usefixtures("kube_controller")
 
-# replica 0 fails once both run (Volcano starts the gang together)
-SCRIPT = 'if [ "$ASYNCSCHED_REPLICA_ID" = 0 ]; then sleep 2; exit 3; fi; sleep {}'
+
+def _app(long_seconds: int) -> AppDef:
+    """Role ``bad`` fails once both run (Volcano starts the gang together)."""
+
+    def role(name: str, script: str) -> Role:
+        return Role(
+            name,
+            image=IMAGE,
+            entrypoint="sh",
+            args=["-c", script],
+            resource=Resource(cpu=1, gpu=0, memMB=128),
+        )
+
+    return AppDef(
+        "ff",
+        roles=[role("bad", "sleep 2; exit 3"), role("long", f"sleep {long_seconds}")],
+    )
 
 
 async def test_a_failed_replica_stops_its_siblings(kube_env: KubeEnv) -> None:
     async with scheduler(kube_env) as sched:
-        app_id = await sched.submit(
-            make_app(SCRIPT.format(300), replicas=2), cfg_for(kube_env, "volcano")
-        )
+        app_id = await sched.submit(_app(300), cfg_for(kube_env, "volcano"))
         desc = await sched.wait(app_id, timeout=120)
     assert desc is not None
     assert desc.state == AppState.FAILED
-    assert desc.msg == "replica worker/0 exited with code 3"
-    failed, sibling = desc.roles_statuses[0].replicas
+    assert desc.msg == "replica bad/0 exited with code 3"
+    [failed], [sibling] = (role.replicas for role in desc.roles_statuses)
     assert (failed.state, failed.exit_code) == (AppState.FAILED, 3)
     assert sibling.state == AppState.CANCELLED
     assert sibling.reason == StatusReason.CANCELLED
@@ -38,11 +51,12 @@ async def test_fail_fast_off_lets_the_siblings_run_to_their_end(
 ) -> None:
     async with scheduler(kube_env) as sched:
         app_id = await sched.submit(
-            make_app(SCRIPT.format(6), replicas=2),
-            {**cfg_for(kube_env, "volcano"), "fail_fast": False},
+            _app(6), {**cfg_for(kube_env, "volcano"), "fail_fast": False}
         )
         desc = await sched.wait(app_id, timeout=120)
     assert desc is not None
     assert desc.state == AppState.FAILED
-    states = [(r.state, r.exit_code) for r in desc.roles_statuses[0].replicas]
+    states = [
+        (r.state, r.exit_code) for role in desc.roles_statuses for r in role.replicas
+    ]
     assert states == [(AppState.FAILED, 3), (AppState.SUCCEEDED, 0)]
