@@ -37,6 +37,7 @@ from asyncsched.schedulers.kubernetes._reasons import (
     main_container_status,
     pod_reason,
 )
+from asyncsched.schedulers.kubernetes._retry_pending import job_version, restarting
 from asyncsched.specs import AppState, Role, StatusReason, is_terminal
 
 __all__ = [
@@ -121,9 +122,11 @@ def _labels(obj: JSON) -> dict[str, str]:
 def _newest(pods: Iterable[JSON]) -> JSON | None:
     best = None
     for pod in pods:
-        stamp = str(pod["metadata"].get("creationTimestamp") or "")
-        if best is None or stamp >= str(
-            best["metadata"].get("creationTimestamp") or ""
+        # a later Volcano attempt first (timestamps have 1 s steps)
+        stamp = (job_version(pod), str(pod["metadata"].get("creationTimestamp") or ""))
+        if best is None or stamp >= (
+            job_version(best),
+            str(best["metadata"].get("creationTimestamp") or ""),
         ):
             best = pod
     return best
@@ -330,7 +333,9 @@ def describe_volcano(
         gone = newest is None and stopping
         if gone:  # deleted by the abort: its last status, if the cache saw it
             newest = _newest(deleted_by.get((role, replica_id), []))
-        replica = _replica(int(replica_id), role, newest, fallback)
+        replica = restarting(
+            _replica(int(replica_id), role, newest, fallback), job, task, newest
+        )
         if stopping:
             # the abort (or fail-fast's TerminateJob) deletes the pods still
             # live (those that had failed by themselves are kept): a pod being
