@@ -10,8 +10,15 @@ from typing import Any, TypeVar
 
 import yaml
 
-from asyncsched.cli._common import EXIT_FAILED, EXIT_OK, err, make_runner
+from asyncsched.cli._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    UsageError,
+    err,
+    make_runner,
+)
 from asyncsched.cli._json import list_json, status_json
+from asyncsched.cli._run import parse_cfg
 from asyncsched.errors import AsyncschedError, UnknownAppException
 from asyncsched.runner import DEFAULT_SESSION_NAME, Runner
 from asyncsched.schedulers import get_default_scheduler_name, get_scheduler_factories
@@ -54,6 +61,18 @@ def add_parsers(sub: Any) -> None:
     )
     p.add_argument(
         "--session", default=DEFAULT_SESSION_NAME, help="session (default: %(default)s)"
+    )
+    p.add_argument(
+        "--namespace",
+        default=None,
+        help="Kubernetes: the namespace to list (default: the kubeconfig's)",
+    )
+    p.add_argument(
+        "-cfg",
+        "--scheduler_args",
+        default="",
+        metavar="namespace=NS",
+        help="run options that pick what is listed (only: namespace)",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=list_apps)
@@ -124,8 +143,28 @@ async def cancel(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def list_apps(args: argparse.Namespace) -> int:
+#: run options that choose which apps ``list`` shows (given to the factory)
+_LIST_OPTIONS = ("namespace",)
+
+
+async def _list_params(args: argparse.Namespace) -> dict[str, Any]:
+    """``--namespace`` and ``-cfg`` of ``list``, checked against the scheduler."""
+    literal = args.scheduler_args
+    if args.namespace is not None:
+        literal = ",".join(x for x in (literal, f"namespace={args.namespace}") if x)
+    if not literal:
+        return {}
     async with make_runner(args.session) as runner:
+        cfg = await parse_cfg(runner, args.scheduler, literal)
+    for key in cfg:
+        if key not in _LIST_OPTIONS:
+            raise UsageError(f"-cfg {key}: list takes only {', '.join(_LIST_OPTIONS)}")
+    return dict(cfg)
+
+
+async def list_apps(args: argparse.Namespace) -> int:
+    params = await _list_params(args)
+    async with Runner(args.session, scheduler_params=params) as runner:
         apps = await runner.list(args.scheduler)
     if args.json:
         print(json.dumps(list_json(apps), indent=2))

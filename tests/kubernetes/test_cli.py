@@ -86,3 +86,47 @@ async def test_run_without_queue_is_a_clear_error(
     )  # fmt: skip
     assert code != 0
     assert "queue" in err
+
+
+async def test_indexed_jobs_on_a_server_without_them_exit_2(
+    kube_env: KubeEnv, tmp_path: Path
+) -> None:
+    """A run option the server cannot honour is a usage error (docs/cli.md)."""
+    if kube_env.server is None:
+        pytest.skip("sets the fake API server's version")
+    kube_env.server.version = (1, 20)
+    code, _out, err = await Cli(kube_env, tmp_path)(
+        "run", "-s", "kubernetes",
+        "-cfg", f"namespace={kube_env.namespace},job_api=indexed",
+        "--image", "busybox", "--", "echo", "x",
+    )  # fmt: skip
+    assert code == 2, err
+    assert "job_api=indexed needs Indexed Jobs" in err
+    assert kube_env.server.requests.count("create") == 0
+
+
+async def test_list_shows_the_apps_of_another_namespace(
+    kube_env: KubeEnv, tmp_path: Path
+) -> None:
+    if kube_env.server is None or kube_env.context is not None:
+        pytest.skip("creates a namespace on the fake API server")
+    other = f"{kube_env.namespace}-away"
+    kube_env.server.create_namespace(other)
+    cli = Cli(kube_env, tmp_path)
+    extra = "".join(f",{k}={v}" for k, v in kube_env.run_cfg.items())
+    code, out, err = await cli(
+        "run", "-s", "kubernetes", "-cfg", f"namespace={other},queue=default{extra}",
+        "--image", "busybox:1.36", "--name", "away", "--", "echo", "x",
+    )  # fmt: skip
+    assert code == 0, err
+    app_id = out.strip().splitlines()[-1].rpartition("/")[2]
+    code, out, err = await cli("list", "-s", "kubernetes")
+    assert code == 0, err
+    assert app_id not in out  # the kubeconfig's namespace only
+    for how in (["--namespace", other], ["-cfg", f"namespace={other}"]):
+        code, out, err = await cli("list", "-s", "kubernetes", *how)
+        assert code == 0, err
+        assert app_id in out
+    code, _out, err = await cli("list", "-s", "kubernetes", "-cfg", "nope=1")
+    assert code == 2
+    assert "nope" in err

@@ -17,7 +17,6 @@ from kubernetes_asyncio import client
 from asyncsched.errors import (
     InvalidRunConfigException,
     SpecError,
-    UnsupportedOperationError,
 )
 from asyncsched.schedulers.kubernetes._render import render_job
 from asyncsched.specs import AppDef, CfgVal, Resource, RetryPolicy, Role
@@ -168,6 +167,6 @@ async def test_a_server_without_indexed_jobs_is_refused_before_any_create(
     server = kube_env.fake_server()
     server.version = (1, 20)  # the real CI cluster's version
     async with scheduler(kube_env) as sched:
-        with pytest.raises(UnsupportedOperationError, match=r"v1\.20"):
+        with pytest.raises(InvalidRunConfigException, match=r"v1\.20"):
             await sched.submit(_app(), cfg_for(kube_env, "indexed"))
     assert server.requests.count("create") == 0

@@ -21,9 +21,9 @@ import yaml
 from kubernetes_asyncio import client
 
 from asyncsched.errors import (
+    InvalidRunConfigException,
     SchedulerUnavailableError,
     SubmitError,
-    UnsupportedOperationError,
 )
 from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asyncsched.specs import AppDef, AppState, Resource, Role, is_terminal
@@ -355,7 +355,7 @@ async def test_indexed_jobs_are_refused_on_a_server_without_them(
             **kube_env.run_cfg,
         }
         with pytest.raises(
-            UnsupportedOperationError, match=r"v1\.20\.2.*completionMode"
+            InvalidRunConfigException, match=r"v1\.20\.2.*completionMode"
         ):
             await sched.submit(make_app("echo x", replicas=2), cfg)
         assert await sched.list() == []

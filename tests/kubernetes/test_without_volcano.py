@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 
 from asyncsched.errors import SubmitError
 from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
-from asyncsched.specs import AppState
+from asyncsched.specs import AppState, StatusReason
 
 from .fakeapi import FakeKubeServer
 from .fakeapi.controller import FakeController
@@ -42,3 +43,36 @@ async def test_indexed_apps_run_and_volcano_ones_are_refused_clearly(
         assert await sched.describe(f"{NS}:no-such-app") is None
         with pytest.raises(SubmitError, match="job_api=indexed"):
             await sched.submit(make_app("echo hi"), {"namespace": NS, "queue": "q"})
+
+
+@pytest.fixture
+async def no_controller(tmp_path: Path) -> AsyncIterator[str]:
+    """A fake API server serving the Volcano CRD with no controller at all."""
+    async with FakeKubeServer(bookmark_interval=0.2) as server:
+        server.create_namespace(NS)
+        yield str(server.write_kubeconfig(tmp_path / "kubeconfig", namespace=NS))
+
+
+async def test_a_volcano_job_no_controller_acts_on_says_so(no_controller: str) -> None:
+    """The CRD is served but nothing runs Volcano: after the bound the app
+    still reads SUBMITTED, and says why instead of waiting without a word."""
+    now = [time.time()]
+    async with KubernetesScheduler(
+        "t", kubeconfig=no_controller, wall_clock=lambda: now[0]
+    ) as sched:
+        app_id = await sched.submit(
+            make_app("echo hi", replicas=2), {"namespace": NS, "queue": "default"}
+        )
+        desc = await sched.describe(app_id)
+        assert desc is not None
+        assert desc.state == AppState.SUBMITTED
+        assert "Volcano" not in desc.msg  # not yet: a controller may be slow
+        now[0] += 61  # the default bound is 60 s
+        desc = await sched.describe(app_id)
+        assert desc is not None
+        assert desc.state == AppState.SUBMITTED
+        assert "no Volcano controller" in desc.msg
+        assert "volcano-system" in desc.msg
+        replicas = desc.roles_statuses[0].replicas
+        assert [r.reason for r in replicas] == [StatusReason.UNSCHEDULABLE] * 2
+        assert all("Volcano controller" in r.message for r in replicas)

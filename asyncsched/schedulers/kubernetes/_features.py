@@ -29,7 +29,7 @@ import re
 import weakref
 from typing import Any
 
-from asyncsched.errors import UnsupportedOperationError
+from asyncsched.errors import InvalidRunConfigException
 from asyncsched.schedulers.kubernetes._client import KubeApi
 from asyncsched.schedulers.kubernetes._gate import KubernetesApiError
 
@@ -64,13 +64,18 @@ def dropped_completion_mode(manifest: JSON, created: JSON) -> bool:
     return is_indexed_job(manifest) and not is_indexed_job(created)
 
 
-def no_indexed_jobs(version: str) -> UnsupportedOperationError:
-    """The error for a server (``version``) without Indexed Jobs."""
-    return UnsupportedOperationError(
+def no_indexed_jobs(version: str) -> InvalidRunConfigException:
+    """The error for a server (``version``) without Indexed Jobs.
+
+    A run option the server cannot honour (the CLI exits 2 on it).
+    """
+    return InvalidRunConfigException(
         f"job_api=indexed needs Indexed Jobs (Kubernetes >= 1.21 with the IndexedJob"
         f" feature gate, on by default from 1.22): this API server ({version}) drops"
         " spec.completionMode, so the pods would get no completion index."
-        " Use job_api=volcano (with Volcano installed) or a newer cluster"
+        " Use job_api=volcano (with Volcano installed) or a newer cluster",
+        "job_api",
+        "indexed",
     )
 
 
@@ -97,7 +102,7 @@ async def check_indexed_jobs(api: KubeApi) -> None:
     (:func:`dropped_completion_mode` still catches it after the create).
 
     Raises:
-        UnsupportedOperationError: the server is older than 1.21; the message
+        InvalidRunConfigException: the server is older than 1.21; the message
             names its version.
     """
     git, version = await _cached_version(api)

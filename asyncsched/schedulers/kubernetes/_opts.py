@@ -29,6 +29,8 @@ class KubernetesOpts(TypedDict, total=False):
     node_selector: dict[str, str] | None
     tolerations: list[str] | None
     image_pull_secrets: list[str] | None
+    image_pull_policy: str | None
+    fail_fast: bool
     context: str | None
     validate_spec: bool
     ttl_seconds_after_finished: int | None
@@ -88,6 +90,20 @@ def kubernetes_run_opts() -> runopts:
         "image_pull_secrets",
         type_=list[str],
         help="names of Secrets used to pull the images",
+    )
+    opts.add(
+        "image_pull_policy",
+        type_=str,
+        help="imagePullPolicy of each replica's container: Always, IfNotPresent"
+        " or Never (default: the cluster's, Always for :latest or an untagged"
+        " image); IfNotPresent/Never run images already on the nodes",
+    )
+    opts.add(
+        "fail_fast",
+        type_=bool,
+        default=True,
+        help="stop the other replicas when one fails for good; False lets"
+        " them run to their own end (the app is FAILED either way)",
     )
     opts.add("context", type_=str, help="kubeconfig context to use")
     opts.add(

@@ -156,7 +156,7 @@ def make_container(
     mounts: list[dict[str, Any]],
     privileged: bool,
 ) -> dict[str, Any]:
-    return {
+    container: dict[str, Any] = {
         "name": name,
         "image": image,
         "command": [role.entrypoint, *role.args],
@@ -166,6 +166,10 @@ def make_container(
         "securityContext": {"privileged": True} if privileged else {},
         "volumeMounts": mounts,
     }
+    policy = cfg.get("image_pull_policy")
+    if policy:  # else the cluster's default (Always for :latest or no tag)
+        container["imagePullPolicy"] = str(policy)
+    return container
 
 
 def port_list(role: Role, role_index: int) -> list[dict[str, Any]]:

@@ -77,6 +77,7 @@ __all__ = (
     "ANNOTATION_CANCELLED",
     "BACKOFF_PER_INDEX_SINCE",
     "COMPLETION_INDEX",
+    "IMAGE_PULL_POLICIES",
     "JOB_APIS",
     "LABEL_APP_ID",
     "LABEL_APP_NAME",
@@ -107,6 +108,8 @@ __all__ = (
 )
 
 JOB_APIS = ("volcano", "indexed")
+#: the values of the ``image_pull_policy`` run option (the container field)
+IMAGE_PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 
 
 @dataclass
@@ -156,7 +159,8 @@ def render_job(
             clashing role names, a ROLE retry policy on Volcano, a
             ``min_replicas`` below ``num_replicas`` on Indexed Jobs).
         InvalidRunConfigException: a bad ``namespace`` (not a DNS-1123 label),
-            ``job_api``, ``queue`` or toleration.
+            ``job_api``, ``queue``, ``image_pull_policy`` or toleration;
+            ``fail_fast=False`` with ``job_api=indexed``.
     """
     namespace = cfg.get("namespace") or "default"
     problem = namespace_problem(namespace)
@@ -168,6 +172,21 @@ def render_job(
         raise InvalidRunConfigException(
             f"job_api must be one of {list(JOB_APIS)}, got {job_api!r}",
             "job_api",
+            dict(cfg),
+        )
+    policy = cfg.get("image_pull_policy")
+    if policy is not None and policy not in IMAGE_PULL_POLICIES:
+        raise InvalidRunConfigException(
+            f"image_pull_policy must be one of {list(IMAGE_PULL_POLICIES)},"
+            f" got {policy!r}",
+            "image_pull_policy",
+            dict(cfg),
+        )
+    if job_api == "indexed" and cfg.get("fail_fast", True) is False:
+        raise InvalidRunConfigException(
+            "fail_fast=False needs job_api=volcano: a batch/v1 Job stops its"
+            " other pods when one of them fails for good",
+            "fail_fast",
             dict(cfg),
         )
     ctx = RenderContext(app, cfg, name, namespace, session, version)

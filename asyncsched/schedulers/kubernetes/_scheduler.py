@@ -63,6 +63,12 @@ from asyncsched.schedulers.kubernetes._names import (
     namespace_problem,
     split_app_id,
 )
+from asyncsched.schedulers.kubernetes._no_controller import (
+    NO_CONTROLLER_AFTER,
+    flag_no_controller,
+    no_controller_message,
+    remaining,
+)
 from asyncsched.schedulers.kubernetes._opts import KubernetesOpts, kubernetes_run_opts
 from asyncsched.schedulers.kubernetes._pacing import DEFAULT_MAX_HOLD, DEFAULT_MAX_QPS
 from asyncsched.schedulers.kubernetes._registry import (
@@ -167,7 +173,12 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         wall_clock: Epoch seconds, what the expiry of an exec plugin's
             token is compared with to renew it ahead of time (default
             :func:`time.time`; a test passes a clock it moves forward instead
-            of waiting out a token's lifetime).
+            of waiting out a token's lifetime). Also the clock a Volcano
+            Job's age is read with (``no_controller_after``).
+        no_controller_after: Seconds a Volcano Job may go without any status
+            (no controller action) before its replicas read
+            ``UNSCHEDULABLE`` with a message naming the missing Volcano
+            controller / scheduler (default 60).
 
     Example:
         >>> async def main() -> None:
@@ -231,6 +242,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         cache_retention: float | None = DEFAULT_CACHE_RETENTION,
         list_page_size: int = DEFAULT_PAGE_SIZE,
         wall_clock: Callable[[], float] = time.time,
+        no_controller_after: float = NO_CONTROLLER_AFTER,
     ) -> None:
         super().__init__(BACKEND, session_name)
         self.max_line_bytes = check_max_line_bytes(max_line_bytes)
@@ -242,6 +254,13 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             raise InvalidArgumentError(
                 f"max_hold must be a number of seconds >= 0, got {max_hold!r}"
             )
+        if not no_controller_after >= 0:
+            raise InvalidArgumentError(
+                "no_controller_after must be a number of seconds >= 0,"
+                f" got {no_controller_after!r}"
+            )
+        self._wall_clock = wall_clock
+        self._no_controller_after = no_controller_after
         self._docker_client = docker_client
         self._tasks = TaskHost("KubernetesScheduler")
         self._connector = Connector(
@@ -385,7 +404,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
 
         Raises:
             SubmitError: the server rejected a manifest (409: the name is taken).
-            UnsupportedOperationError: ``job_api=indexed`` on a server without
+            InvalidRunConfigException: ``job_api=indexed`` on a server without
                 Indexed Jobs (Kubernetes < 1.21); nothing was created.
             InvalidArgumentError: the request's namespace or name was edited
                 into one Kubernetes refuses; nothing was sent.
@@ -419,7 +438,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         if found is None:
             return None
         await self._registry.fresh_pods(found)
-        snapshot = snapshot_of(app_id, found)
+        snapshot = self._snapshot(app_id, found)
         if found.job_api == "indexed" and snapshot.state == AppState.FAILED:
             # one role's Job failed: the others would hold their nodes for nothing
             await self._control.suspend_unfinished(found, cancelled=False)
@@ -435,7 +454,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             ns = await self._registry.watch(namespace)
             check_allowed(ns)
             snapshots.extend(
-                snapshot_of(f"{namespace}:{name}", Found("volcano", ns, [job]))
+                self._snapshot(f"{namespace}:{name}", Found("volcano", ns, [job]))
                 for name, job in ns.volcano.objects.items()
                 if not deleting(job)
             )
@@ -444,6 +463,17 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 if live:
                     snapshots.append(snapshot_of(key, Found("indexed", ns, live)))
         return snapshots
+
+    def _snapshot(self, app_id: str, found: Found) -> AppSnapshot:
+        """``snapshot_of``, saying so when no Volcano controller acts on the Job."""
+        snapshot = snapshot_of(app_id, found)
+        if found.job_api == "volcano" and snapshot.state == AppState.SUBMITTED:
+            message = no_controller_message(
+                found.jobs[0], now=self._wall_clock(), after=self._no_controller_after
+            )
+            if message is not None:
+                flag_no_controller(snapshot, message)
+        return snapshot
 
     def _check_cursor(self, cursor: str) -> None:
         """Refuse another source's cursor, or one naming a malformed namespace.
@@ -470,6 +500,13 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         ns = found.caches
         if not ns.live or ns.volcano.stale or ns.batch.stale or ns.pods.stale:
             return _STALE_POLL  # a cache misses changes: read the app anew
+        if found.job_api == "volcano" and snapshot.state == AppState.SUBMITTED:
+            # no watch event comes when no controller acts: read it at the bound
+            left = remaining(
+                found.jobs[0], now=self._wall_clock(), after=self._no_controller_after
+            )
+            if left is not None and left > 0:
+                return left + 0.1
         # a job of someone else's is in no cache: nothing signals its changes
         return None if is_managed(found.jobs[0]) else _FOREIGN_POLL
 

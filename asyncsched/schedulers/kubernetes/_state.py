@@ -20,7 +20,11 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from asyncsched.schedulers.kit import AppSnapshot, ReplicaSnapshot
+from asyncsched.schedulers.kit import (
+    AppSnapshot,
+    ReplicaSnapshot,
+    failed_replica_message,
+)
 from asyncsched.schedulers.kubernetes._job_names import (
     ANNOTATION_CANCELLED,
     COMPLETION_INDEX,
@@ -181,28 +185,29 @@ def _replica(
         # only as the last state, e.g. 137 ContainerStatusUnknown
         terminated = (cstatus.get("lastState") or {}).get("terminated") or {}
     exit_code = terminated.get("exitCode")
-    name = pod["metadata"]["name"]
+    why = pod_reason(pod, main_container(pod))
     msg = ""
-    if state == AppState.FAILED:
+    if state == AppState.FAILED and not why.message:
         reason = terminated.get("reason") or status.get("reason") or "failed"
-        msg = f"{name}: {reason}" + (
+        msg = str(reason) + (
             f" (exit code {exit_code})" if exit_code is not None else ""
         )
     for cond in status.get("conditions") or []:
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-            msg = f"{name}: {cond.get('reason') or 'not scheduled'}: "
+            msg = f"{cond.get('reason') or 'not scheduled'}: "
             msg += str(cond.get("message") or "")
     waiting = cstate.get("waiting") or {}
     if waiting.get("reason") in _STUCK:
-        msg = f"{name}: {waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
-    why = pod_reason(pod, main_container(pod))
+        msg = f"{waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
     return ReplicaSnapshot(
         role,
         replica_id,
         state,
         exit_code=int(exit_code) if exit_code is not None else None,
         hostname=hostname,
-        message=msg or why.message,
+        message=(why.message or msg)
+        if state == AppState.FAILED
+        else (msg or why.message),
         num_restarts=int(cstatus.get("restartCount") or 0),
         reason=None if state in (AppState.RUNNING, AppState.SUCCEEDED) else why.reason,
     )
@@ -211,10 +216,20 @@ def _replica(
 _POD_LIVE = frozenset({AppState.PENDING, AppState.RUNNING})
 
 
+#: the message of a replica stopped because another one failed (fail-fast)
+STOPPED_BY_FAILURE = "stopped: another replica failed"
+#: the message of a replica stopped by ``cancel``
+STOPPED_BY_CANCEL = "stopped by the cancel"
+
+
 def _stopped(
-    replica: ReplicaSnapshot, pod: JSON | None, *, deleted: bool
+    replica: ReplicaSnapshot,
+    pod: JSON | None,
+    *,
+    deleted: bool,
+    why: str = STOPPED_BY_CANCEL,
 ) -> ReplicaSnapshot:
-    """A replica of an app that a cancel (or fail-fast) is stopping.
+    """A replica of an app that a cancel (or fail-fast: ``why``) is stopping.
 
     A pod still live (Pending, Running: in its grace) keeps its state, so
     that ``wait`` waits for it. A pod that ended on the stop (being deleted,
@@ -232,8 +247,18 @@ def _stopped(
         replica,
         state=AppState.CANCELLED,
         reason=StatusReason.CANCELLED,
-        message=replica.message or "stopped by the cancel",
+        message=why,
     )
+
+
+def _app_message(replicas: list[ReplicaSnapshot]) -> str:
+    """The replica that failed the app, in the words of every backend; else
+    what the replicas say (why they wait)."""
+    for r in replicas:
+        if r.state == AppState.FAILED:
+            text = failed_replica_message(r.role, r.id, r.exit_code)
+            return f"{text}: {r.message}" if r.exit_code is None and r.message else text
+    return "; ".join(r.message for r in replicas if r.message)
 
 
 def _snapshot(
@@ -254,7 +279,7 @@ def _snapshot(
         replicas,
         name=next((_labels(j).get(LABEL_APP_NAME, "") for j in jobs), ""),
         decided=decided,
-        msg="; ".join(r.message for r in replicas if r.message),
+        msg=_app_message(replicas),
         num_restarts=num_restarts,
         roles=[
             Role(name=name, image="", num_replicas=len(reps)) for name, reps in ordered
@@ -282,6 +307,11 @@ def describe_volcano(
     """
     state = volcano_state(job)
     status = job.get("status") or {}
+    phase = (status.get("state") or {}).get("phase")
+    # Aborted: a cancel; Terminated: fail-fast (a PodFailed TerminateJob)
+    # or a retry budget used up (Failed): Volcano deletes the pods still live
+    stopping = phase in ("Aborted", "Terminated", "Failed")
+    why = STOPPED_BY_CANCEL if state == AppState.CANCELLED else STOPPED_BY_FAILURE
     counts = status.get("taskStatusCount") or {}
     by_replica = _by_replica(pods)
     deleted_by = _by_replica(deleted)
@@ -300,17 +330,18 @@ def describe_volcano(
             else (AppState.PENDING if state in _LIVE_JOB else state)
         )
         newest = _newest(by_replica.get((role, replica_id), []))
-        gone = newest is None and state == AppState.CANCELLED
+        gone = newest is None and stopping
         if gone:  # deleted by the abort: its last status, if the cache saw it
             newest = _newest(deleted_by.get((role, replica_id), []))
         replica = restarting(
             _replica(int(replica_id), role, newest, fallback), job, task, newest
         )
-        if state == AppState.CANCELLED:
-            # the abort deletes the pods still live (those that had failed by
-            # themselves are kept): a pod being deleted, or gone with only the
-            # task count saying Failed, was stopped by the cancel
-            replica = _stopped(replica, newest, deleted=gone)
+        if stopping:
+            # the abort (or fail-fast's TerminateJob) deletes the pods still
+            # live (those that had failed by themselves are kept): a pod being
+            # deleted, or gone with only the task count saying Failed, was
+            # stopped by it
+            replica = _stopped(replica, newest, deleted=gone, why=why)
         index = int(labels.get(LABEL_ROLE_INDEX, "0"))
         roles.setdefault(index, (role, []))[1].append(replica)
     retries = int(status.get("retryCount") or 0)
@@ -420,9 +451,9 @@ def describe_indexed(
         deleted_by = _by_index(_role_pods(job, deleted))
         # a cancel, or fail-fast (another role's Job failed: this one is
         # suspended), stops the replicas of this Job
-        stopping = job_state == AppState.CANCELLED or (
-            state == AppState.FAILED and not is_terminal(job_state)
-        )
+        # (the Job controller deletes the live pods of a Job that failed: a
+        # replica killed so reads CANCELLED, the one that failed FAILED)
+        stopping = job_state == AppState.CANCELLED or state == AppState.FAILED
         restarts += int((job.get("status") or {}).get("failed") or 0)
         replicas = []
         done = _index_set((job.get("status") or {}).get("completedIndexes"))
@@ -436,8 +467,15 @@ def describe_indexed(
             if gone:
                 pod = _newest(deleted_by.get(i, []))
             replica = _replica(i, role, pod, fallback)
-            if stopping:
-                replica = _stopped(replica, pod, deleted=gone)
+            # (a Job that failed by itself with no pod left for an index:
+            # the index failed, as the Job says)
+            if stopping and not (pod is None and job_state == AppState.FAILED):
+                why = (
+                    STOPPED_BY_CANCEL
+                    if job_state == AppState.CANCELLED
+                    else STOPPED_BY_FAILURE
+                )
+                replica = _stopped(replica, pod, deleted=gone, why=why)
             replicas.append(replica)
         index = int(labels.get(LABEL_ROLE_INDEX, "0"))
         roles[index] = (role, replicas)

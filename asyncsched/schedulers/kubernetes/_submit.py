@@ -81,7 +81,7 @@ async def manifests_for(api: KubeApi, job: KubernetesJob) -> list[JSON]:
     """``job``'s manifests as this server takes them (a copy if changed).
 
     Raises:
-        UnsupportedOperationError: Indexed Jobs on a server without them
+        InvalidRunConfigException: Indexed Jobs on a server without them
             (Kubernetes < 1.21).
     """
     manifests = job.manifests
@@ -103,7 +103,7 @@ async def create_all(
     Raises:
         SubmitError: the server rejected a manifest (409: the name is taken);
             what was created before it is deleted.
-        UnsupportedOperationError: the server dropped ``completionMode``
+        InvalidRunConfigException: the server dropped ``completionMode``
             (Indexed Jobs off); what was created is deleted.
     """
     # a refused create made nothing (and a 409 names someone else's

@@ -99,6 +99,9 @@ def volcano_job(ctx: RenderContext, queue: str) -> dict[str, Any]:
         "plugins": {"svc": ["--publish-not-ready-addresses"], "env": []},
         "tasks": tasks,
     }
+    if cfg.get("fail_fast", True) is not False:
+        # a replica that fails for good (no task policy left) stops the others
+        spec_["policies"] = [{"event": "PodFailed", "action": "TerminateJob"}]
     job_retries = volcano_job_max_retry(app)
     if job_retries:
         spec_["maxRetry"] = job_retries
