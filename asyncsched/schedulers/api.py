@@ -141,6 +141,12 @@ class Scheduler(ChangeFeed, AsyncClosable, abc.ABC, Generic[T]):
         # it names directories (local logs and records) and goes into handles
         validate_session_name(session_name)
         self.backend = backend
+        #: the name the scheduler is registered under (``local_cwd``,
+        #: ``local_docker``, ``kubernetes``...): the scheme of the handles
+        #: users are given and errors name, so that a handle pasted from an
+        #: error works in the CLI. The registry sets it; a backend family
+        #: with one registry name sets its own
+        self.handle_name = backend
         self.session_name = session_name
         #: the longest log line ``log_iter`` yields in one piece
         self.max_line_bytes = check_max_line_bytes(max_line_bytes)
@@ -370,8 +376,8 @@ class Scheduler(ChangeFeed, AsyncClosable, abc.ABC, Generic[T]):
         return 2.0
 
     def _handle(self, app_id: str) -> str:
-        """The full handle ``backend://session/app_id`` errors name."""
-        return make_app_handle(self.backend, self.session_name, app_id)
+        """The full handle ``handle_name://session/app_id`` errors name."""
+        return make_app_handle(self.handle_name, self.session_name, app_id)
 
     async def describe(self, app_id: str) -> DescribeAppResponse | None:
         """Return the app's state, or None if the scheduler does not know it.

@@ -39,7 +39,13 @@ from asyncsched.errors import (
     WaitTimeoutError,
 )
 from asyncsched.schedulers.api import Capabilities, DescribeAppResponse, Stream
-from asyncsched.specs import AppDef, AppState, StatusReason, is_terminal
+from asyncsched.specs import (
+    AppDef,
+    AppState,
+    StatusReason,
+    is_terminal,
+    parse_app_handle,
+)
 
 from .target import ContractTarget
 from .waiting import wait_for_state
@@ -425,6 +431,28 @@ async def _unknown_app_role_and_replica_errors_name_the_handle(
     with _raises(UnknownAppException) as unknown_app:
         await _lines(target, missing)
     assert unknown_app[0].app_handle == target.handle(missing)
+
+
+@_case("logs")
+async def _unknown_app_error_names_the_handle_the_user_was_given(
+    target: ContractTarget,
+) -> None:
+    """The text of an unknown app's error holds its handle with the
+    scheduler's registry name (``local_docker://...``, never the backend
+    family ``docker://...``), so that it can be pasted back into the CLI."""
+    sched = target.scheduler
+    missing = "no-such-app-bcdfg"
+    with _raises(UnknownAppException) as caught:
+        await _lines(target, missing)
+    handle = target.handle(missing)
+    assert handle in str(caught[0]), f"{caught[0]} does not name {handle}"
+    parsed = parse_app_handle(handle)
+    assert (parsed.scheduler_backend, parsed.app_id) == (sched.handle_name, missing)
+    if target.registry_name is not None:
+        assert sched.handle_name == target.registry_name, (
+            f"handles read {sched.handle_name}://, the scheduler is registered"
+            f" as {target.registry_name}"
+        )
 
 
 # -- bad input ---------------------------------------------------------------

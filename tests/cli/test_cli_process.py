@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -242,6 +243,16 @@ def test_unknown_app_exits_1(cli: Cli) -> None:
     assert result.returncode == 1
     assert "Unknown app" in result.stderr
     assert cli("describe", "local_cwd://asyncsched/nope-123").returncode == 1
+
+
+def test_handle_in_an_unknown_app_error_pastes_back_into_the_cli(cli: Cli) -> None:
+    logged = cli("log", "local_cwd://asyncsched/nope-123")
+    assert logged.returncode == 1, logged.stderr
+    [handle] = re.findall(r"\S+://\S+/nope-123", logged.stderr)
+    assert handle == "local_cwd://asyncsched/nope-123", logged.stderr
+    pasted = cli("status", handle)
+    assert pasted.returncode == 1, pasted.stderr
+    assert "Unknown app" in pasted.stderr, pasted.stderr
 
 
 def test_schedulers_and_runopts(cli: Cli) -> None:

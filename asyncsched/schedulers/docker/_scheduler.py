@@ -199,6 +199,7 @@ class DockerScheduler(
         read_timeout: float = DEFAULT_READ_TIMEOUT,
     ) -> None:
         super().__init__("docker", session_name, max_line_bytes)
+        self.handle_name = BACKEND  # local_docker, its registry name
         if max_concurrency < 1:
             raise InvalidArgumentError(
                 f"max_concurrency must be >= 1, got {max_concurrency}"

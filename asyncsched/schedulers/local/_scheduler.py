@@ -66,6 +66,7 @@ from asyncsched.schedulers.local._render import (
     CWDImageProvider,
     HostFacts,
     ImageProvider,
+    LocalDirectoryImageProvider,
     PopenRequest,
     format_request,
     gpus_requested,
@@ -204,6 +205,12 @@ class LocalScheduler(Scheduler[LocalOpts]):
         faults: LocalFaults | None = None,
     ) -> None:
         super().__init__("local", session_name, max_line_bytes)
+        # the registry name of its image provider: local_cwd or local_dir
+        self.handle_name = (
+            "local_dir"
+            if issubclass(image_provider_class, LocalDirectoryImageProvider)
+            else "local_cwd"
+        )
         if cache_size <= 0:
             raise InvalidArgumentError(
                 f"cache_size must be greater than zero, got {cache_size}"
