@@ -523,8 +523,8 @@ class Scheduler(ChangeFeed, AsyncClosable, abc.ABC, Generic[T]):
         role_name: str,
         k: int = 0,
         regex: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
+        since: datetime | float | None = None,
+        until: datetime | float | None = None,
         should_tail: bool = False,
         streams: Stream | str | None = None,
     ) -> AsyncGenerator[str, None]:
@@ -538,13 +538,17 @@ class Scheduler(ChangeFeed, AsyncClosable, abc.ABC, Generic[T]):
         drained. Each call returns a fresh async generator: ``aclose()`` it
         (or use ``contextlib.aclosing``) to release its file or connection at
         once when you stop early.
+        ``since``/``until`` are datetimes (naive ones are UTC) or epoch
+        seconds (int or float). Without ``streams``, the combined stream
+        (stdout and stderr as written) where the backend serves it.
 
         Raises:
             UnsupportedOperationError: the backend has no logs, or ``since``/
                 ``until`` on a backend that cannot filter by time
                 (``capabilities.log_since_until`` False).
             InvalidArgumentError: an unsupported stream, an invalid ``regex``,
-                or ``should_tail`` on a backend that cannot tail.
+                a ``since``/``until`` that is neither a datetime nor epoch
+                seconds, or ``should_tail`` on a backend that cannot tail.
             UnknownAppException: (when iterated) the app is unknown.
             UnknownReplicaError: (when iterated) no such role or replica.
         """
@@ -557,6 +561,7 @@ class Scheduler(ChangeFeed, AsyncClosable, abc.ABC, Generic[T]):
             )
         stream = parse_stream(streams, caps)
         pattern = compile_regex(regex)
+        since_utc, until_utc = as_utc(since, "since"), as_utc(until, "until")
         if (since is not None or until is not None) and not caps.log_since_until:
             raise UnsupportedOperationError(
                 f"{type(self).__name__} cannot filter logs by time (its log lines"
@@ -564,9 +569,7 @@ class Scheduler(ChangeFeed, AsyncClosable, abc.ABC, Generic[T]):
             )
         if should_tail and not caps.log_tail:
             raise InvalidArgumentError(f"{type(self).__name__} cannot tail logs")
-        query = LogQuery(
-            role_name, k, as_utc(since), as_utc(until), should_tail, stream
-        )
+        query = LogQuery(role_name, k, since_utc, until_utc, should_tail, stream)
         lines = self._replica_log(app_id, query)
         if pattern is not None:
             return afilter_regex(pattern, lines)  # closing it closes ``lines``

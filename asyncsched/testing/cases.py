@@ -18,6 +18,7 @@ from __future__ import annotations
 import builtins
 import re
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import aclosing, contextmanager
 from dataclasses import dataclass, field
@@ -31,11 +32,13 @@ import sniffio
 
 from asyncsched.errors import (
     AsyncschedError,
+    InvalidArgumentError,
     InvalidRunConfigException,
     SchedulerClosedError,
     SpecError,
     UnknownAppException,
     UnknownReplicaError,
+    UnsupportedOperationError,
     WaitTimeoutError,
 )
 from asyncsched.schedulers.api import Capabilities, DescribeAppResponse, Stream
@@ -400,6 +403,49 @@ async def _declared_log_since_until_is_honoured(target: ContractTarget) -> None:
     await _final(target, app_id)
     assert await _lines(target, app_id, since=cut) == ["late\n"]
     assert await _lines(target, app_id, until=cut) == ["early\n"]
+
+
+@_case("logs")
+async def _default_log_stream_is_the_combined_one(target: ContractTarget) -> None:
+    """Without ``streams``, ``log_iter`` reads stdout and stderr together
+    wherever the backend declares the combined stream (every built-in one),
+    else its one declared stream."""
+    sched = target.scheduler
+    app_id = await target.run("echo out; echo err >&2")
+    await _final(target, app_id)
+    default = await _lines(target, app_id)
+    declared = sched.capabilities.log_streams
+    if Stream.COMBINED in declared:
+        combined = await _lines(target, app_id, streams=Stream.COMBINED)
+        assert default == combined, f"default {default!r}, combined {combined!r}"
+        assert sorted(default) == ["err\n", "out\n"], default
+    elif len(declared) == 1:
+        [only] = declared
+        assert default == await _lines(target, app_id, streams=only), default
+
+
+@_case("logs")
+async def _log_times_are_datetimes_or_epoch_seconds(target: ContractTarget) -> None:
+    """``since``/``until`` take datetimes or epoch seconds; anything else is
+    an InvalidArgumentError when ``log_iter`` is called. A backend that
+    cannot filter by time says so at the call (UnsupportedOperationError),
+    never by ignoring the bound."""
+    sched = target.scheduler
+    app_id = await target.run("echo timed")
+    await _final(target, app_id)
+    for bad in ("yesterday", True, [1.0]):
+        with _raises(InvalidArgumentError, match="since"):
+            sched.log_iter(app_id, "worker", since=bad)  # type: ignore[arg-type]
+        with _raises(InvalidArgumentError, match="until"):
+            sched.log_iter(app_id, "worker", until=bad)  # type: ignore[arg-type]
+    hour_ago = time.time() - 3600
+    if not sched.capabilities.log_since_until:
+        with _raises(UnsupportedOperationError):
+            sched.log_iter(app_id, "worker", since=hour_ago)
+        return
+    assert await _lines(target, app_id, since=hour_ago) == ["timed\n"]
+    assert await _lines(target, app_id, since=int(hour_ago)) == ["timed\n"]
+    assert await _lines(target, app_id, until=hour_ago) == []
 
 
 @_case()
