@@ -42,6 +42,10 @@ from asyncsched.errors import (
     WaitTimeoutError,
 )
 from asyncsched.schedulers.api import Capabilities, DescribeAppResponse, Stream
+from asyncsched.schedulers.shared.messages import (
+    failed_replica_message,
+    replica_exit_message,
+)
 from asyncsched.specs import (
     AppDef,
     AppState,
@@ -201,6 +205,22 @@ async def _nonzero_exit_is_failed_with_exit_code(target: ContractTarget) -> None
         replica = desc.roles_statuses[0].replicas[0]
         assert replica.exit_code == 3, replica
         assert replica.state == AppState.FAILED, replica
+
+
+@_case()
+async def _failure_messages_have_one_shape(target: ContractTarget) -> None:
+    """A failed app's message names the replica that failed it and how
+    (``replica worker/0 exited with code 3``), and that replica's own
+    message says how it ended (``exited with code 3``), with no pod,
+    container or job name in front: the same words on every backend."""
+    app_id = await target.run("exit 3")
+    desc = await _final(target, app_id)
+    assert desc.state == AppState.FAILED, desc
+    want = failed_replica_message("worker", 0, 3)
+    assert desc.msg.startswith(want), f"msg {desc.msg!r}, want {want!r}"
+    if target.scheduler.capabilities.per_replica_status:
+        replica = desc.roles_statuses[0].replicas[0]
+        assert replica.message == replica_exit_message(3), replica
 
 
 @_case()
@@ -519,6 +539,37 @@ async def _invalid_app_rejected_before_launch(target: ContractTarget) -> None:
         await sched.submit(AppDef(name="empty", roles=[]), target.cfg)
     if listing:
         assert {a.app_id for a in await sched.list()} == before
+
+
+@_case()
+async def _missing_executable_is_refused_or_reads_not_found(
+    target: ContractTarget,
+) -> None:
+    """An entrypoint that does not exist is a SpecError at submit, naming
+    the role's entrypoint, where the backend can tell before launch; where
+    it cannot, the replica fails in the same words on every backend: FAILED,
+    exit code 127, reason LAUNCH_FAILED, ``command not found (exit code
+    127)``."""
+    sched = target.scheduler
+    app = target.app("unused")
+    app.roles[0].entrypoint = "no-such-command-bcdfg"
+    app.roles[0].args = []
+    try:
+        app_id = await sched.submit(app, target.cfg)
+    except SpecError as exc:
+        assert exc.field == "roles[0].entrypoint", exc
+        assert "not found" in str(exc), exc
+        return
+    desc = await _final(target, app_id)
+    assert desc.state == AppState.FAILED, desc
+    words = replica_exit_message(127)
+    assert desc.msg.startswith(failed_replica_message("worker", 0, 127)), desc
+    if sched.capabilities.per_replica_status:
+        replica = desc.roles_statuses[0].replicas[0]
+        assert replica.state == AppState.FAILED, replica
+        assert replica.exit_code == 127, replica
+        assert replica.reason == StatusReason.LAUNCH_FAILED, replica
+        assert replica.message.startswith(words), replica
 
 
 @_case()

@@ -20,7 +20,12 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from asyncsched.schedulers.kit import AppSnapshot, ReplicaSnapshot
+from asyncsched.schedulers.kit import (
+    AppSnapshot,
+    ReplicaSnapshot,
+    app_failure_message,
+    replica_exit_message,
+)
 from asyncsched.schedulers.kubernetes._job_names import (
     ANNOTATION_CANCELLED,
     COMPLETION_INDEX,
@@ -178,21 +183,21 @@ def _replica(
         # only as the last state, e.g. 137 ContainerStatusUnknown
         terminated = (cstatus.get("lastState") or {}).get("terminated") or {}
     exit_code = terminated.get("exitCode")
-    name = pod["metadata"]["name"]
+    why = pod_reason(pod, main_container(pod))
+    # the same words as every backend: how it ended, no pod name in front
+    # (the pod is the replica's hostname)
     msg = ""
-    if state == AppState.FAILED:
+    if state == AppState.FAILED and not why.message:
+        code = int(exit_code) if exit_code is not None else None
         reason = terminated.get("reason") or status.get("reason") or "failed"
-        msg = f"{name}: {reason}" + (
-            f" (exit code {exit_code})" if exit_code is not None else ""
-        )
+        msg = replica_exit_message(code) or str(reason)
     for cond in status.get("conditions") or []:
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-            msg = f"{name}: {cond.get('reason') or 'not scheduled'}: "
+            msg = f"{cond.get('reason') or 'not scheduled'}: "
             msg += str(cond.get("message") or "")
     waiting = cstate.get("waiting") or {}
     if waiting.get("reason") in _STUCK:
-        msg = f"{name}: {waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
-    why = pod_reason(pod, main_container(pod))
+        msg = f"{waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
     return ReplicaSnapshot(
         role,
         replica_id,
@@ -251,7 +256,8 @@ def _snapshot(
         replicas,
         name=next((_labels(j).get(LABEL_APP_NAME, "") for j in jobs), ""),
         decided=decided,
-        msg="; ".join(r.message for r in replicas if r.message),
+        msg=app_failure_message(replicas)
+        or "; ".join(r.message for r in replicas if r.message),
         num_restarts=num_restarts,
         roles=[
             Role(name=name, image="", num_replicas=len(reps)) for name, reps in ordered
