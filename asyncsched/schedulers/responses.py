@@ -131,7 +131,9 @@ def _with_failure_words(app: AppSnapshot) -> AppSnapshot:
     msg = app.msg
     if app.state == AppState.FAILED and msg in ("", NONE):
         msg = app_failure_message(replicas) or msg
-    if msg == app.msg and all(a is b for a, b in zip(replicas, app.replicas)):
+    if msg == app.msg and all(
+        a is b for a, b in zip(replicas, app.replicas, strict=True)
+    ):
         return app
     return dataclasses.replace(app, replicas=replicas, msg=msg)
 
