@@ -60,9 +60,10 @@ def as_utc(when: datetime | float | None, name: str = "since") -> datetime | Non
         return None
     if isinstance(when, datetime):
         return when.replace(tzinfo=UTC) if when.tzinfo is None else when
-    if isinstance(when, int | float) and not isinstance(when, bool):
+    number: object = when  # a caller's bool or str gets past the type hints
+    if isinstance(number, int | float) and not isinstance(number, bool):
         try:
-            return datetime.fromtimestamp(when, UTC)
+            return datetime.fromtimestamp(number, UTC)
         except (OverflowError, OSError, ValueError) as exc:
             raise InvalidArgumentError(
                 f"{name}={when!r} is not a time in epoch seconds: {exc}"
