@@ -255,6 +255,17 @@ def test_handle_in_an_unknown_app_error_pastes_back_into_the_cli(cli: Cli) -> No
     assert "Unknown app" in pasted.stderr, pasted.stderr
 
 
+def test_an_unusable_log_dir_run_option_exits_2_like_every_bad_run_option(
+    cli: Cli,
+) -> None:
+    # /proc takes no new directory, even from root (whom a permission check
+    # before the submit lets through): the submit itself finds it unusable
+    ran = cli("run", "-cfg", "log_dir=/proc/no-such-dir/logs", "--", "echo", "hi")
+    assert ran.returncode == 2, ran.stderr
+    assert "log dir" in ran.stderr, ran.stderr
+    assert "/proc/no-such-dir" in ran.stderr, ran.stderr
+
+
 def test_schedulers_and_runopts(cli: Cli) -> None:
     listed = json.loads(cli("schedulers", "--json").stdout)
     assert listed["default"] == "local_cwd"

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import cast
 
-from asyncsched.errors import InvalidArgumentError
+from asyncsched.errors import ArgumentTypeError, InvalidArgumentError
 from asyncsched.schedulers.capabilities import Capabilities, Stream
 
 __all__ = (
@@ -50,7 +50,8 @@ def as_utc(when: datetime | float | None, name: str = "since") -> datetime | Non
     documented contract of every backend), numbers are epoch seconds.
 
     Raises:
-        InvalidArgumentError: ``when`` is neither (a string, a bool...).
+        ArgumentTypeError: (an InvalidArgumentError and a TypeError) ``when``
+            is neither (a string, a bool...).
 
     Example:
         >>> as_utc(0).isoformat()
@@ -68,7 +69,7 @@ def as_utc(when: datetime | float | None, name: str = "since") -> datetime | Non
             raise InvalidArgumentError(
                 f"{name}={when!r} is not a time in epoch seconds: {exc}"
             ) from None
-    raise InvalidArgumentError(
+    raise ArgumentTypeError(
         f"{name} must be a datetime or epoch seconds (int or float),"
         f" got {type(when).__name__} {when!r}"
     )
