@@ -13,7 +13,7 @@ from asyncsched.schedulers.kubernetes._state import (
     indexed_state,
     volcano_state,
 )
-from asyncsched.specs import AppDef, AppState, Role
+from asyncsched.specs import AppDef, AppState, Role, StatusReason
 
 JSON = dict[str, Any]
 
@@ -174,3 +174,21 @@ def test_indexed_replicas_use_completed_indexes_when_pods_are_gone() -> None:
         AppState.FAILED,
         AppState.SUCCEEDED,
     ]
+
+
+def test_a_command_not_found_reads_127_launch_failed_in_every_backends_words() -> None:
+    missing = (
+        'failed to create containerd task: exec: "nope": executable file not found'
+    )
+    job = volcano_job(replicas=1, state={"phase": "Failed"})
+    failed = pod(
+        0,
+        "Failed",
+        terminated={"exitCode": 128, "reason": "StartError", "message": missing},
+    )
+    desc = describe_volcano("ns:a-b", job, [failed])
+    [replica] = desc.role_statuses()[0].replicas
+    assert (replica.state, replica.exit_code) == (AppState.FAILED, 127)
+    assert replica.reason == StatusReason.LAUNCH_FAILED
+    assert replica.message == f"command not found (exit code 127): {missing}"
+    assert desc.msg == f"replica my_role/0 command not found (exit code 127): {missing}"

@@ -184,6 +184,8 @@ def _replica(
         terminated = (cstatus.get("lastState") or {}).get("terminated") or {}
     exit_code = terminated.get("exitCode")
     why = pod_reason(pod, main_container(pod))
+    if why.reason == StatusReason.LAUNCH_FAILED and why.exit_code == 127:
+        exit_code = 127  # a command not found, whatever the runtime said
     # the same words as every backend: how it ended, no pod name in front
     # (the pod is the replica's hostname)
     msg = ""
