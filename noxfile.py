@@ -28,6 +28,7 @@ BENCHMARKS = {
     "webevents": "web_events_load.py",
     "log": "log_throughput.py",
     "fds": "local_fds.py",
+    "localevents": "local_events.py",
     "slurm": "slurm_fanout.py",
     "kubernetes": "kubernetes_api_load.py",
     "kubecache": "kubernetes_cache_memory.py",

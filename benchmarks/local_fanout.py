@@ -11,6 +11,10 @@ all concurrently) through three variants, each in a fresh child process:
   poll ``describe`` of every unfinished app until all are terminal (what its
   synchronous Runner does), skipped when TorchX is not installed.
 
+With ``--fast-path`` it measures what one app costs: N x ``true`` through the
+raw floor, sequential and concurrent submits and ``run_many``, with worker-thread
+hops and event-loop CPU per app (see ``_local_fast_path.py``).
+
 With ``--scale 100,1000,10000`` it instead records the scale curve: N apps
 through ``Runner.run_many`` + ``wait_all`` beside a raw ``anyio.open_process``
 loop with the same concurrency (see ``_local_scale.py``).
@@ -26,6 +30,7 @@ Usage:
     python benchmarks/local_fanout.py [-n 200] [--concurrency-check 1000]
         [--skip-torchx] [--json results.json] [--repeat 1]
     python benchmarks/local_fanout.py --scale 100,1000,10000 [--workloads true]
+    python benchmarks/local_fanout.py --fast-path [-n 200] [--repeat 5]
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ from _harness import (
     source_state,
     targets_table,
 )
+from _local_fast_path import FAST_VARIANTS, fast_path_table, run_fast_child
 from _local_scale import SCALE_VARIANTS, run_scale_child, scale_table
 
 WORKLOADS: dict[str, list[str]] = {
@@ -245,7 +251,9 @@ def child_main(args: argparse.Namespace) -> int:
     cmd = WORKLOADS[args.workload]
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-{args.child}-"))
     try:
-        if args.child in SCALE_VARIANTS:
+        if args.child in FAST_VARIANTS:
+            result = run_fast_child(args.child, cmd, args.num_apps, tmp)
+        elif args.child in SCALE_VARIANTS:
             result = run_scale_child(
                 args.child, cmd, args.num_apps, tmp, gc_freeze=args.gc_freeze
             )
@@ -415,10 +423,51 @@ def orchestrate_scale(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
+def orchestrate_fast_path(args: argparse.Namespace) -> int:
+    """The fast path: floor, sequential and concurrent submits, run_many, side
+    by side, interleaved ``--repeat`` times (medians; ratios paired by run)."""
+    load_before = machine_info()["loadavg_1m"]
+    runs: dict[str, list[Measurement]] = {}
+    failures: list[str] = []
+    for rep in range(args.repeat):
+        for variant in FAST_VARIANTS:
+            what = f"{variant} {args.num_apps} x 'true' (run {rep + 1}/{args.repeat})"
+            print(f"running {what} ...", file=sys.stderr, flush=True)
+            try:
+                m = run_child(_child_cmd(args, variant, "true", args.num_apps))
+            except (RuntimeError, OSError, ValueError, SubprocessError) as exc:
+                failures.append(f"{what}: {exc}")
+                continue
+            print(f"  wall {m.wall_s:.3f} s", file=sys.stderr, flush=True)
+            runs.setdefault(variant, []).append(m)
+    machine = machine_info()
+    source = source_state(Path(__file__).resolve().parent.parent, "asyncsched")
+    print(
+        f"\nMachine: {machine['cpu_model']}, {machine['usable_cpus']} usable CPUs,"
+        f" Python {machine['python']}; {machine['date']}; 1-minute load average"
+        f" {load_before} before, {machine['loadavg_1m']} after; commit"
+        f" {source['commit']}. Medians of {args.repeat} interleaved runs.\n"
+    )
+    print(fast_path_table(runs))
+    for failure in failures:
+        print(f"\nFAILED: {failure}")
+    if args.json:
+        payload = {
+            "machine": {**machine, "loadavg_1m_before": load_before},
+            "source": source,
+            "runs": {v: [m.to_json() for m in ms] for v, ms in runs.items()},
+            "failures": failures,
+        }
+        Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
+    return 1 if failures else 0
+
+
 def orchestrate(args: argparse.Namespace) -> int:
     """Run every variant in its own child process and print the tables."""
     if args.scale:
         return orchestrate_scale(args)
+    if args.fast_path:
+        return orchestrate_fast_path(args)
     variants = list(VARIANTS)
     torchx_note = ""
     if args.skip_torchx:
@@ -562,7 +611,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="with --scale: gc.freeze() before and after run_many (docs/benchmarks.md)",
     )
     parser.add_argument(
-        "--child", choices=VARIANTS + SCALE_VARIANTS, help=argparse.SUPPRESS
+        "--fast-path",
+        action="store_true",
+        help="measure the fast path instead: N x `true` through the raw floor,"
+        " sequential and concurrent submits and run_many, with thread hops and"
+        " loop CPU per app",
+    )
+    parser.add_argument(
+        "--child",
+        choices=VARIANTS + SCALE_VARIANTS + FAST_VARIANTS,
+        help=argparse.SUPPRESS,
     )
     parser.add_argument(
         "--workload", choices=list(WORKLOADS), default="true", help=argparse.SUPPRESS

@@ -56,6 +56,7 @@ class _Failure:
 _Item = StatusEvent | _Failure
 
 
+@dataclass(frozen=True, eq=False)
 class FanOut:
     """Watch or wait for many apps from tasks of ``host``.
 
@@ -65,15 +66,9 @@ class FanOut:
         final_now: Whether an app is final now, and its status if so.
     """
 
-    def __init__(
-        self,
-        host: TaskHost,
-        final: _Probe,
-        final_now: _FinalNow,
-    ) -> None:
-        self._host = host
-        self._final = final
-        self._final_now = final_now
+    host: TaskHost
+    final: _Probe
+    final_now: _FinalNow
 
     def as_completed(
         self,
@@ -85,10 +80,10 @@ class FanOut:
         async def worker(
             handle: AppHandle, emit: _Emit, checked: Callable[[], None]
         ) -> None:
-            final, status = await self._final_now(handle)
+            final, status = await self.final_now(handle)
             checked()
             if not final:
-                status = await self._final(handle)
+                status = await self.final(handle)
             await emit((handle, status))
 
         return self._fan_out(handles, worker, timeout=timeout)
@@ -150,7 +145,7 @@ class FanOut:
                     with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
                         send.send_nowait(_Failure(failure))
 
-        await self._host.start_soon(run_all, name="runner-fan-out")
+        await self.host.start_soon(run_all, name="runner-fan-out")
         pending = dict.fromkeys(handles)
         deadline = None if timeout is None else anyio.current_time() + timeout
         try:

@@ -18,10 +18,10 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, replace
-from typing import Any, Self
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -40,6 +40,7 @@ from asyncsched.schedulers.kit import (
     decode_cursor,
     encode_cursor,
 )
+from asyncsched.schedulers.shared.closing_iterator import ClosingIterator
 from asyncsched.specs import make_app_handle, parse_app_handle
 
 __all__ = ("RUNNER_SOURCE", "EventSelection", "RunnerEventStream", "select")
@@ -154,7 +155,7 @@ OpenScheduler = Callable[[str], Awaitable[Scheduler[Any]]]
 Subscribe = Callable[[Callable[[str], None]], Callable[[], None]]
 
 
-class RunnerEventStream(AsyncIterator[AppEvent]):
+class RunnerEventStream(ClosingIterator[AppEvent]):
     """Every selected scheduler's events, with runner handles and cursors.
 
     Use it as ``async with`` (or close it with :meth:`aclose`) to stop its
@@ -170,25 +171,12 @@ class RunnerEventStream(AsyncIterator[AppEvent]):
         opened: Callable[[], Iterable[str]],
         subscribe: Subscribe,
     ) -> None:
-        self._host = host
-        self._session = session
-        self._selection = selection
-        self._open = open_scheduler
-        self._opened = opened
-        self._subscribe = subscribe
+        self._host, self._session, self._selection = host, session, selection
+        self._open, self._opened, self._subscribe = open_scheduler, opened, subscribe
         self._positions: dict[str, str] = dict(selection.positions)
         self._recv: Any = None
         self._scope = anyio.CancelScope()
         self._done = False
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     @property
     def cursor(self) -> str:

@@ -12,8 +12,6 @@ import builtins
 import copy
 import logging
 import math
-import warnings
-from collections import OrderedDict
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -23,12 +21,10 @@ from collections.abc import (
     Mapping,
 )
 from contextlib import asynccontextmanager, suppress
-from datetime import datetime
 from functools import partial
 from typing import Any
 
 import anyio
-from anyio.abc import TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from asyncsched.errors import (
@@ -37,36 +33,28 @@ from asyncsched.errors import (
     SchedulerClosedError,
     SpecError,
     UnknownAppException,
-    UnknownSchedulerException,
-    WaitTimeoutError,
+)
+from asyncsched.runner._core import (
+    CANCEL_TIMEOUT,
+    CLOSE_TIMEOUT,
+    DEFAULT_SESSION_NAME,
+    JOB_ID_ENV,
+    KEPT_APP_DEFINITIONS,
+    PARENT_RUN_ID_ENV,
+    SESSION_ID_ENV,
 )
 from asyncsched.runner._events import EventHook, get_session_id, record_event
-from asyncsched.runner._fanout import FanOut, StatusEvent
-from asyncsched.runner._progress import Progress, ProgressCounter
-from asyncsched.runner._stream import RunnerEventStream, select
-from asyncsched.runner._watch import watch
-from asyncsched.schedulers import SchedulerFactory, get_scheduler_factories
-from asyncsched.schedulers.api import (
-    DescribeAppResponse,
-    ListAppResponse,
-    Scheduler,
-    Stream,
-)
-from asyncsched.schedulers.shared.lifecycle import AsyncClosable
-from asyncsched.schedulers.shared.taskhost import TaskHost
+from asyncsched.runner._observing import Observing
 from asyncsched.specs import (
     AppDef,
     AppDryRunInfo,
     AppHandle,
-    AppStatus,
     CfgVal,
     Workspace,
-    deciding_reason,
     make_app_handle,
-    parse_app_handle,
-    runopts,
-    validate_session_name,
 )
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "CANCEL_TIMEOUT",
@@ -80,46 +68,8 @@ __all__ = [
     "get_runner",
 ]
 
-logger = logging.getLogger(__name__)
 
-#: seconds a shielded cancel (``running`` exiting on an error, ``run_many``
-#: undoing a partial failure) may take before it is abandoned and logged
-CANCEL_TIMEOUT = 30.0
-#: seconds the runner's aclose may take (closing its schedulers included)
-CLOSE_TIMEOUT = 120.0
-
-DEFAULT_SESSION_NAME = "asyncsched"
-"""Session name of :func:`get_runner` when none is given."""
-
-KEPT_APP_DEFINITIONS = 1024
-"""How many submitted app definitions a runner keeps for :meth:`Runner.describe`.
-
-The most recent ones are kept; an older app is described from what its
-scheduler reports, so a runner's memory does not grow with every app it ever
-ran (a web app submitting jobs for weeks, a sweep of 10,000 apps).
-"""
-
-JOB_ID_ENV = "TORCHX_JOB_ID"
-SESSION_ID_ENV = "TORCHX_INTERNAL_SESSION_ID"
-PARENT_RUN_ID_ENV = "TORCHX_PARENT_RUN_ID"
-
-
-def _to_status(desc: DescribeAppResponse) -> AppStatus:
-    reason = desc.reason
-    if reason is None:
-        reason, _ = deciding_reason(desc.state, desc.roles_statuses)
-    return AppStatus(
-        state=desc.state,
-        num_restarts=desc.num_restarts,
-        msg=desc.msg,
-        structured_error_msg=desc.structured_error_msg,
-        ui_url=desc.ui_url,
-        roles=desc.roles_statuses,
-        reason=reason,
-    )
-
-
-class Runner(AsyncClosable):
+class Runner(Observing):
     """Run, observe and control apps on any registered scheduler, by handle.
 
     Schedulers are created lazily, once per name, and closed with the runner;
@@ -159,186 +109,7 @@ class Runner(AsyncClosable):
         ...             print(line, end="")
     """
 
-    def __init__(
-        self,
-        name: str = DEFAULT_SESSION_NAME,
-        scheduler_factories: Mapping[str, SchedulerFactory] | None = None,
-        scheduler_params: Mapping[str, Any] | None = None,
-        *,
-        max_concurrent_submits: int = 64,
-        max_concurrent_queries: int = 64,
-        event_hook: EventHook | None = None,
-        track_progress: bool = False,
-    ) -> None:
-        if max_concurrent_submits < 1 or max_concurrent_queries < 1:
-            raise InvalidArgumentError("max_concurrent_submits/queries must be >= 1")
-        validate_session_name(name)  # the session of every scheduler it creates
-        self._name = name
-        self._factories: dict[str, SchedulerFactory] = dict(
-            get_scheduler_factories()
-            if scheduler_factories is None
-            else scheduler_factories
-        )
-        self._params: dict[str, Any] = dict(scheduler_params or {})
-        self._schedulers: dict[str, Scheduler[Any]] = {}
-        #: the submitted copies, most recent last (at most KEPT_APP_DEFINITIONS)
-        self._apps: OrderedDict[AppHandle, AppDef] = OrderedDict()
-        self._host = TaskHost(f"Runner({name!r})")
-        self._event_hook = event_hook
-        self._max_submits = max_concurrent_submits
-        self._submit_limiter: anyio.CapacityLimiter | None = None
-        self._fan = FanOut(
-            self._host,
-            final=self._final_status,
-            final_now=self._final_status_now,
-        )
-        self._max_queries = max_concurrent_queries
-        self._query_limiter: anyio.CapacityLimiter | None = None
-        #: told each scheduler name when it is opened (event streams join it)
-        self._on_open: builtins.list[Callable[[str], None]] = []
-        self._lock: anyio.Lock | None = None
-        self._closed = False
-        self._progress = ProgressCounter()
-        self._track_progress = track_progress
-
-    # -- lifecycle -------------------------------------------------------------
-
-    def __repr__(self) -> str:
-        return f"Runner({self._name!r})"
-
-    async def aclose(self) -> None:
-        """Close every scheduler this runner created; idempotent, never raises."""
-        await super().aclose()
-
-    def _close_timeout(self) -> float:
-        return CLOSE_TIMEOUT
-
-    async def _aenter(self) -> None:
-        await self._host.enter()
-
-    async def _aclose(self) -> None:
-        # cancelling the host exits each scheduler's ``async with``
-        await self._host.aclose()
-        for sched in self._schedulers.values():
-            await sched.aclose()
-
-    def name(self) -> str:
-        """The session name used in handles."""
-        return self._name
-
-    def progress(self) -> Progress:
-        """Counts of the apps this runner submitted: submitting, submitted,
-        running, done (succeeded / failed / cancelled / unknown).
-
-        A cheap snapshot, for a progress display (see ``docs/async.md``).
-        ``running`` counts the apps not seen final yet: with
-        ``track_progress=True`` the runner follows each app itself, otherwise
-        it sees them end through ``wait``, ``wait_all``, ``as_completed``,
-        ``watch`` and ``status``.
-
-        Example:
-            >>> async def show(runner: Runner) -> None:
-            ...     while True:
-            ...         print(runner.progress(), end="\r")
-            ...         await anyio.sleep(0.5)
-        """
-        return self._progress.snapshot()
-
-    def scheduler_backends(self) -> builtins.list[str]:
-        """The scheduler names this runner can use."""
-        return builtins.list(self._factories)
-
-    # -- schedulers --------------------------------------------------------------
-
-    def _check_scheduler_name(self, scheduler: str) -> None:
-        if scheduler not in self._factories:
-            raise UnknownSchedulerException(scheduler, builtins.list(self._factories))
-
-    async def _scheduler(self, scheduler: str) -> Scheduler[Any]:
-        """The scheduler registered as ``scheduler``, created and opened on first use.
-
-        Raises:
-            UnknownSchedulerException: no factory by that name.
-        """
-        self._check_open()
-        sched = self._schedulers.get(scheduler)
-        if sched is not None:
-            return sched
-        self._check_scheduler_name(scheduler)
-        if self._lock is None:
-            self._lock = anyio.Lock()
-        async with self._lock:
-            sched = self._schedulers.get(scheduler)
-            if sched is None:
-                factory = self._factories[scheduler]
-                preload = getattr(factory, "preload", None)
-                if callable(preload):  # its imports (aiohttp: 0.3 s) off the loop
-                    factory = await anyio.to_thread.run_sync(preload)
-                sched = factory(self._name, **self._params)
-                sched.handle_name = scheduler  # errors name the user's handles
-                # each scheduler lives in its own task of the runner's group, so
-                # its ``async with`` is entered and exited by the same task
-                await self._host.start(
-                    self._host_scheduler, sched, name=f"{scheduler}-host"
-                )
-                self._schedulers[scheduler] = sched
-                for tell in builtins.list(self._on_open):
-                    tell(scheduler)
-        return sched
-
-    def _subscribe_opened(self, tell: Callable[[str], None]) -> Callable[[], None]:
-        """Call ``tell(name)`` for each scheduler opened from now on; returns
-        the function that stops it."""
-        self._on_open.append(tell)
-
-        def unsubscribe() -> None:
-            with suppress(ValueError):
-                self._on_open.remove(tell)
-
-        return unsubscribe
-
-    @staticmethod
-    async def _host_scheduler(
-        sched: Scheduler[Any], *, task_status: TaskStatus[None]
-    ) -> None:
-        async with sched:
-            task_status.started()
-            await anyio.sleep_forever()
-
-    async def _resolve(self, app_handle: AppHandle) -> tuple[Scheduler[Any], str, str]:
-        """Return (scheduler, scheduler name, app id) of a handle.
-
-        Raises:
-            MalformedAppHandleException: not ``scheduler://session/app_id``.
-            UnknownSchedulerException: the handle's scheduler is not registered.
-        """
-        parsed = parse_app_handle(app_handle)
-        sched = await self._scheduler(parsed.scheduler_backend)
-        return sched, parsed.scheduler_backend, parsed.app_id
-
-    async def scheduler_run_opts(self, scheduler: str) -> runopts:
-        """The run options ``scheduler`` accepts."""
-        return (await self._scheduler(scheduler)).run_opts()
-
-    async def cfg_from_str(
-        self, scheduler: str, *cfg_literals: str
-    ) -> dict[str, CfgVal]:
-        """Parse ``k=v,...`` literals against ``scheduler``'s run options.
-
-        Later literals win. Defaults are not filled in (the run does that).
-        """
-        opts = await self.scheduler_run_opts(scheduler)
-        cfg: dict[str, CfgVal] = {}
-        for literal in cfg_literals:
-            cfg.update(opts.cfg_from_str(literal))
-        return cfg
-
     # -- submission --------------------------------------------------------------
-
-    def _limiter(self) -> anyio.CapacityLimiter:
-        if self._submit_limiter is None:
-            self._submit_limiter = anyio.CapacityLimiter(self._max_submits)
-        return self._submit_limiter
 
     async def dryrun(
         self,
@@ -679,316 +450,6 @@ class Runner(AsyncClosable):
             if not detach and not self._closed:
                 await self._cancel_quietly([handle])
             raise
-
-    # -- observation ------------------------------------------------------------
-
-    async def status(self, app_handle: AppHandle) -> AppStatus | None:
-        """Return the app's status, or None if its scheduler does not know it.
-
-        Raises:
-            MalformedAppHandleException: not ``scheduler://session/app_id``.
-            UnknownSchedulerException: the handle's scheduler is not registered.
-        """
-        sched, name, app_id = await self._resolve(app_handle)
-        with record_event(self._event_hook, "status", name, app_id):
-            return await self._status(sched, app_handle, app_id)
-
-    async def _status(
-        self, sched: Scheduler[Any], app_handle: AppHandle, app_id: str
-    ) -> AppStatus | None:
-        return self._saw(app_handle, await sched.describe(app_id))
-
-    def _saw(
-        self, app_handle: AppHandle, desc: DescribeAppResponse | None
-    ) -> AppStatus | None:
-        """The status of ``desc``, counted for :meth:`progress`; None forgets the app."""
-        if desc is None:
-            self._apps.pop(app_handle, None)
-            self._progress.saw(app_handle, None)
-            return None
-        status = _to_status(desc)
-        self._progress.saw(app_handle, status)
-        return status
-
-    async def wait(
-        self,
-        app_handle: AppHandle,
-        wait_interval: float | None = None,
-        *,
-        timeout: float | None = None,  # noqa: ASYNC109 -- TorchX-style signature
-    ) -> AppStatus | None:
-        """Wait until the app is terminal; return its final status (None if unknown).
-
-        Waiting is event-driven through the scheduler's ``wait``; there is no
-        fixed poll. ``wait_interval`` is accepted for TorchX compatibility
-        (``runner.wait(handle, 10)``) and ignored.
-
-        Raises:
-            WaitTimeoutError: ``timeout`` seconds passed first (a TimeoutError).
-        """
-        del wait_interval  # TorchX's polling interval; waiting is event-driven here
-        sched, name, app_id = await self._resolve(app_handle)
-        with record_event(self._event_hook, "wait", name, app_id):
-            try:
-                desc = await sched.wait(app_id, timeout)
-            except WaitTimeoutError as exc:
-                raise WaitTimeoutError(app_handle, exc.timeout) from None
-            return self._saw(app_handle, desc)
-
-    async def describe(self, app_handle: AppHandle) -> AppDef | None:
-        """Return the AppDef of the app (None if unknown).
-
-        For the last :data:`KEPT_APP_DEFINITIONS` apps run by this runner it is
-        the submitted copy (with the injected env); otherwise it is rebuilt
-        from what the scheduler reports.
-        """
-        sched, name, app_id = await self._resolve(app_handle)
-        with record_event(self._event_hook, "describe", name, app_id):
-            app = self._apps.get(app_handle)
-            if app is not None:
-                return app
-            desc = await sched.describe(app_id)
-            if desc is None:
-                return None
-            return AppDef(name=app_id, roles=desc.roles, metadata=desc.metadata)
-
-    async def list(self, scheduler: str) -> builtins.list[ListAppResponse]:
-        """List the apps ``scheduler`` can see, with their handles filled in."""
-        with record_event(self._event_hook, "list", scheduler):
-            sched = await self._scheduler(scheduler)
-            apps = await sched.list()
-            for app in apps:
-                app.app_handle = make_app_handle(scheduler, self._name, app.app_id)
-            return apps
-
-    def log_lines(
-        self,
-        app_handle: AppHandle,
-        role_name: str,
-        k: int = 0,
-        regex: str | None = None,
-        since: datetime | float | None = None,
-        until: datetime | float | None = None,
-        should_tail: bool = False,
-        streams: Stream | str | None = None,
-    ) -> AsyncIterator[str]:
-        """Iterate over the log lines of replica ``k`` of ``role_name``.
-
-        Lines keep their ``\\n``; print them with ``end=""``. The handle is
-        checked now; the app is looked up when iteration starts. Close the
-        iterator early with ``contextlib.aclosing``.
-
-        Raises:
-            MalformedAppHandleException: not ``scheduler://session/app_id``.
-            UnknownSchedulerException: the handle's scheduler is not registered.
-            UnknownAppException: (when iterated) the scheduler does not know the app.
-        """
-        parsed = parse_app_handle(app_handle)
-        self._check_open()
-        self._check_scheduler_name(parsed.scheduler_backend)
-        return self._log_lines(
-            app_handle, role_name, k, regex, since, until, should_tail, streams
-        )
-
-    async def _log_lines(
-        self,
-        app_handle: AppHandle,
-        role_name: str,
-        k: int,
-        regex: str | None,
-        since: datetime | float | None,
-        until: datetime | float | None,
-        should_tail: bool,
-        streams: Stream | str | None,
-    ) -> AsyncIterator[str]:
-        sched, name, app_id = await self._resolve(app_handle)
-        with record_event(self._event_hook, "log_lines", name, app_id):
-            if await self._status(sched, app_handle, app_id) is None:
-                raise UnknownAppException(app_handle)
-            lines = sched.log_iter(
-                app_id, role_name, k, regex, since, until, should_tail, streams=streams
-            )
-        try:
-            async for line in lines:
-                yield line
-        finally:
-            aclose = getattr(lines, "aclose", None)
-            if aclose is not None:
-                # closing releases a file or a response: bounded all the same
-                with anyio.CancelScope(shield=True), anyio.move_on_after(10):
-                    await aclose()
-
-    # -- control ---------------------------------------------------------------
-
-    async def cancel(self, app_handle: AppHandle) -> None:
-        """Ask the scheduler to stop the app; unknown or finished apps are a no-op."""
-        sched, name, app_id = await self._resolve(app_handle)
-        with record_event(self._event_hook, "cancel", name, app_id):
-            status = await self._status(sched, app_handle, app_id)
-            if status is not None and not status.is_terminal():
-                await sched.cancel(app_id)
-
-    async def stop(self, app_handle: AppHandle) -> None:
-        """Deprecated alias of :meth:`cancel`."""
-        warnings.warn(
-            "Runner.stop() is deprecated, use Runner.cancel()",
-            PendingDeprecationWarning,
-            stacklevel=2,
-        )
-        await self.cancel(app_handle)
-
-    # -- fan-out over many handles ----------------------------------------------
-
-    def _validate_handles(
-        self, app_handles: Iterable[AppHandle]
-    ) -> builtins.list[AppHandle]:
-        self._check_open()
-        handles = builtins.list(dict.fromkeys(app_handles))
-        for handle in handles:
-            self._check_scheduler_name(parse_app_handle(handle).scheduler_backend)
-        return handles
-
-    async def _current_status(self, app_handle: AppHandle) -> AppStatus | None:
-        sched, _, app_id = await self._resolve(app_handle)
-        return await self._status(sched, app_handle, app_id)
-
-    async def _final_status(self, app_handle: AppHandle) -> AppStatus | None:
-        sched, _, app_id = await self._resolve(app_handle)
-        return self._saw(app_handle, await sched.wait(app_id))
-
-    async def _final_status_now(
-        self, app_handle: AppHandle
-    ) -> tuple[bool, AppStatus | None]:
-        sched, _, app_id = await self._resolve(app_handle)
-        final, desc = await sched._final_now(app_id)
-        return final, self._saw(app_handle, desc) if final else None
-
-    def events(
-        self,
-        schedulers_or_handles: Iterable[str] | None = None,
-        *,
-        since: str | None = None,
-    ) -> RunnerEventStream:
-        """Yield every change of the apps of several schedulers, with one cursor.
-
-        ``schedulers_or_handles`` picks what to read: a scheduler name (e.g.
-        ``"local_cwd"``) reads every app of that scheduler, a handle reads
-        that app. None reads every scheduler this runner has opened, those it
-        opens later, and those ``since`` names. Each event is the scheduler's
-        :class:`~asyncsched.schedulers.events.AppEvent` with ``handle`` the
-        runner's handle of the app (``local_cwd://session/app_id``; for
-        RESYNC, the handle prefix ``local_cwd://session/`` of the scheduler
-        that starts over) and ``cursor`` a composite cursor holding every
-        scheduler's position: ``events(since=cursor)``, in this process or
-        another, resumes each of them where it stopped (a scheduler the
-        cursor does not name starts with its apps' CURRENT events). Events of
-        one app keep their order; schedulers interleave. The stream ends
-        when the runner closes; use it as ``async with`` to stop its tasks
-        as soon as you stop reading. See ``docs/events.md``.
-
-        Example:
-            >>> async def follow(runner: Runner, saved: str | None) -> None:
-            ...     async with runner.events(["local_cwd"], since=saved) as stream:
-            ...         async for event in stream:
-            ...             print(event.handle, event.kind, event.state)
-            ...             saved = event.cursor  # store it somewhere durable
-
-        Raises:
-            InvalidArgumentError: ``since`` is not a runner cursor (malformed,
-                another source's, or naming a scheduler this runner does not
-                have), at the call. A scheduler's part of the cursor that is
-                not that backend's raises it at the first ``anext``.
-            MalformedAppHandleException: a malformed handle.
-            UnknownSchedulerException: an unregistered scheduler.
-        """
-        self._check_open()
-        selection = select(
-            schedulers_or_handles, since, self._factories, self._schedulers
-        )
-        return RunnerEventStream(
-            self._host,
-            self._name,
-            selection,
-            self._scheduler,
-            lambda: builtins.list(self._schedulers),
-            self._subscribe_opened,
-        )
-
-    def watch(
-        self, app_handles: Iterable[AppHandle], *, poll_interval: float = 1.0
-    ) -> AsyncIterator[StatusEvent]:
-        """Yield ``(handle, status)`` whenever an app or one of its replicas changes.
-
-        Each app is reported once at first (its current state), then on every
-        change of its state, its restart count or a replica's state, exit
-        code, reason or restart count (a replica failing and being restarted
-        under ``max_retries`` shows), the last time in a terminal state.
-        ``status`` is None (and final) for an app the scheduler does not
-        know. The iterator ends when every app is final.
-
-        A view over :meth:`events`: the changes come from the schedulers'
-        event streams, nothing is polled. Each app is looked up once at the
-        start (at most ``max_concurrent_queries`` at once) to report the
-        unknown ones. ``poll_interval`` is accepted for compatibility and
-        ignored.
-
-        Raises:
-            MalformedAppHandleException: a malformed handle (before anything runs).
-            UnknownSchedulerException: a handle names an unknown scheduler.
-            SchedulerClosedError: the runner closed before every app was final.
-        """
-        del poll_interval  # every change is delivered by the event streams
-        handles = self._validate_handles(app_handles)
-        stream = self.events(handles) if handles else None
-        if stream is None:
-            return _nothing()
-        return watch(
-            handles,
-            self._name,
-            stream,
-            self._current_status,
-            self._queries(),
-            self._progress.saw,
-        )
-
-    def _queries(self) -> anyio.CapacityLimiter:
-        if self._query_limiter is None:
-            self._query_limiter = anyio.CapacityLimiter(self._max_queries)
-        return self._query_limiter
-
-    def as_completed(
-        self, app_handles: Iterable[AppHandle], *, timeout: float | None = None
-    ) -> AsyncIterator[StatusEvent]:
-        """Yield ``(handle, final_status)`` for each app, in completion order.
-
-        ``final_status`` is None for an app the scheduler does not know.
-
-        Raises:
-            WaitTimeoutError: ``timeout`` seconds passed before every app
-                finished (``.app_id`` names the first unfinished handle).
-            ExceptionGroup: a scheduler failed while waiting.
-        """
-        return self._fan.as_completed(self._validate_handles(app_handles), timeout)
-
-    async def wait_all(
-        self,
-        app_handles: Iterable[AppHandle],
-        *,
-        timeout: float | None = None,  # noqa: ASYNC109 -- one deadline for all
-    ) -> dict[AppHandle, AppStatus | None]:
-        """Wait for every app; return handle -> final status, in the input order.
-
-        Raises:
-            WaitTimeoutError: ``timeout`` seconds passed first.
-            ExceptionGroup: a scheduler failed while waiting.
-        """
-        handles = self._validate_handles(app_handles)
-        return await self._fan.wait_all(handles, timeout)
-
-
-async def _nothing() -> AsyncIterator[StatusEvent]:
-    return
-    yield  # an async generator that yields nothing
 
 
 def _drain(

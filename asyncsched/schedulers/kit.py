@@ -50,6 +50,7 @@ from asyncsched.schedulers.api import (
 )
 from asyncsched.schedulers.events import AppEvent, EventKind
 from asyncsched.schedulers.shared.changes import ChangeNotifier, ChangeSignal
+from asyncsched.schedulers.shared.closing_iterator import ClosingIterator
 from asyncsched.schedulers.shared.cursor import (
     cursor_source,
     decode_cursor,
@@ -95,6 +96,7 @@ __all__ = (
     "Capabilities",
     "ChangeNotifier",
     "ChangeSignal",
+    "ClosingIterator",
     "DAYS_IN_2_WEEKS",
     "DEFAULT_MAX_LINE_BYTES",
     "DescribeAppResponse",

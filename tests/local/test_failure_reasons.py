@@ -75,7 +75,7 @@ async def test_exit_codes_and_commands_that_cannot_run(
 
 
 def desc_format(desc: object) -> str:
-    from asyncsched.runner.api import _to_status  # the status users print
+    from asyncsched.runner._core import _to_status  # the status users print
 
     return _to_status(desc).format()  # type: ignore[arg-type]
 

@@ -41,7 +41,11 @@ async def _refused(state_dir: Path, tmp_path: Path, *needles: str) -> None:
             await sched.describe("app-from-elsewhere")
         with pytest.raises(UnsafeStateDirError):
             await sched.cancel("app-from-elsewhere")
+        async with sched.events() as stream:
+            with pytest.raises(UnsafeStateDirError):
+                await anext(stream)
     assert not marker.exists()
+    assert not (state_dir / "events").exists()  # the journal was not created
     with pytest.raises(UnsafeStateDirError):
         await anyio.to_thread.run_sync(prune, str(state_dir), Retention(max_apps=0))
     with pytest.raises(UnsafeStateDirError):

@@ -18,7 +18,10 @@ re-exports it. Private modules, one idea each:
   ``_app_table`` (apps in memory, eviction, records of other processes),
   ``_snapshot``, ``_remote`` (apps of other processes), ``_retention``
   (pruning), ``_logs`` (pipe readers, line-time index), ``_log_lines``
-  (``log_iter``), ``_open_files``.
+  (``log_iter``), ``_open_files``;
+* events: ``_journal`` (the session's event journal on disk),
+  ``_journal_writer`` (changes into journal lines, bounds),
+  ``_journal_events`` (``events()``: follow the journal).
 
 Example:
     >>> from asyncsched.schedulers.local import LocalScheduler, Retention
@@ -34,6 +37,7 @@ from asyncsched.schedulers.local._factories import (
     create_scheduler,
 )
 from asyncsched.schedulers.local._faults import LocalFaults
+from asyncsched.schedulers.local._journal_writer import JournalBounds
 from asyncsched.schedulers.local._opts import LocalOpts
 from asyncsched.schedulers.local._render import (
     CWDImageProvider,
@@ -48,6 +52,7 @@ from asyncsched.schedulers.local._scheduler import LocalScheduler
 __all__ = [
     "CWDImageProvider",
     "ImageProvider",
+    "JournalBounds",
     "LocalDirectoryImageProvider",
     "LocalFaults",
     "LocalOpts",

@@ -44,6 +44,10 @@ class LocalFaults:
         before_record: ``(record_path)``, in a worker thread, before an app's
             record (and SUCCESS file, and pointer) is written. An exception
             fails that app while it runs, as a full disk would.
+        before_journal: ``(journal_dir)``, in a worker thread, before a batch
+            of events is appended to the session's event journal. An exception
+            loses that batch, as a full disk would: the apps and their records
+            are not affected, and event readers get a RESYNC.
         before_dispatch: ``()``, each time the spawner's dispatcher task
             starts handing finished spawns back to their submits. An
             exception crashes that task, which is then restarted.
@@ -54,3 +58,4 @@ class LocalFaults:
     before_exit: Callable[[str, str, int], None] | None = None
     before_record: Callable[[str], None] | None = None
     before_dispatch: Callable[[], None] | None = None
+    before_journal: Callable[[str], None] | None = None

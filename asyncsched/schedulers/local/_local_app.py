@@ -22,7 +22,8 @@ from asyncsched.schedulers.kit import (
     describe_error,
     failed_replica_message,
 )
-from asyncsched.schedulers.local._exit_facts import ExitFacts, read_exit_facts
+from asyncsched.schedulers.local._exit_batch import ExitFactsReader
+from asyncsched.schedulers.local._exit_facts import ExitFacts
 from asyncsched.schedulers.local._faults import LocalFaults
 from asyncsched.schedulers.local._logs import pump
 from asyncsched.schedulers.local._oom import out_of_memory
@@ -78,6 +79,7 @@ class LocalApp:
         spawn: SpawnConfig,
         host: TaskHost,
         writer: RecordWriter,
+        exits: ExitFactsReader | None = None,
         state_dir: str | None = None,
         supervisor: dict[str, Any] | None = None,
         changes: ChangeNotifier | None = None,
@@ -113,6 +115,7 @@ class LocalApp:
         self._counters = RetryCounters()
         self._restart_batch: set[int] = set()  # indexes into self.replicas
         self._writer = writer
+        self._exits = exits if exits is not None else ExitFactsReader()
         self._forgotten = False
         self._survivors_terminated = False
         self.dirty_seq = 0
@@ -127,7 +130,9 @@ class LocalApp:
         self.time_limit = time_limit
         #: set when the time limit stopped the app
         self.timed_out = False
-        self._deadline = anyio.CancelScope()
+        #: the time limit's scope, made only for an app that has one (few
+        #: long-lived objects per app keep full garbage collections short)
+        self._deadline: anyio.CancelScope | None = None
         self._faults = faults if faults is not None else LocalFaults()
 
     # -- start -------------------------------------------------------------------
@@ -143,6 +148,9 @@ class LocalApp:
 
     async def _enforce_time_limit(self) -> None:
         assert self.time_limit is not None
+        if self.finished.is_set():
+            return
+        self._deadline = anyio.CancelScope()
         with self._deadline:
             await anyio.sleep(self.time_limit)
             self._time_is_up()
@@ -252,14 +260,16 @@ class LocalApp:
                         if rc is not None:
                             self._spawn_cfg.guardian.remove(child.pid)
                         # the files the exit depends on, read off the loop
-                        facts = await anyio.to_thread.run_sync(
-                            read_exit_facts,
-                            replica.launch.error_file,
-                            replica.launch.log_dir,
-                            self.app_dir,
-                            rc,
-                            len(replica.attempts) - 1,
-                            replica.attempts[-1]["started"],
+                        # (with the other exits due now, in one hop)
+                        facts = await self._exits.read(
+                            (
+                                replica.launch.error_file,
+                                replica.launch.log_dir,
+                                self.app_dir,
+                                rc,
+                                len(replica.attempts) - 1,
+                                replica.attempts[-1]["started"],
+                            )
                         )
                 pumps.cancel_scope.deadline = anyio.current_time() + DRAIN_TIMEOUT
             if rc and replica.launch.memory_mb is not None:
@@ -374,6 +384,9 @@ class LocalApp:
             replica.state = AppState.SUCCEEDED
         else:
             self._on_failure(replica)
+        # the exit is a change of its own (its exit code is journaled even
+        # when a restart replaces the attempt at once)
+        self._mark_dirty()
         self._after_change()
 
     def _on_failure(self, replica: Replica) -> None:
@@ -468,9 +481,11 @@ class LocalApp:
                 all(r.child is None for r in self.replicas)
                 and not self.finished.is_set()
             ):
-                self._deadline.cancel()
+                if self._deadline is not None:
+                    self._deadline.cancel()
                 for r in self.replicas:
                     r.log.close()
+                    r.exited = None  # set, and nobody waits any more
                 self.finished.set()
                 if self._on_finished is not None:
                     self._on_finished()

@@ -32,6 +32,7 @@ class LocalOpts(TypedDict, total=False):
     fail_fast: bool
     time_limit: int | None
     enforce_memory: bool
+    detach: bool
 
 
 def local_run_opts() -> runopts:
@@ -80,6 +81,16 @@ def local_run_opts() -> runopts:
         help="limit each replica's memory to its role's resource.memMB"
         " (RLIMIT_DATA, an approximation: see docs/backends/local.md); a"
         " replica that runs out FAILS with reason OOM_KILLED",
+    )
+    opts.add(
+        "detach",
+        type_=bool,
+        default=False,
+        help="supervise the app from a process of its own, so that its replicas"
+        " keep running when the submitting process exits or is killed; any"
+        " process of the same user can then describe, wait, read the logs of,"
+        " follow the events of and cancel it (default: the replicas end with"
+        " the submitting process)",
     )
     return opts
 

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import anyio
 
 from asyncsched.schedulers.kit import ChangeSignal
+from asyncsched.schedulers.local._journal_writer import EventJournal
 from asyncsched.schedulers.local._process import pid_start_time
 from asyncsched.schedulers.local._records import write_json_atomic, write_pointer
 
@@ -75,12 +76,22 @@ class RecordWriter:
     Apps mark themselves dirty; the writer snapshots every dirty app (in the
     loop) and writes them all in ONE worker-thread hop, atomically each (temp
     file + rename), pointers after their records. Changes made while a batch
-    is being written are coalesced into the next batch.
+    is being written are coalesced into the next batch. With a ``journal``,
+    each change is also journaled when it is marked (``on_mark`` makes its
+    lines) and the lines go out in the same hop, after the records.
     """
 
-    def __init__(self, before_write: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        before_write: Callable[[str], None] | None = None,
+        *,
+        journal: EventJournal | None = None,
+        on_mark: Callable[[Any], None] | None = None,
+    ) -> None:
         #: the fault seam's hook, called with each record path before it is written
         self._before_write = before_write
+        self.journal = journal
+        self._on_mark = on_mark
         self._dirty: dict[Recorded, None] = {}
         self._wake: anyio.Event | None = None
         self._written = ChangeSignal()
@@ -90,6 +101,8 @@ class RecordWriter:
 
     def mark(self, app: Recorded) -> None:
         """``app`` changed: write its record soon."""
+        if self._on_mark is not None:
+            self._on_mark(app)
         if self.closed:
             return
         self._dirty[app] = None
@@ -112,7 +125,7 @@ class RecordWriter:
                 if self.closed:
                     return
                 while True:
-                    if not self._dirty:
+                    if not self._dirty and not self._journal_pending():
                         self._wake = anyio.Event()
                         await self._wake.wait()
                         self._wake = None
@@ -126,9 +139,14 @@ class RecordWriter:
         finally:
             self._stopped.set()
 
+    def _journal_pending(self) -> bool:
+        return self.journal is not None and self.journal.pending
+
     async def write(self, apps: list[Recorded]) -> None:
-        """Write the records of ``apps`` now, in one worker-thread hop."""
-        if not apps:
+        """Write the records of ``apps`` now (and the journal's queued lines),
+        in one worker-thread hop."""
+        lines = self.journal.take() if self.journal is not None else []
+        if not apps and not lines:
             return
         seqs = [app.dirty_seq for app in apps]
         jobs = [app.record_job() for app in apps]
@@ -139,7 +157,7 @@ class RecordWriter:
         failures: list[tuple[int, Exception]] = []
         try:
             failures = await anyio.to_thread.run_sync(
-                _write_records, jobs, self._before_write
+                _write_batch, jobs, self._before_write, self.journal, lines
             )
             written = True
         except Exception:
@@ -149,7 +167,11 @@ class RecordWriter:
             if written:
                 for app, seq in zip(apps, seqs, strict=True):
                     app.written_seq = max(app.written_seq, seq)
+            elif self.journal is not None and lines:  # cancelled: never written
+                self.journal.file.lost = True
             self._written.notify()
+            if self.journal is not None and lines:
+                self.journal.appended.notify()
         for i, exc in failures:  # one app's record failing fails that app only
             apps[i].record_failed(exc, closing=self.closed)
 
@@ -163,6 +185,19 @@ class RecordWriter:
                 with anyio.move_on_after(WRITER_CLOSE_TIMEOUT):
                     await self._stopped.wait()
         self._written.notify()
+
+
+def _write_batch(
+    jobs: list[RecordJob],
+    before_write: Callable[[str], None] | None,
+    journal: EventJournal | None,
+    lines: list[dict[str, Any]],
+) -> list[tuple[int, Exception]]:
+    """The records, then the journal lines (which never raise)."""
+    failures = _write_records(jobs, before_write)
+    if journal is not None:
+        journal.write(lines)
+    return failures
 
 
 def _write_records(

@@ -147,7 +147,8 @@ class PopenRequest:
     ``log_dir`` is the app's log dir ``<base>/<session>/<app_id>``.
     ``memory_mb`` holds the memory limit of each role that has one (its
     ``resource.memMB``, unless the ``enforce_memory`` run option is off);
-    ``time_limit`` is the ``time_limit`` run option (seconds, or None).
+    ``time_limit`` is the ``time_limit`` run option (seconds, or None);
+    ``detach`` the ``detach`` run option (a supervisor process of its own).
     """
 
     app_id: str
@@ -159,6 +160,7 @@ class PopenRequest:
     roles: dict[str, dict[str, Any]] = field(default_factory=dict)
     memory_mb: dict[str, int] = field(default_factory=dict)
     time_limit: int | None = None
+    detach: bool = False
 
 
 def format_request(request: PopenRequest) -> str:
@@ -289,6 +291,7 @@ def render_request(
             if cfg.get("enforce_memory", True) and role.resource.memMB > 0
         },
         time_limit=_time_limit(cfg.get("time_limit")),
+        detach=bool(cfg.get("detach", False)),
     )
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from asyncsched.errors import InvalidArgumentError
+from asyncsched.schedulers.local._journal import JournalFile, journal_dir
 from asyncsched.schedulers.local._records import RECORD_NAME, read_json
 from asyncsched.schedulers.local._remote import supervisor_alive
 from asyncsched.schedulers.shared.state_dir import check_state_dir
@@ -135,6 +136,8 @@ class _Entry:
     app_dir: str
     finished_at: float
     live: bool = False
+    session: str = ""
+    state: str = "UNKNOWN"
 
 
 def prune(
@@ -167,10 +170,11 @@ def prune(
             path = os.path.join(root, session, name)
             entry = _entry(path, report)
             if entry is not None:
-                finished.append(entry)
+                finished.append(replace(entry, session=session))
     finished.sort(key=lambda e: e.finished_at, reverse=True)
     # real paths: a symlink planted in the logs dir never leads a delete out
     managed = os.path.realpath(managed_logs_dir(state_dir)) + os.sep
+    forgotten: dict[str, list[dict[str, Any]]] = {}
     for rank, entry in enumerate(finished):
         too_many = retention.max_apps is not None and rank >= retention.max_apps
         too_old = (
@@ -190,7 +194,21 @@ def prune(
             os.unlink(entry.pointer)
         if os.path.realpath(entry.app_dir).startswith(managed):
             shutil.rmtree(entry.app_dir, ignore_errors=True)
+        forgotten.setdefault(entry.session, []).append(
+            {"k": "forgotten", "a": entry.app_id, "st": entry.state, "t": now}
+        )
+    for session, lines in forgotten.items():
+        _journal_forgotten(state_dir, session, lines)
     return report
+
+
+def _journal_forgotten(
+    state_dir: str, session: str, lines: list[dict[str, Any]]
+) -> None:
+    """Tell the session's event readers the pruned apps are gone (best effort:
+    a failed append leaves a gap mark, so readers resync)."""
+    with contextlib.suppress(OSError):
+        JournalFile(journal_dir(state_dir, session)).append(lines)
 
 
 def _listdir(path: str) -> list[str]:
@@ -223,4 +241,12 @@ def _entry(path: str, report: PruneReport) -> _Entry | None:
         return None
     last = record.get("last_updated")
     finished_at = float(last) if isinstance(last, int | float) else 0.0
-    return _Entry(path, app_id, app_dir, finished_at, live=supervisor_alive(record))
+    state = record.get("state")
+    return _Entry(
+        path,
+        app_id,
+        app_dir,
+        finished_at,
+        live=supervisor_alive(record),
+        state=state if isinstance(state, str) else "UNKNOWN",
+    )

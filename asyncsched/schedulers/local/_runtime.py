@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 
 import anyio
@@ -19,7 +20,10 @@ import anyio
 from asyncsched.schedulers.kit import TaskHost
 from asyncsched.schedulers.local import _remote as remote
 from asyncsched.schedulers.local._capacity import LOG_FILES_KEPT_OPEN
+from asyncsched.schedulers.local._exit_batch import ExitFactsReader
 from asyncsched.schedulers.local._faults import LocalFaults
+from asyncsched.schedulers.local._journal import journal_dir
+from asyncsched.schedulers.local._journal_writer import EventJournal, JournalBounds
 from asyncsched.schedulers.local._local_app import LocalApp
 from asyncsched.schedulers.local._open_files import OpenFiles
 from asyncsched.schedulers.local._process import (
@@ -33,6 +37,7 @@ from asyncsched.schedulers.local._retention import (
     automatic,
     prune as prune_apps,
 )
+from asyncsched.schedulers.local._snapshot import snapshot_app
 from asyncsched.schedulers.local._spawn import SpawnConfig
 from asyncsched.schedulers.local._spawner import Spawner
 from asyncsched.schedulers.shared.state_dir import makedirs_private, tighten_dir
@@ -54,6 +59,7 @@ class LocalRuntime:
         pdeathsig: How replicas get the parent-death signal.
         retention: Applied once at start; None never prunes.
         faults: The fault seam (hooks for tests).
+        journal_bounds: The session's event journal bounds.
     """
 
     def __init__(
@@ -64,9 +70,22 @@ class LocalRuntime:
         pdeathsig: PdeathsigMode,
         retention: Retention | None,
         faults: LocalFaults,
+        journal_bounds: JournalBounds | None = None,
     ) -> None:
         self.host = TaskHost(f"LocalScheduler({session_name!r})")
-        self.writer = RecordWriter(before_write=faults.before_record)
+        #: the session's event journal (written with the records)
+        self.journal = EventJournal(
+            journal_dir(state_dir, session_name),
+            journal_bounds,
+            before_write=faults.before_journal,
+        )
+        self.writer = RecordWriter(
+            before_write=faults.before_record,
+            journal=self.journal,
+            on_mark=self._journal_change,
+        )
+        #: reads the reply files and cancel markers of exits, a batch per hop
+        self.exits = ExitFactsReader()
         self.spawner = Spawner(
             f"asyncsched-spawner-{session_name}", before_dispatch=faults.before_dispatch
         )
@@ -80,6 +99,15 @@ class LocalRuntime:
         self._faults = faults
         self._lock: anyio.Lock | None = None
         self._remote_cancels: list[anyio.Event] = []
+
+    def _journal_change(self, app: LocalApp) -> None:
+        journal = self.journal
+        over = app.finished.is_set()
+        if over and not journal.knows(app.app_id):
+            return  # journaled to its end already
+        journal.changed(snapshot_app(app, []), observed=time.time())
+        if over:  # nothing changes any more: its last state is not kept
+            journal.forget(app.app_id)
 
     async def start(self, check_state_dir: Callable[[], None]) -> SpawnConfig:
         """Start everything once (later calls return at once).
@@ -194,5 +222,5 @@ def _private_state_dirs(state_dir: str) -> None:
     except OSError as exc:
         logger.warning("cannot create the state dir %s: %s", state_dir, exc)
         return
-    for sub in ("local", "logs"):
+    for sub in ("local", "logs", "events"):
         tighten_dir(os.path.join(state_dir, sub))

@@ -14,6 +14,7 @@ Runs on asyncio and trio (anyio-only code, tested on both). POSIX only.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -26,6 +27,7 @@ import anyio
 from asyncsched.errors import AsyncschedWarning, InvalidArgumentError, SubmitError
 from asyncsched.schedulers.kit import (
     DEFAULT_MAX_LINE_BYTES,
+    AppEvent,
     AppSnapshot,
     Capabilities,
     DescribeAppResponse,
@@ -43,8 +45,12 @@ from asyncsched.schedulers.local._capacity import (
     check_replica_count,
     default_max_running_replicas,
 )
+from asyncsched.schedulers.local._detach import launch_detached
 from asyncsched.schedulers.local._faults import LocalFaults
 from asyncsched.schedulers.local._gpus import count_gpus
+from asyncsched.schedulers.local._journal_events import decode_position, follow_journal
+from asyncsched.schedulers.local._journal_lost import journal_lost
+from asyncsched.schedulers.local._journal_writer import JournalBounds
 from asyncsched.schedulers.local._launch import (
     ExecutableCache,
     plan_launches,
@@ -167,7 +173,11 @@ class LocalScheduler(Scheduler[LocalOpts]):
             The same hook as ``faults.before_spawn`` (give one of them).
         faults: The fault seam for tests: :class:`LocalFaults` hooks that make
             the backend's own steps fail (a replica start, a log, a reaper, a
-            record write, the spawner's dispatcher). Default: none.
+            record write, the spawner's dispatcher, a journal append).
+            Default: none.
+        journal_bounds: How much event history the session's event journal
+            keeps (:class:`JournalBounds`: 4 segments of 4 MiB by default);
+            see ``docs/events.md``.
 
     Raises:
         InvalidArgumentError: ``cache_size`` or ``max_running_replicas`` is
@@ -203,6 +213,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         raise_nofile: bool = True,
         before_spawn: Callable[[str, int], None] | None = None,
         faults: LocalFaults | None = None,
+        journal_bounds: JournalBounds | None = None,
     ) -> None:
         super().__init__("local", session_name, max_line_bytes)
         # the registry name of its image provider: local_cwd or local_dir
@@ -211,6 +222,10 @@ class LocalScheduler(Scheduler[LocalOpts]):
             if issubclass(image_provider_class, LocalDirectoryImageProvider)
             else "local_cwd"
         )
+        if journal_bounds is not None and not isinstance(journal_bounds, JournalBounds):
+            raise InvalidArgumentError(
+                f"journal_bounds must be a JournalBounds, got {journal_bounds!r}"
+            )
         if cache_size <= 0:
             raise InvalidArgumentError(
                 f"cache_size must be greater than zero, got {cache_size}"
@@ -249,6 +264,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
             pdeathsig=pdeathsig,
             retention=retention,
             faults=self._faults,
+            journal_bounds=journal_bounds,
         )
         # bounds how many submits run their synchronous part at once, so that
         # one loop pass never runs hundreds of them (event-loop lag)
@@ -260,6 +276,18 @@ class LocalScheduler(Scheduler[LocalOpts]):
         self._gpu_count: int | None = None
         self._prlimit: str | None = None
         self._prlimit_probed = False
+        #: what a detached app's supervisor builds its scheduler with
+        self._detached_args: dict[str, Any] = {
+            "session_name": session_name,
+            "cache_size": 1,
+            "cancel_grace": cancel_grace,
+            "close_grace": close_grace,
+            "state_dir": self.state_dir,
+            "pdeathsig": pdeathsig,
+            "retention": None,
+            "max_line_bytes": max_line_bytes,
+            "journal_bounds": journal_bounds,
+        }
 
     def _run_opts(self) -> runopts:
         return local_run_opts()
@@ -388,6 +416,9 @@ class LocalScheduler(Scheduler[LocalOpts]):
             )
         if request.app_id in self._table.apps:
             raise SubmitError(f"app {request.app_id} was already scheduled")
+        if request.detach:
+            # supervised by a process of its own, seen here through its record
+            return await launch_detached(dryrun_info, self._detached_args)
         self._submits_active += 1
         try:
             app = await self._schedule_reserved(request, dryrun_info)
@@ -508,6 +539,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
             spawn=runtime.spawn_cfg,
             host=runtime.host,
             writer=runtime.writer,
+            exits=runtime.exits,
             state_dir=self.state_dir,
             supervisor=supervisor_info(),
             changes=self.change_source,
@@ -578,6 +610,45 @@ class LocalScheduler(Scheduler[LocalOpts]):
     def _poll_interval(self, snapshot: AppSnapshot) -> float | None:
         # an app supervised by another process changes on disk: poll its record
         return 1.0 if isinstance(snapshot.native, dict) else None
+
+    # -- events ----------------------------------------------------------------------
+
+    def _check_cursor(self, cursor: str) -> None:
+        decode_position(cursor)
+
+    def _events(self, since: str | None) -> AsyncIterator[AppEvent]:
+        """Follow the session's event journal (see ``docs/events.md``).
+
+        Raises:
+            UnsafeStateDirError: (from the stream) the state dir is not private.
+        """
+        return self._follow(since)
+
+    async def _follow(self, since: str | None) -> AsyncIterator[AppEvent]:
+        journal = self._runtime.journal
+        host = self._runtime.host
+        await host.group()
+        # apps whose supervisor died since: their end is journaled first
+        found = await anyio.to_thread.run_sync(
+            self._table.listed, builtins.set(self._table.apps)
+        )
+        await anyio.to_thread.run_sync(journal_lost, journal.file, found)
+        journal.start_watch(host.spawn)
+        try:
+            async with contextlib.aclosing(
+                follow_journal(
+                    journal.file,
+                    since,
+                    list_apps=self._list,
+                    appended=journal.appended.changed,
+                    is_open=lambda: not self._closed,
+                    check=self._table.check_state_dir,
+                )
+            ) as events:
+                async for event in events:
+                    yield event
+        finally:
+            journal.readers -= 1
 
     # -- control -----------------------------------------------------------------------------
 

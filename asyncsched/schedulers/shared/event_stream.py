@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
-from typing import Self
 
 from asyncsched.schedulers.events import AppEvent, EventKind
+from asyncsched.schedulers.shared.closing_iterator import ClosingIterator
 
 __all__ = ("EventStream",)
 
 
-class EventStream(AsyncIterator[AppEvent]):
+class EventStream(ClosingIterator[AppEvent]):
     """``source``'s events of the ``wanted`` apps (None: all), with handles."""
 
     def __init__(
@@ -34,15 +34,6 @@ class EventStream(AsyncIterator[AppEvent]):
         self._source = source
         self._wanted = wanted
         self._handle = handle
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     async def __anext__(self) -> AppEvent:
         while True:

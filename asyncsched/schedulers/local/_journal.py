@@ -1,0 +1,299 @@
+"""The event journal of a local session on disk: numbered JSON lines in segments.
+
+Layout: ``<state_dir>/events/<session>/`` (``0700``; the empty session is
+``@empty``) holds ``journal.lock`` and segments ``seg-<first seq>.jsonl``
+(``0600``, created ``O_EXCL | O_NOFOLLOW``). Each segment starts with a header
+line ``{"journal": ID, "first": N}``: ID is random, made when the journal is
+created, and names this journal in cursors; every other line is one event with
+its sequence number ``"s"`` (1, 2, 3... across segments). A writer appends under
+an exclusive ``flock`` of ``journal.lock`` (writers of one session never
+interleave or reuse a number), in ONE ``write()`` per batch; a segment past
+``segment_bytes`` is closed and a new one started, and only the newest
+``segments`` are kept. A writer that finds the last line torn (a writer died
+mid-write) ends it first: readers skip it. A batch whose write failed leaves a
+``{"s": N, "k": "gap"}`` line in front of the next batch, so readers know to
+resync.
+
+Example:
+    >>> import tempfile
+    >>> d = journal_dir(tempfile.mkdtemp(), "demo")
+    >>> w = JournalFile(d)
+    >>> w.append([{"k": "app", "a": "x"}])
+    1
+    >>> info = read_info(d)
+    >>> (info.last, info.first)
+    (1, 1)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from asyncsched.schedulers.local._records import EMPTY_SESSION_DIR
+from asyncsched.schedulers.shared.state_dir import PRIVATE_FILE_MODE, makedirs_private
+
+__all__ = (
+    "DEFAULT_SEGMENTS",
+    "DEFAULT_SEGMENT_BYTES",
+    "JournalFile",
+    "JournalInfo",
+    "journal_dir",
+    "newest_size",
+    "parse_line",
+    "read_info",
+    "segment_first",
+    "segment_names",
+)
+
+#: a segment is closed once it holds this many bytes
+DEFAULT_SEGMENT_BYTES = 4 << 20
+#: segments kept (the oldest is removed when one more is started)
+DEFAULT_SEGMENTS = 4
+#: bytes read from a segment's end to find its last sequence number
+_TAIL = 64 << 10
+
+_OPEN_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def journal_dir(state_dir: str, session: str) -> str:
+    """The journal directory of ``session``."""
+    return os.path.join(state_dir, "events", session or EMPTY_SESSION_DIR)
+
+
+def segment_name(first: int) -> str:
+    return f"seg-{first:016d}.jsonl"
+
+
+def segment_first(name: str) -> int | None:
+    """The first sequence number a segment file holds, from its name."""
+    if not (name.startswith("seg-") and name.endswith(".jsonl")):
+        return None
+    digits = name[4:-6]
+    return int(digits) if digits.isdigit() else None
+
+
+def segment_names(directory: str) -> list[str]:
+    """The segments of a journal, oldest first (blocking; [] if none)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    found = [(segment_first(n), n) for n in names]
+    return [n for first, n in sorted((f, n) for f, n in found if f is not None)]
+
+
+def newest_size(directory: str) -> tuple[str, int] | None:
+    """(name, size) of the newest segment (blocking); None when there is none."""
+    names = segment_names(directory)
+    if not names:
+        return None
+    try:
+        return names[-1], os.stat(os.path.join(directory, names[-1])).st_size
+    except OSError:
+        return None
+
+
+def parse_line(line: bytes) -> dict[str, Any] | None:
+    """One journal line, or None if it is torn or not an object."""
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _dump(data: dict[str, Any]) -> bytes:
+    return json.dumps(data, separators=(",", ":"), default=str).encode() + b"\n"
+
+
+@dataclass(frozen=True, slots=True)
+class JournalInfo:
+    """Where a journal stands: its id, oldest kept and last sequence numbers."""
+
+    journal_id: str
+    #: the first sequence number still kept
+    first: int
+    #: the last sequence number written (first - 1 when empty)
+    last: int
+
+
+def _header(path: str) -> dict[str, Any] | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | _OPEN_FLAGS)
+    except OSError:
+        return None
+    try:
+        head = os.pread(fd, 4096, 0)
+    finally:
+        os.close(fd)
+    data = parse_line(head.split(b"\n", 1)[0])
+    if data is None or not isinstance(data.get("journal"), str):
+        return None
+    return data
+
+
+def _last_seq(fd: int, size: int, first: int) -> int:
+    """The last sequence number in a segment (``first - 1`` if it has none)."""
+    start = max(0, size - _TAIL)
+    tail = os.pread(fd, size - start, start)
+    for line in reversed(tail.split(b"\n")):
+        data = parse_line(line)
+        if data is not None and isinstance(data.get("s"), int):
+            return int(data["s"])
+    return first - 1
+
+
+def read_info(directory: str) -> JournalInfo | None:
+    """The journal's id and range (blocking); None when there is none yet."""
+    names = segment_names(directory)
+    if not names:
+        return None
+    header = _header(os.path.join(directory, names[0]))
+    if header is None:
+        return None
+    newest = os.path.join(directory, names[-1])
+    try:
+        fd = os.open(newest, os.O_RDONLY | _OPEN_FLAGS)
+    except OSError:
+        return None
+    try:
+        last_first = segment_first(names[-1]) or 1
+        last = _last_seq(fd, os.fstat(fd).st_size, last_first)
+    finally:
+        os.close(fd)
+    return JournalInfo(str(header["journal"]), segment_first(names[0]) or 1, last)
+
+
+@contextlib.contextmanager
+def _locked(directory: str) -> Iterator[None]:
+    makedirs_private(directory)
+    fd = os.open(
+        os.path.join(directory, "journal.lock"),
+        os.O_RDWR | os.O_CREAT | _OPEN_FLAGS,
+        PRIVATE_FILE_MODE,
+    )
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _create_segment(directory: str, journal_id: str, first: int) -> None:
+    fd = os.open(
+        os.path.join(directory, segment_name(first)),
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | _OPEN_FLAGS,
+        PRIVATE_FILE_MODE,
+    )
+    try:
+        os.fchmod(fd, PRIVATE_FILE_MODE)  # whatever the umask
+        _write_all(fd, _dump({"journal": journal_id, "first": first}))
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, payload: bytes) -> None:
+    view = memoryview(payload)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+class JournalFile:
+    """Append batches of events to one session's journal (blocking calls).
+
+    Args:
+        directory: The journal directory (:func:`journal_dir`).
+        segment_bytes: Start a new segment once the current one is this big.
+        segments: How many segments to keep.
+    """
+
+    def __init__(
+        self,
+        directory: str,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        segments: int = DEFAULT_SEGMENTS,
+    ) -> None:
+        self.directory = directory
+        self.segment_bytes = segment_bytes
+        self.segments = segments
+        #: a batch was lost since the last write: the next one starts with a gap
+        self.lost = False
+
+    def ensure(self) -> JournalInfo:
+        """Create the journal if there is none; where it stands."""
+        with _locked(self.directory):
+            info = read_info(self.directory)
+            if info is None:
+                _create_segment(self.directory, secrets.token_hex(8), 1)
+                info = read_info(self.directory)
+            assert info is not None
+            return info
+
+    def append(self, events: Sequence[dict[str, Any]]) -> int:
+        """Number ``events`` and append them in one write; the last number.
+
+        An ``OSError`` (a full disk...) is raised after noting the loss: the
+        next append starts with a gap line.
+        """
+        try:
+            return self._append(events)
+        except OSError:
+            self.lost = True
+            raise
+
+    def _append(self, events: Sequence[dict[str, Any]]) -> int:
+        with _locked(self.directory):
+            names = segment_names(self.directory)
+            info = read_info(self.directory) if names else None
+            if info is None:
+                info = JournalInfo(secrets.token_hex(8), 1, 0)
+                names = [segment_name(1)]
+                with contextlib.suppress(FileNotFoundError):  # a headless leftover
+                    os.unlink(os.path.join(self.directory, names[0]))
+                _create_segment(self.directory, info.journal_id, 1)
+            path = os.path.join(self.directory, names[-1])
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | _OPEN_FLAGS)
+            try:
+                size = os.fstat(fd).st_size
+                if size >= self.segment_bytes:
+                    os.close(fd)
+                    fd = -1
+                    _create_segment(self.directory, info.journal_id, info.last + 1)
+                    names.append(segment_name(info.last + 1))
+                    for old in names[: -self.segments]:
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(os.path.join(self.directory, old))
+                    path = os.path.join(self.directory, names[-1])
+                    fd = os.open(path, os.O_WRONLY | os.O_APPEND | _OPEN_FLAGS)
+                    size = os.fstat(fd).st_size
+                seq = info.last
+                parts: list[bytes] = []
+                if size and not _ends_line(path, size):
+                    parts.append(b"\n")  # end a torn line: readers skip it
+                if self.lost:
+                    seq += 1
+                    parts.append(_dump({"s": seq, "k": "gap"}))
+                for event in events:
+                    seq += 1
+                    parts.append(_dump({"s": seq, **event}))
+                _write_all(fd, b"".join(parts))
+                self.lost = False
+                return seq
+            finally:
+                if fd >= 0:
+                    os.close(fd)
+
+
+def _ends_line(path: str, size: int) -> bool:
+    fd = os.open(path, os.O_RDONLY | _OPEN_FLAGS)
+    try:
+        return os.pread(fd, 1, size - 1) == b"\n"
+    finally:
+        os.close(fd)

@@ -1,0 +1,221 @@
+"""The fast path of ``local_fanout.py --fast-path``: what one app costs.
+
+N apps of ``true`` (default 200), each variant in a fresh child process,
+repeated and interleaved (A B C ... A B C) so that a drifting machine moves
+every variant alike:
+
+* ``raw_seq`` / ``raw_conc``: the floor -- ``asyncio.create_subprocess_exec``
+  of the same command, stdout/stderr to two files, awaited one after the other
+  (``seq``) or all at once (``conc``);
+* ``sched_seq`` / ``sched_conc``: ``LocalScheduler.submit`` + ``wait`` the
+  same way;
+* ``run_many``: ``Runner.run_many`` + ``wait_all`` of the N apps.
+
+Each asyncsched child also counts its worker-thread hops (``anyio.to_thread``
+calls and spawner-thread jobs: the benchmark wraps both, the library has no
+counter of its own) by kind -- spawner jobs and record writes (the two a
+``submit`` awaits), exit-fact reads -- and the CPU time of the event-loop
+thread alone (``time.thread_time`` in the loop). Printed per app.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from _harness import CpuMeter, LoopLagSampler, Measurement, current_rss_bytes
+
+__all__ = ["FAST_VARIANTS", "fast_path_table", "run_fast_child"]
+
+FAST_VARIANTS = ("raw_seq", "raw_conc", "sched_seq", "sched_conc", "run_many")
+_FLOOR = {"sched_seq": "raw_seq", "sched_conc": "raw_conc", "run_many": "raw_conc"}
+#: the issue's targets: wall / floor of the same shape
+TARGETS = {"sched_seq": 1.5, "sched_conc": 1.3, "run_many": 1.5}
+MAX_SUBMIT_HOPS = 2.0
+
+
+class _Hops:
+    """Count worker-thread hops: anyio.to_thread calls and spawner jobs."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.by_name: Counter[str] = Counter()
+
+    def kinds(self, n: int) -> dict[str, float]:
+        """Hops per app by kind: spawner jobs, record writes, exit reads."""
+        spawn = sum(v for k, v in self.by_name.items() if k.startswith("spawner:"))
+        records = self.by_name["_write_records"]
+        exits = sum(v for k, v in self.by_name.items() if "Exit" in k or "exit" in k)
+        return {
+            "spawn_hops_per_app": spawn / n,
+            "record_hops_per_app": records / n,
+            "exit_hops_per_app": exits / n,
+            "hops_per_app": self.count / n,
+        }
+
+    def install(self) -> None:
+        import anyio.to_thread
+
+        from asyncsched.schedulers.local import _spawner
+
+        real_to_thread = anyio.to_thread.run_sync
+        real_spawner_run = _spawner.Spawner.run
+        hops = self
+
+        async def to_thread(func: Any, *args: Any, **kwargs: Any) -> Any:
+            hops.count += 1
+            hops.by_name[getattr(func, "__qualname__", "?")] += 1
+            return await real_to_thread(func, *args, **kwargs)
+
+        async def spawner_run(
+            spawner: Any, func: Any, *args: Any, **kwargs: Any
+        ) -> Any:
+            hops.count += 1
+            hops.by_name["spawner:" + getattr(func, "__qualname__", "?")] += 1
+            return await real_spawner_run(spawner, func, *args, **kwargs)
+
+        anyio.to_thread.run_sync = to_thread  # type: ignore[assignment]
+        _spawner.Spawner.run = spawner_run  # type: ignore[method-assign,assignment]
+
+
+async def _raw(variant: str, cmd: list[str], n: int, tmp: Path) -> Measurement:
+    async def one(i: int) -> int:
+        with (
+            open(tmp / f"{i}.stdout.log", "wb") as out,
+            open(tmp / f"{i}.stderr.log", "wb") as err,
+        ):
+            proc = await asyncio.create_subprocess_exec(*cmd, stdout=out, stderr=err)
+            return await proc.wait()
+
+    rss_before = current_rss_bytes()
+    async with LoopLagSampler() as lag:
+        with CpuMeter() as cpu:
+            loop_cpu = time.thread_time()
+            started = time.perf_counter()
+            if variant == "raw_seq":
+                codes = [await one(i) for i in range(n)]
+            else:
+                codes = list(await asyncio.gather(*(one(i) for i in range(n))))
+            wall = time.perf_counter() - started
+            loop_cpu = time.thread_time() - loop_cpu
+    m = Measurement(variant, "true", n, wall, lag.max_ms, lag.p99_ms)
+    m.succeeded = sum(c == 0 for c in codes)
+    m.extra["loop_cpu_ms_per_app"] = loop_cpu * 1000 / n
+    return m.finish(rss_before, cpu)
+
+
+async def _sched(variant: str, cmd: list[str], n: int, tmp: Path) -> Measurement:
+    from asyncsched.runner import Runner
+    from asyncsched.schedulers import get_scheduler
+    from asyncsched.specs import AppDef, AppState, Role
+
+    hops = _Hops()
+    hops.install()
+    role = Role("r", image="-", entrypoint=cmd[0], args=cmd[1:])
+    apps = [AppDef(f"a{i}", roles=[role]) for i in range(n)]
+    cfg = {"log_dir": str(tmp / "logs")}
+    params = {"state_dir": str(tmp / "state"), "retention": None, "cache_size": n + 1}
+    rss_before = current_rss_bytes()
+    if variant == "run_many":
+        async with Runner("bench", scheduler_params=params) as runner:
+            # warm up (imports, threads, guardian): not timed
+            await runner.wait(await runner.run(apps[0], "local_cwd", cfg))
+            hops.count = 0
+            hops.by_name.clear()
+            async with LoopLagSampler() as lag:
+                with CpuMeter() as cpu:
+                    loop_cpu = time.thread_time()
+                    started = time.perf_counter()
+                    handles = await runner.run_many(apps, "local_cwd", cfg)
+                    results = await runner.wait_all(handles)
+                    wall = time.perf_counter() - started
+                    loop_cpu = time.thread_time() - loop_cpu
+            total_hops = hops.count
+        oks = [
+            s is not None and s.state == AppState.SUCCEEDED for s in results.values()
+        ]
+    else:
+        async with get_scheduler("local_cwd", session_name="bench", **params) as sched:
+            await sched.wait(await sched.submit(apps[0], cfg))  # warm up
+            hops.count = 0
+            hops.by_name.clear()
+
+            async def one(app: AppDef) -> bool:
+                app_id = await sched.submit(app, cfg)
+                desc = await sched.wait(app_id)
+                return desc is not None and desc.state == AppState.SUCCEEDED
+
+            async with LoopLagSampler() as lag:
+                with CpuMeter() as cpu:
+                    loop_cpu = time.thread_time()
+                    started = time.perf_counter()
+                    if variant == "sched_seq":
+                        oks = [await one(app) for app in apps]
+                    else:
+                        oks = list(await asyncio.gather(*(one(app) for app in apps)))
+                    wall = time.perf_counter() - started
+                    loop_cpu = time.thread_time() - loop_cpu
+            total_hops = hops.count
+    m = Measurement(variant, "true", n, wall, lag.max_ms, lag.p99_ms)
+    m.succeeded = sum(oks)
+    m.extra["loop_cpu_ms_per_app"] = loop_cpu * 1000 / n
+    m.extra.update(hops.kinds(n))
+    m.extra["hops_total"] = total_hops
+    return m.finish(rss_before, cpu)
+
+
+def run_fast_child(variant: str, cmd: list[str], n: int, tmp: Path) -> Measurement:
+    """Run one fast-path variant in this process (asyncio) and return it."""
+    if variant.startswith("raw"):
+        return asyncio.run(_raw(variant, cmd, n, tmp))
+    return asyncio.run(_sched(variant, cmd, n, tmp))
+
+
+def _fmt(value: object, digits: int = 2) -> str:
+    return f"{value:.{digits}f}" if isinstance(value, float | int) else "-"
+
+
+def fast_path_table(runs: dict[str, list[Measurement]]) -> str:
+    """One row per variant: medians of its runs, ratios paired run by run."""
+    header = (
+        "| variant | apps | wall median (s) | / floor (paired median) | target"
+        " | hops/app: spawn | records | exits | all | loop CPU ms/app"
+        " | lag p99 (ms) | lag max (ms) | peak RSS (MB) | succeeded |"
+    )
+    lines = [header, "|" + "---|" * 15]
+    for variant in FAST_VARIANTS:
+        ms = runs.get(variant)
+        if not ms:
+            continue
+        floor = runs.get(_FLOOR.get(variant, ""), [])
+        ratios = [a.wall_s / b.wall_s for a, b in zip(ms, floor, strict=False)]
+        ratio = statistics.median(ratios) if ratios else None
+        target = TARGETS.get(variant)
+        verdict = (
+            "-"
+            if target is None or ratio is None
+            else f"<= {target} {'PASS' if ratio <= target else 'FAIL'}"
+        )
+
+        def med(key: str, ms: Sequence[Measurement] = ms) -> float | None:
+            values = [
+                float(v) for m in ms if isinstance(v := m.extra.get(key), float | int)
+            ]
+            return statistics.median(values) if values else None
+
+        lines.append(
+            f"| {variant} | {ms[0].apps} | {statistics.median(m.wall_s for m in ms):.3f}"
+            f" | {_fmt(ratio)} | {verdict} | {_fmt(med('spawn_hops_per_app'))}"
+            f" | {_fmt(med('record_hops_per_app'))} | {_fmt(med('exit_hops_per_app'))}"
+            f" | {_fmt(med('hops_per_app'))} | {_fmt(med('loop_cpu_ms_per_app'))}"
+            f" | {_fmt(statistics.median(m.lag_p99_ms or 0.0 for m in ms), 1)}"
+            f" | {_fmt(statistics.median(m.lag_max_ms or 0.0 for m in ms), 1)}"
+            f" | {_fmt(statistics.median(m.peak_rss_mb for m in ms), 1)}"
+            f" | {min(m.succeeded for m in ms)}/{ms[0].apps} |"
+        )
+    return "\n".join(lines)
