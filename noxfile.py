@@ -20,16 +20,22 @@ PROVISION = [
     # builds Kubernetes 1.20 once (~7 min on 2 cores), then reuses the cache
     ROOT / "tests" / "kubernetes" / "realcluster" / "provision.sh",
 ]
+#: pytest-xdist, 4 workers on 2 cores (the engines' tests mostly wait on their
+#: daemons): each engine's tests run in one worker, the others are spread
+#: (tests/engine_groups.py)
+PARALLEL = ["-n", "4", "--dist", "loadgroup"]
 # ``nox -s bench -- NAME [args]`` runs one of these; ``nox -s bench`` runs them all.
 BENCHMARKS = {
     "local": "local_fanout.py",
     "docker": "docker_fanout.py",
+    "docker-events": "docker_events.py",
     "web": "web_sse_load.py",
     "webevents": "web_events_load.py",
     "log": "log_throughput.py",
     "fds": "local_fds.py",
     "localevents": "local_events.py",
     "slurm": "slurm_fanout.py",
+    "slurmevents": "slurm_events.py",
     "kubernetes": "kubernetes_api_load.py",
     "kubecache": "kubernetes_cache_memory.py",
 }
@@ -47,7 +53,15 @@ def tests(session: nox.Session) -> None:
         if provision.exists() and not os.environ.get("ASYNCSCHED_SKIP_PROVISION"):
             session.run("bash", str(provision), external=True)
     session.install("-e", ".[all]", *_group("test"))
-    session.run("pytest", "-p", "no:cacheprovider", "--durations=15", *session.posargs)
+    # ``nox -s tests -- -n 0`` runs the tests in one process
+    session.run(
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "--durations=15",
+        *PARALLEL,
+        *session.posargs,
+    )
 
 
 @nox.session

@@ -5,11 +5,14 @@ Async tests run on asyncio (pytest-asyncio, auto mode), except those marked
 ``anyio_backend`` fixture (asyncio and trio), and pytest-asyncio is kept away
 from them (see :func:`pytest_collection_modifyitems`). No test touches the
 user's own state: the local backend's app index goes to a temp dir.
+Under pytest-xdist, ``--dist loadgroup`` gives each engine's tests to one
+worker (see :mod:`tests.engine_groups`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +27,17 @@ def _private_state_dir(
     path = tmp_path_factory.mktemp("state")
     monkeypatch.setenv("ASYNCSCHED_STATE_DIR", str(path))
     return path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup``: one worker per engine directory, see
+    :mod:`tests.engine_groups` (the other modes are pytest-xdist's own)."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from .engine_groups import EngineGroupScheduling
+
+    return EngineGroupScheduling(config, log)
 
 
 @pytest.fixture(params=ANYIO_BACKENDS)

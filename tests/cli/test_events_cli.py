@@ -144,14 +144,21 @@ def test_events_follow_streams_changes_from_another_process_then_ends_quietly(
 
 def test_events_follow_ends_on_ctrl_c_with_130(cli: Cli) -> None:
     handle = _finished(cli, "exit 0")
-    follow = subprocess.Popen(
-        [sys.executable, "-m", "asyncsched", "events", "--follow", handle],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=cli.cwd,
-        env=cli.env,
-    )
+    # the child gets SIGINT as a terminal's Ctrl-C would reach it, even when
+    # this test runs with SIGINT ignored (a background job, nohup, CI): a
+    # handled signal is reset to its default in the child at exec
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        follow = subprocess.Popen(
+            [sys.executable, "-m", "asyncsched", "events", "--follow", handle],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=cli.cwd,
+            env=cli.env,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
     try:
         assert follow.stdout is not None
         first = follow.stdout.readline().split()  # ready: it follows

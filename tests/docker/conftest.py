@@ -68,6 +68,18 @@ class Engine:
 
     host: str
     started: bool
+    #: the private daemon's directory and process (``started`` only)
+    root: Path | None = None
+    proc: subprocess.Popen[bytes] | None = None
+
+    def restart(self) -> None:
+        """Stop the private daemon and start it again on the same data (its
+        containers stop; its event buffer is lost)."""
+        assert self.root is not None, "not our daemon"
+        assert self.proc is not None, "not our daemon"
+        stop_dockerd(self.proc)
+        self.proc, host = start_dockerd(self.root)
+        assert host == self.host
 
 
 def _required() -> bool:
@@ -127,14 +139,15 @@ def docker_engine() -> Iterator[Engine]:
         raise
     old = os.environ.get("DOCKER_HOST")
     os.environ["DOCKER_HOST"] = host
+    engine = Engine(host, started=True, root=root, proc=proc)
     try:
-        yield Engine(host, started=True)
+        yield engine
     finally:
         if old is None:
             os.environ.pop("DOCKER_HOST", None)
         else:
             os.environ["DOCKER_HOST"] = old
-        stop_dockerd(proc)
+        stop_dockerd(engine.proc or proc)
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -143,6 +143,31 @@ class Cluster:
             f"nodes not idle in {deadline_s}s: {last}\n{self.log_tail()}"
         )
 
+    def restart_controller(self, deadline_s: float = 60) -> None:
+        """Stop ``slurmctld`` (SIGTERM: it saves its state) and start it again
+        on the same configuration and state; return once ``squeue`` answers.
+        Jobs keep running on the nodes meanwhile (blocking: call it from a
+        worker thread in async code)."""
+        old = self.procs.get("slurmctld")
+        if old is not None:
+            _terminate(old)
+        with (self.root / "slurmctld-stdout.log").open("ab") as out:
+            self.procs["slurmctld"] = subprocess.Popen(
+                [_which("slurmctld"), "-D", "-i", "-f", str(self.conf)],
+                env={**os.environ, **self.env},
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + deadline_s
+        while self.run("squeue", "-h", timeout=10).returncode != 0:
+            if self.procs["slurmctld"].poll() is not None:
+                raise ClusterError(f"slurmctld did not restart\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                raise ClusterError(f"slurmctld silent after restart\n{self.log_tail()}")
+            time.sleep(0.2)
+
     def stop(self) -> None:
         """Cancel all jobs, stop the daemons, kill what they left; remove the dir."""
         with contextlib.suppress(Exception):

@@ -33,8 +33,10 @@ async def test_finished_app_is_described_from_slurms_records(
     slurm_cluster: Cluster, aged_apps: AgedApps
 ) -> None:
     await _wait_purged(slurm_cluster, aged_apps)
+    # a new scheduler of the submitters' session (as in a new process): it
+    # lists that session's apps, from Slurm's records alone
     async with SlurmScheduler(
-        "fresh",
+        "pytest",
         slurm_conf=str(slurm_cluster.conf),
         state_dir=str(aged_apps.state_dir),
     ) as sched:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -105,13 +106,32 @@ async def ensure_network(docker: aiodocker.Docker, name: str, host: str) -> str:
             raise SubmitError(
                 f"the Docker network {name!r} vanished while being created"
             )
-        found.sort(key=lambda n: (str(n.get("Created", "")), str(n["Id"])))
+        found.sort(key=lambda n: (_created_order(n), str(n["Id"])))
         winner = str(found[0]["Id"])
         if mine is not None and mine != winner:
             # a concurrent creator won; ours was never used by anyone
             with contextlib.suppress(DockerError):
                 await (await docker.networks.get(mine)).delete()
         return winner
+
+
+def _created_order(network: dict[str, Any]) -> str:
+    """``Created`` made comparable as text: Docker's RFC 3339 times drop the
+    fraction's trailing zeros (``...:01.5Z`` is later than ``...:01.123Z``),
+    so the fraction is padded to nanoseconds first.
+
+    Example:
+        >>> a = _created_order({"Created": "2026-11-27T14:20:01.5Z"})
+        >>> b = _created_order({"Created": "2026-11-27T14:20:01.123Z"})
+        >>> b < a
+        True
+    """
+    created = str(network.get("Created", ""))
+    match = re.fullmatch(r"(.*T\d\d:\d\d:\d\d)(?:\.(\d+))?(.*)", created)
+    if match is None:
+        return created
+    whole, fraction, zone = match.groups()
+    return f"{whole}.{(fraction or '').ljust(9, '0')}{zone}"
 
 
 async def _networks_named(docker: aiodocker.Docker, name: str) -> list[dict[str, Any]]:
@@ -185,10 +205,24 @@ async def update_restart_policy(
 
 
 def open_events(
-    docker: aiodocker.Docker, filters: dict[str, list[str]]
+    docker: aiodocker.Docker,
+    filters: dict[str, list[str]],
+    *,
+    since: str | None = None,
+    until: str | None = None,
 ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
-    """``GET /events`` as a streaming response (see :func:`_open_stream`)."""
-    return _open_stream(docker, "events", {"filters": json.dumps(filters)})
+    """``GET /events`` as a streaming response (see :func:`_open_stream`).
+
+    ``since``/``until`` (``seconds.nanoseconds``) replay the daemon's buffered
+    events from that time; with ``until`` in the past the daemon ends the
+    response after the replay.
+    """
+    params = {"filters": json.dumps(filters)}
+    if since is not None:
+        params["since"] = since
+    if until is not None:
+        params["until"] = until
+    return _open_stream(docker, "events", params)
 
 
 def open_logs(

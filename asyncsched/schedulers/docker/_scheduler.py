@@ -46,6 +46,7 @@ from asyncsched.schedulers.docker._client import (
     ensure_network,
     update_restart_policy,
 )
+from asyncsched.schedulers.docker._event_source import DockerEventSource
 from asyncsched.schedulers.docker._events import EventWatcher, list_records, settle
 from asyncsched.schedulers.docker._logs import iter_container_log
 from asyncsched.schedulers.docker._render import (
@@ -65,6 +66,7 @@ from asyncsched.schedulers.docker._state import (
 from asyncsched.schedulers.docker._stop import Stopper
 from asyncsched.schedulers.kit import (
     DEFAULT_MAX_LINE_BYTES,
+    AppEvent,
     AppSnapshot,
     Capabilities,
     LogQuery,
@@ -225,6 +227,7 @@ class DockerScheduler(
         self._watcher: EventWatcher | None = None
         self._locks: dict[str, anyio.Lock] = {}
         self._limiter: anyio.CapacityLimiter | None = None
+        self._event_source: DockerEventSource | None = None
         self._stopper = Stopper(
             self._docker,
             self._host,
@@ -244,6 +247,8 @@ class DockerScheduler(
         await self._tasks.enter()
 
     async def _aclose(self) -> None:
+        if self._event_source is not None:
+            self._event_source.close()  # readers end
         await self._tasks.aclose()
         if self._client is not None and self._owns_client:
             await self._client.close()
@@ -710,6 +715,22 @@ class DockerScheduler(
         # while the events stream reconnects, nothing signals: poll
         watcher = self._watcher
         return None if watcher is not None and watcher.synced else 2.0
+
+    # -- events (the daemon's own stream, see _event_source) --------------------
+
+    def _events(self, since: str | None) -> AsyncIterator[AppEvent]:
+        if self._event_source is None:
+            self._event_source = DockerEventSource(
+                self._docker,
+                self._host,
+                self.session_name,
+                self._api_slot,
+                lambda: not self._closed,
+            )
+        return self._event_source.follow(since)
+
+    def _check_cursor(self, cursor: str) -> None:
+        DockerEventSource.check_cursor(cursor)
 
     # -- control ---------------------------------------------------------------
 

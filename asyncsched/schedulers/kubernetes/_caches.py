@@ -99,6 +99,9 @@ def _stub(job: JSON, state: AppState) -> JSON:
 class Caches:
     """The caches of ``namespace``; ``live`` ones run (list+watch).
 
+    ``informer`` is the class of the three caches (the event source passes
+    one that resumes from a cursor's versions).
+
     A one-shot lookup fills caches that are never started (``live=False``):
     they hold what a few GETs answered, for one answer.
     """
@@ -113,6 +116,7 @@ class Caches:
         resync: float = 600.0,
         watch_timeout: int = 290,
         page_size: int = DEFAULT_PAGE_SIZE,
+        informer: type[Informer] = Informer,
     ) -> None:
         self.name = namespace
         self.live = live
@@ -130,13 +134,13 @@ class Caches:
 
         def jobs(path: str) -> Informer:
             # either job kind may be off limits (RBAC for the one in use)
-            return Informer(
+            return informer(
                 api, path, SELECTOR, optional=True, slim=self._slim_job, **kwargs
             )
 
         self.volcano = jobs(VOLCANO_JOBS.format(ns=namespace))
         self.batch = jobs(BATCH_JOBS.format(ns=namespace))
-        self.pods = Informer(
+        self.pods = informer(
             api,
             PODS.format(ns=namespace),
             SELECTOR,

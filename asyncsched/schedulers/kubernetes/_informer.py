@@ -282,6 +282,8 @@ class Informer:
                 query["limit"] = self.page_size
             if token:
                 query["continue"] = token
+            else:
+                query.update(self._first_page_query())
             data = await self.api.request(
                 "GET", self.path, query=query, map_denied=not self.optional
             )
@@ -296,6 +298,10 @@ class Informer:
             token = str(meta.get("continue") or "")
             if not token or self.page_size <= 0:
                 return items, rv
+
+    def _first_page_query(self) -> dict[str, Any]:
+        """Hook: more query of a list's first page (none: the latest version)."""
+        return {}
 
     async def _watch_once(self, seconds: int) -> tuple[str, int]:
         http = aiohttp_module()

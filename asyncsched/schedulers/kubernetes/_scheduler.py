@@ -29,6 +29,7 @@ from asyncsched._version import __version__
 from asyncsched.errors import InvalidArgumentError, InvalidRunConfigException
 from asyncsched.schedulers.kit import (
     DEFAULT_MAX_LINE_BYTES,
+    AppEvent,
     AppSnapshot,
     Capabilities,
     LogQuery,
@@ -47,6 +48,7 @@ from asyncsched.schedulers.kubernetes._client import (
 )
 from asyncsched.schedulers.kubernetes._connector import ConnectionSettings, Connector
 from asyncsched.schedulers.kubernetes._control import Control
+from asyncsched.schedulers.kubernetes._events import KubeEvents, read_cursor
 from asyncsched.schedulers.kubernetes._found import (
     Found,
     deleting,
@@ -442,6 +444,26 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 if live:
                     snapshots.append(snapshot_of(key, Found("indexed", ns, live)))
         return snapshots
+
+    def _check_cursor(self, cursor: str) -> None:
+        """Refuse another source's cursor, or one naming a malformed namespace.
+
+        Raises:
+            InvalidArgumentError: either (before any request).
+        """
+        read_cursor(cursor, self.event_source)
+
+    def _events(self, since: str | None) -> AsyncIterator[AppEvent]:
+        """The namespaces' list+watch from the cursor's resourceVersions
+        (see :mod:`._events`): resumable from another process."""
+        source = KubeEvents(
+            self.event_source,
+            self._connector,
+            self._tasks,
+            self._registry.settings,
+            lambda: set(self._registry.submitted_to),
+        )
+        return source.follow(since, lambda: not self._closed)
 
     def _poll_interval(self, snapshot: AppSnapshot) -> float | None:
         found = found_of(snapshot)

@@ -53,7 +53,13 @@ _JOB_SPEC = (
     "backoffLimit",
     "ttlSecondsAfterFinished",
 )
-_VOLCANO_SPEC = ("minAvailable", "queue", "ttlSecondsAfterFinished")
+_VOLCANO_SPEC = (
+    "minAvailable",
+    "queue",
+    "ttlSecondsAfterFinished",
+    "maxRetry",
+    "policies",
+)
 _POD_SPEC = ("hostname", "subdomain", "nodeName")
 _POD_STATUS = ("phase", "reason", "message", "podIP", "hostIP", "startTime")
 _CONDITION = ("type", "status", "reason", "message")
@@ -141,6 +147,7 @@ def _task(task: JSON) -> JSON:
     template = task.get("template") or {}
     labels = (template.get("metadata") or {}).get("labels") or {}
     out: JSON = {"name": task.get("name"), "template": {"metadata": {"labels": labels}}}
-    if "replicas" in task:
-        out["replicas"] = task["replicas"]
+    for field in ("replicas", "policies", "maxRetry"):  # policies: _retry_pending
+        if field in task:
+            out[field] = task[field]
     return out

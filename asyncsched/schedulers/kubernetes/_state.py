@@ -38,6 +38,7 @@ from asyncsched.schedulers.kubernetes._reasons import (
     main_container_status,
     pod_reason,
 )
+from asyncsched.schedulers.kubernetes._retry_pending import job_version, restarting
 from asyncsched.specs import AppState, Role, StatusReason, is_terminal
 
 __all__ = [
@@ -122,9 +123,11 @@ def _labels(obj: JSON) -> dict[str, str]:
 def _newest(pods: Iterable[JSON]) -> JSON | None:
     best = None
     for pod in pods:
-        stamp = str(pod["metadata"].get("creationTimestamp") or "")
-        if best is None or stamp >= str(
-            best["metadata"].get("creationTimestamp") or ""
+        # a later Volcano attempt first (timestamps have 1 s steps)
+        stamp = (job_version(pod), str(pod["metadata"].get("creationTimestamp") or ""))
+        if best is None or stamp >= (
+            job_version(best),
+            str(best["metadata"].get("creationTimestamp") or ""),
         ):
             best = pod
     return best
@@ -308,7 +311,9 @@ def describe_volcano(
         gone = newest is None and state == AppState.CANCELLED
         if gone:  # deleted by the abort: its last status, if the cache saw it
             newest = _newest(deleted_by.get((role, replica_id), []))
-        replica = _replica(int(replica_id), role, newest, fallback)
+        replica = restarting(
+            _replica(int(replica_id), role, newest, fallback), job, task, newest
+        )
         if state == AppState.CANCELLED:
             # the abort deletes the pods still live (those that had failed by
             # themselves are kept): a pod being deleted, or gone with only the

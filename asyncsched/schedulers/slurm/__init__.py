@@ -13,12 +13,9 @@ Example:
 
 from __future__ import annotations
 
+from asyncsched.schedulers.slurm._opts import SlurmOpts
 from asyncsched.schedulers.slurm._render import SlurmBatchRequest, SlurmReplicaRequest
-from asyncsched.schedulers.slurm._scheduler import (
-    SlurmOpts,
-    SlurmScheduler,
-    create_scheduler,
-)
+from asyncsched.schedulers.slurm._scheduler import SlurmScheduler, create_scheduler
 
 __all__ = [
     "SlurmBatchRequest",

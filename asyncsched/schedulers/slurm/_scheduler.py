@@ -20,7 +20,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import Any, TypedDict, cast, final
+from typing import Any, cast, final
 
 import anyio
 
@@ -34,6 +34,7 @@ from asyncsched.errors import (
 from asyncsched.schedulers.kit import (
     DAYS_IN_2_WEEKS,
     DEFAULT_MAX_LINE_BYTES,
+    AppEvent,
     AppSnapshot,
     Capabilities,
     LogQuery,
@@ -49,7 +50,9 @@ from asyncsched.schedulers.shared.state_dir import default_state_dir
 from asyncsched.schedulers.slurm._checks import check_roles, check_run_options
 from asyncsched.schedulers.slurm._commands import BACKEND, CommandFailed, SlurmCli
 from asyncsched.schedulers.slurm._envdir import create_env_dir, remove_env_dir
+from asyncsched.schedulers.slurm._events import SlurmEvents, check_cursor
 from asyncsched.schedulers.slurm._logs import iter_file, log_path
+from asyncsched.schedulers.slurm._opts import SlurmOpts, slurm_run_opts
 from asyncsched.schedulers.slurm._partitions import (
     SINFO_FORMAT,
     Partition,
@@ -91,39 +94,6 @@ _SUBMIT_SLACK = 120.0
 _PROBE_TTL = 10.0
 #: seconds the cancel signal to a running job's script may take
 _SIGNAL_TIMEOUT = 5.0
-
-
-#: Run options of :class:`SlurmScheduler` (after resolution); TorchX's keys,
-#: hence the functional form for ``mail-user`` and ``mail-type``.
-SlurmOpts = TypedDict(
-    "SlurmOpts",
-    {
-        "partition": str | None,
-        "time": str | None,
-        "comment": str | None,
-        "constraint": str | None,
-        "mail-user": str | None,
-        "mail-type": str | None,
-        "job_dir": str | None,
-        "qos": str | None,
-        "nomem": bool,
-        "fail_fast": bool,
-    },
-    total=False,
-)
-
-
-_STR_OPTIONS = {  # run option -> help, in the order run_opts() lists them
-    "partition": "the partition to run the job in",
-    "time": "maximum run time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS",
-    "comment": "comment to set on the job",
-    "constraint": "node features the job requires",
-    "mail-user": "user to mail on job events",
-    "mail-type": "events to mail on (e.g. END,FAIL)",
-    "job_dir": "directory (must not exist yet) to write the script to and run the"
-    " job in; its logs go there. Default: the current directory",
-    "qos": "quality of service to assign to the job",
-}
 
 
 @final
@@ -204,6 +174,16 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         # the last settled view of each app not yet terminal: what describe
         # keeps answering while accounting shows its placeholder
         self._settled: dict[str, AppView] = {}
+        self._native_events = SlurmEvents(
+            self.event_source,
+            cli=self.cli,
+            window=self.status_window,
+            registry=self.registry,
+            list_apps=self._list,
+            changes=self.change_source,
+            min_interval=min_interval,
+            max_interval=max_interval,
+        )
 
     async def _aenter(self) -> None:
         await self._tasks.enter()
@@ -214,22 +194,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
     # -- run options -----------------------------------------------------------
 
     def _run_opts(self) -> runopts:
-        opts = runopts()
-        for name, text in _STR_OPTIONS.items():
-            opts.add(name, type_=str, help=text)
-        opts.add(
-            "nomem",
-            type_=bool,
-            default=False,
-            help="do not request memory (--mem), e.g. on clusters that report none",
-        )
-        opts.add(
-            "fail_fast",
-            type_=bool,
-            default=True,
-            help="stop the other replicas when one fails for good",
-        )
-        return opts
+        return slurm_run_opts()
 
     # -- submission ------------------------------------------------------------
 
@@ -542,6 +507,16 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
                 snapshot.name = records[app_id].name
                 snapshots.append(snapshot)
         return snapshots
+
+    # -- events ----------------------------------------------------------------
+
+    def _check_cursor(self, cursor: str) -> None:
+        check_cursor(cursor, self.event_source)
+
+    def _events(self, since: str | None) -> AsyncIterator[AppEvent]:
+        """Polls shared with the status poller's query, diffed; cursors
+        resume in any process (see ``_events``)."""
+        return self._native_events.follow(since, lambda: not self._closed)
 
     # -- control ---------------------------------------------------------------
 

@@ -133,6 +133,16 @@ def parse_bool(value: str | None) -> bool:
     raise bad_request(f'strconv.ParseBool: parsing "{value}": invalid syntax')
 
 
+def _exact_version(query: Any) -> int:
+    """The ``resourceVersion`` of a ``resourceVersionMatch=Exact`` list."""
+    rv = _int_param(query, "resourceVersion")
+    if rv is None or rv <= 0:
+        raise bad_request(
+            'resourceVersionMatch: Forbidden: "Exact" needs a resourceVersion > 0'
+        )
+    return rv
+
+
 def _int_param(query: Any, name: str) -> int | None:
     raw = query.get(name)
     if raw in (None, ""):
@@ -681,15 +691,22 @@ class FakeKubeServer:
 
     def _matching(self, kind: Kind, ns: str | None, query: Any) -> list[JSON]:
         labels, fields = self._selectors(kind, query)
+        if query.get("resourceVersionMatch") == "Exact" and not query.get("continue"):
+            # the objects as they were at that version (or 410 once compacted)
+            found = self.store.items_at(kind, ns, _exact_version(query))
+        else:
+            found = self.store.items(kind, ns)
         return [
             o
-            for o in self.store.items(kind, ns)
+            for o in found
             if labels.matches(o["metadata"].get("labels") or {}) and fields.matches(o)
         ]
 
     def _list(self, kind: Kind, ns: str | None, query: Any) -> web.Response:
         items = self._matching(kind, ns, query)
         rv = self.store.rv
+        if query.get("resourceVersionMatch") == "Exact":
+            rv = _exact_version(query)
         token = query.get("continue")
         if token:
             try:

@@ -116,6 +116,34 @@ class Store:
         ]
         return [obj for _, _, obj in sorted(found, key=lambda t: (t[0], t[1]))]
 
+    def items_at(self, kind: Kind, namespace: str | None, rv: int) -> list[JSON]:
+        """Objects of a kind as they were at version ``rv`` (an exact list, as
+        etcd answers it from its revisions): the later history, undone.
+
+        Raises ``ApiError(410)`` when that history was compacted away.
+        """
+        if rv < self.compacted_rv:
+            raise expired("The resourceVersion for the provided list is too old.")
+        objects = {
+            (ns, name): obj
+            for (k, ns, name), obj in self.objects.items()
+            if k == kind.key and (namespace is None or ns == namespace)
+        }
+        for event in reversed(self.history):
+            if event.rv <= rv:
+                break
+            if event.kind.key != kind.key:
+                continue
+            meta = event.obj["metadata"]
+            key = (str(meta.get("namespace", "")), str(meta["name"]))
+            if namespace is not None and key[0] != namespace:
+                continue
+            if event.type == "ADDED":
+                objects.pop(key, None)
+            elif event.old is not None:
+                objects[key] = event.old
+        return [objects[k] for k in sorted(objects)]
+
     # -- writes ------------------------------------------------------------
     def _record(
         self, kind: Kind, type_: str, obj: JSON, old: JSON | None = None
@@ -179,7 +207,7 @@ class Store:
         """Delete an object; the DELETED event carries a new resourceVersion."""
         old = self.objects.pop((kind.key, namespace, name))
         gone = self._stamp(old)
-        self._record(kind, "DELETED", gone)
+        self._record(kind, "DELETED", gone, old)
         return gone
 
     def compact(self) -> None:

@@ -330,16 +330,17 @@ class RealCluster:
             parts.append(f"--- {log.name}\n{text}")
         return "\n".join(parts)
 
-    def restart_apiserver(self, down_s: float = 0.0) -> None:
+    def restart_apiserver(self, down_s: float = 0.0, ready_s: float = 60) -> None:
         """Stop kube-apiserver (SIGTERM, by PID), wait ``down_s``, start it again.
 
         etcd keeps the data; the new server has a fresh watch cache. Blocks
-        until ``/readyz`` answers: from async code run it in a worker thread.
+        until ``/readyz`` answers (at most ``ready_s`` seconds: a loaded
+        machine needs more than 60): from async code run it in a worker thread.
         """
         _terminate(self.procs.pop("kube-apiserver"))
         time.sleep(down_s)
         self._start("kube-apiserver", self.commands["kube-apiserver"])
-        self._wait("kube-apiserver /readyz", self._api_ready, 60)
+        self._wait("kube-apiserver /readyz", self._api_ready, ready_s)
 
     def docker(self, *args: str, check: bool = True) -> str:
         """Run the docker CLI against the node's own dockerd."""
