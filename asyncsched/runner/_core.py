@@ -199,6 +199,7 @@ class RunnerCore(AsyncClosable):
                 if callable(preload):  # its imports (aiohttp: 0.3 s) off the loop
                     factory = await anyio.to_thread.run_sync(preload)
                 sched = factory(self._name, **self._params)
+                sched.handle_name = scheduler  # errors name the user's handles
                 # each scheduler lives in its own task of the runner's group, so
                 # its ``async with`` is entered and exited by the same task
                 await self._host.start(

@@ -115,8 +115,8 @@ class Observing(RunnerCore):
         role_name: str,
         k: int = 0,
         regex: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
+        since: datetime | float | None = None,
+        until: datetime | float | None = None,
         should_tail: bool = False,
         streams: Stream | str | None = None,
     ) -> AsyncIterator[str]:
@@ -144,8 +144,8 @@ class Observing(RunnerCore):
         role_name: str,
         k: int,
         regex: str | None,
-        since: datetime | None,
-        until: datetime | None,
+        since: datetime | float | None,
+        until: datetime | float | None,
         should_tail: bool,
         streams: Stream | str | None,
     ) -> AsyncIterator[str]:

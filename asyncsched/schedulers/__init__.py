@@ -182,4 +182,6 @@ def get_scheduler(
         factory = factories[name]
     except KeyError:
         raise UnknownSchedulerException(name, list(factories)) from None
-    return factory(session_name, **params)
+    sched = factory(session_name, **params)
+    sched.handle_name = name  # errors name handles of this registry name
+    return sched

@@ -141,6 +141,12 @@ class Scheduler(ChangeFeed, AsyncClosable, abc.ABC, Generic[T]):
         # it names directories (local logs and records) and goes into handles
         validate_session_name(session_name)
         self.backend = backend
+        #: the name the scheduler is registered under (``local_cwd``,
+        #: ``local_docker``, ``kubernetes``...): the scheme of the handles
+        #: users are given and errors name, so that a handle pasted from an
+        #: error works in the CLI. The registry sets it; a backend family
+        #: with one registry name sets its own
+        self.handle_name = backend
         self.session_name = session_name
         #: the longest log line ``log_iter`` yields in one piece
         self.max_line_bytes = check_max_line_bytes(max_line_bytes)
@@ -370,8 +376,8 @@ class Scheduler(ChangeFeed, AsyncClosable, abc.ABC, Generic[T]):
         return 2.0
 
     def _handle(self, app_id: str) -> str:
-        """The full handle ``backend://session/app_id`` errors name."""
-        return make_app_handle(self.backend, self.session_name, app_id)
+        """The full handle ``handle_name://session/app_id`` errors name."""
+        return make_app_handle(self.handle_name, self.session_name, app_id)
 
     async def describe(self, app_id: str) -> DescribeAppResponse | None:
         """Return the app's state, or None if the scheduler does not know it.
@@ -517,8 +523,8 @@ class Scheduler(ChangeFeed, AsyncClosable, abc.ABC, Generic[T]):
         role_name: str,
         k: int = 0,
         regex: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
+        since: datetime | float | None = None,
+        until: datetime | float | None = None,
         should_tail: bool = False,
         streams: Stream | str | None = None,
     ) -> AsyncGenerator[str, None]:
@@ -532,13 +538,17 @@ class Scheduler(ChangeFeed, AsyncClosable, abc.ABC, Generic[T]):
         drained. Each call returns a fresh async generator: ``aclose()`` it
         (or use ``contextlib.aclosing``) to release its file or connection at
         once when you stop early.
+        ``since``/``until`` are datetimes (naive ones are UTC) or epoch
+        seconds (int or float). Without ``streams``, the combined stream
+        (stdout and stderr as written) where the backend serves it.
 
         Raises:
             UnsupportedOperationError: the backend has no logs, or ``since``/
                 ``until`` on a backend that cannot filter by time
                 (``capabilities.log_since_until`` False).
             InvalidArgumentError: an unsupported stream, an invalid ``regex``,
-                or ``should_tail`` on a backend that cannot tail.
+                a ``since``/``until`` that is neither a datetime nor epoch
+                seconds, or ``should_tail`` on a backend that cannot tail.
             UnknownAppException: (when iterated) the app is unknown.
             UnknownReplicaError: (when iterated) no such role or replica.
         """
@@ -551,6 +561,7 @@ class Scheduler(ChangeFeed, AsyncClosable, abc.ABC, Generic[T]):
             )
         stream = parse_stream(streams, caps)
         pattern = compile_regex(regex)
+        since_utc, until_utc = as_utc(since, "since"), as_utc(until, "until")
         if (since is not None or until is not None) and not caps.log_since_until:
             raise UnsupportedOperationError(
                 f"{type(self).__name__} cannot filter logs by time (its log lines"
@@ -558,9 +569,7 @@ class Scheduler(ChangeFeed, AsyncClosable, abc.ABC, Generic[T]):
             )
         if should_tail and not caps.log_tail:
             raise InvalidArgumentError(f"{type(self).__name__} cannot tail logs")
-        query = LogQuery(
-            role_name, k, as_utc(since), as_utc(until), should_tail, stream
-        )
+        query = LogQuery(role_name, k, since_utc, until_utc, should_tail, stream)
         lines = self._replica_log(app_id, query)
         if pattern is not None:
             return afilter_regex(pattern, lines)  # closing it closes ``lines``

@@ -18,8 +18,9 @@ blocks below are the ones the built-in backends use:
 * :func:`keyword_params`: the keyword arguments a registry factory passes on;
 * :func:`make_unique`: a fresh app id from an app name;
 * :func:`render_off_loop`: render a big app in a worker thread;
-* :func:`failed_replica_message`: the app message naming the replica that
-  failed it (one shape on every backend);
+* :func:`failed_replica_message`, :func:`app_failure_message` and
+  :func:`replica_exit_message`: the app message naming the replica that
+  failed it, and a failed replica's own message (one shape on every backend);
 * events (see ``docs/events.md``): :class:`AppEvent`/:class:`EventKind`,
   :func:`encode_cursor`/:func:`decode_cursor` for a source's cursors,
   :class:`SnapshotDiffer` (states into change events, for re-lists and
@@ -71,7 +72,11 @@ from asyncsched.schedulers.shared.lines import (
     split_lines,
     split_lines_iterator,
 )
-from asyncsched.schedulers.shared.messages import failed_replica_message
+from asyncsched.schedulers.shared.messages import (
+    app_failure_message,
+    failed_replica_message,
+    replica_exit_message,
+)
 from asyncsched.schedulers.shared.poll_events import PolledEvents
 from asyncsched.schedulers.shared.replica_limits import ReplicaLimits, render_off_loop
 from asyncsched.schedulers.shared.taskhost import TaskHost, describe_error
@@ -115,6 +120,7 @@ __all__ = (
     "Undo",
     "UndoSteps",
     "all_or_nothing",
+    "app_failure_message",
     "assemble_lines",
     "check_max_line_bytes",
     "cursor_source",
@@ -128,6 +134,7 @@ __all__ = (
     "keyword_params",
     "make_unique",
     "render_off_loop",
+    "replica_exit_message",
     "replica_key",
     "split_lines",
     "split_lines_iterator",

@@ -14,8 +14,13 @@ Example:
 from __future__ import annotations
 
 import builtins
+import dataclasses
 from dataclasses import dataclass, field
 
+from asyncsched.schedulers.shared.messages import (
+    app_failure_message,
+    replica_exit_message,
+)
 from asyncsched.schedulers.snapshot import AppSnapshot
 from asyncsched.specs import (
     NONE,
@@ -97,7 +102,14 @@ def still_stopping(app: AppSnapshot) -> str:
 
 
 def response_of(app: AppSnapshot) -> DescribeAppResponse:
-    """The TorchX-shaped description of a snapshot."""
+    """The TorchX-shaped description of a snapshot.
+
+    Where the backend says nothing, the same words as every backend: a
+    failed replica's message says how it ended ("exited with code 3"), a
+    failed app's names the first failed replica ("replica bad/0 exited with
+    code 3"); see :mod:`asyncsched.schedulers.shared.messages`.
+    """
+    app = _with_failure_words(app)
     shared = {name: getattr(app, name) for name in _RESPONSE_FIELDS}
     statuses = app.role_statuses()
     reason, _ = deciding_reason(app.state, statuses)
@@ -107,6 +119,23 @@ def response_of(app: AppSnapshot) -> DescribeAppResponse:
         reason=reason,
         **shared,
     )
+
+
+def _with_failure_words(app: AppSnapshot) -> AppSnapshot:
+    replicas = [
+        dataclasses.replace(r, message=replica_exit_message(r.exit_code))
+        if r.state == AppState.FAILED and not r.message and r.exit_code is not None
+        else r
+        for r in app.replicas
+    ]
+    msg = app.msg
+    if app.state == AppState.FAILED and msg in ("", NONE):
+        msg = app_failure_message(replicas) or msg
+    if msg == app.msg and all(
+        a is b for a, b in zip(replicas, app.replicas, strict=True)
+    ):
+        return app
+    return dataclasses.replace(app, replicas=replicas, msg=msg)
 
 
 #: what a DescribeAppResponse takes from an AppSnapshot as it is

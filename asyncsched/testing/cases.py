@@ -18,6 +18,7 @@ from __future__ import annotations
 import builtins
 import re
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import aclosing, contextmanager
 from dataclasses import dataclass, field
@@ -31,15 +32,27 @@ import sniffio
 
 from asyncsched.errors import (
     AsyncschedError,
+    InvalidArgumentError,
     InvalidRunConfigException,
     SchedulerClosedError,
     SpecError,
     UnknownAppException,
     UnknownReplicaError,
+    UnsupportedOperationError,
     WaitTimeoutError,
 )
 from asyncsched.schedulers.api import Capabilities, DescribeAppResponse, Stream
-from asyncsched.specs import AppDef, AppState, StatusReason, is_terminal
+from asyncsched.schedulers.shared.messages import (
+    failed_replica_message,
+    replica_exit_message,
+)
+from asyncsched.specs import (
+    AppDef,
+    AppState,
+    StatusReason,
+    is_terminal,
+    parse_app_handle,
+)
 
 from .target import ContractTarget
 from .waiting import wait_for_state
@@ -192,6 +205,22 @@ async def _nonzero_exit_is_failed_with_exit_code(target: ContractTarget) -> None
         replica = desc.roles_statuses[0].replicas[0]
         assert replica.exit_code == 3, replica
         assert replica.state == AppState.FAILED, replica
+
+
+@_case()
+async def _failure_messages_have_one_shape(target: ContractTarget) -> None:
+    """A failed app's message names the replica that failed it and how
+    (``replica worker/0 exited with code 3``), and that replica's own
+    message says how it ended (``exited with code 3``), with no pod,
+    container or job name in front: the same words on every backend."""
+    app_id = await target.run("exit 3")
+    desc = await _final(target, app_id)
+    assert desc.state == AppState.FAILED, desc
+    want = failed_replica_message("worker", 0, 3)
+    assert desc.msg.startswith(want), f"msg {desc.msg!r}, want {want!r}"
+    if target.scheduler.capabilities.per_replica_status:
+        replica = desc.roles_statuses[0].replicas[0]
+        assert replica.message == replica_exit_message(3), replica
 
 
 @_case()
@@ -396,6 +425,49 @@ async def _declared_log_since_until_is_honoured(target: ContractTarget) -> None:
     assert await _lines(target, app_id, until=cut) == ["early\n"]
 
 
+@_case("logs")
+async def _default_log_stream_is_the_combined_one(target: ContractTarget) -> None:
+    """Without ``streams``, ``log_iter`` reads stdout and stderr together
+    wherever the backend declares the combined stream (every built-in one),
+    else its one declared stream."""
+    sched = target.scheduler
+    app_id = await target.run("echo out; echo err >&2")
+    await _final(target, app_id)
+    default = await _lines(target, app_id)
+    declared = sched.capabilities.log_streams
+    if Stream.COMBINED in declared:
+        combined = await _lines(target, app_id, streams=Stream.COMBINED)
+        assert default == combined, f"default {default!r}, combined {combined!r}"
+        assert sorted(default) == ["err\n", "out\n"], default
+    elif len(declared) == 1:
+        [only] = declared
+        assert default == await _lines(target, app_id, streams=only), default
+
+
+@_case("logs")
+async def _log_times_are_datetimes_or_epoch_seconds(target: ContractTarget) -> None:
+    """``since``/``until`` take datetimes or epoch seconds; anything else is
+    an InvalidArgumentError when ``log_iter`` is called. A backend that
+    cannot filter by time says so at the call (UnsupportedOperationError),
+    never by ignoring the bound."""
+    sched = target.scheduler
+    app_id = await target.run("echo timed")
+    await _final(target, app_id)
+    for bad in ("yesterday", True, [1.0]):
+        with _raises(InvalidArgumentError, match="since"):
+            sched.log_iter(app_id, "worker", since=bad)  # type: ignore[arg-type]
+        with _raises(InvalidArgumentError, match="until"):
+            sched.log_iter(app_id, "worker", until=bad)  # type: ignore[arg-type]
+    hour_ago = time.time() - 3600
+    if not sched.capabilities.log_since_until:
+        with _raises(UnsupportedOperationError):
+            sched.log_iter(app_id, "worker", since=hour_ago)
+        return
+    assert await _lines(target, app_id, since=hour_ago) == ["timed\n"]
+    assert await _lines(target, app_id, since=int(hour_ago)) == ["timed\n"]
+    assert await _lines(target, app_id, until=hour_ago) == []
+
+
 @_case()
 async def _unsupported_stream_is_value_error(target: ContractTarget) -> None:
     """An unknown stream name is a ValueError when ``log_iter`` is called."""
@@ -427,6 +499,28 @@ async def _unknown_app_role_and_replica_errors_name_the_handle(
     assert unknown_app[0].app_handle == target.handle(missing)
 
 
+@_case("logs")
+async def _unknown_app_error_names_the_handle_the_user_was_given(
+    target: ContractTarget,
+) -> None:
+    """The text of an unknown app's error holds its handle with the
+    scheduler's registry name (``local_docker://...``, never the backend
+    family ``docker://...``), so that it can be pasted back into the CLI."""
+    sched = target.scheduler
+    missing = "no-such-app-bcdfg"
+    with _raises(UnknownAppException) as caught:
+        await _lines(target, missing)
+    handle = target.handle(missing)
+    assert handle in str(caught[0]), f"{caught[0]} does not name {handle}"
+    parsed = parse_app_handle(handle)
+    assert (parsed.scheduler_backend, parsed.app_id) == (sched.handle_name, missing)
+    if target.registry_name is not None:
+        assert sched.handle_name == target.registry_name, (
+            f"handles read {sched.handle_name}://, the scheduler is registered"
+            f" as {target.registry_name}"
+        )
+
+
 # -- bad input ---------------------------------------------------------------
 
 
@@ -445,6 +539,40 @@ async def _invalid_app_rejected_before_launch(target: ContractTarget) -> None:
         await sched.submit(AppDef(name="empty", roles=[]), target.cfg)
     if listing:
         assert {a.app_id for a in await sched.list()} == before
+
+
+@_case()
+async def _missing_executable_is_refused_or_reads_not_found(
+    target: ContractTarget,
+) -> None:
+    """An entrypoint that does not exist is a SpecError at submit, naming
+    the role's entrypoint, where the backend can tell before launch; where
+    it cannot, the replica fails in the same words on every backend: FAILED,
+    exit code 127, reason LAUNCH_FAILED, ``command not found (exit code
+    127)``."""
+    sched = target.scheduler
+    app = target.app("unused")
+    app.roles[0].entrypoint = "no-such-command-bcdfg"
+    app.roles[0].args = []
+    refused: SpecError | None = None
+    try:
+        app_id = await sched.submit(app, target.cfg)
+    except SpecError as exc:
+        refused = exc
+    if refused is not None:
+        assert refused.field == "roles[0].entrypoint", refused
+        assert "not found" in str(refused), refused
+        return
+    desc = await _final(target, app_id)
+    assert desc.state == AppState.FAILED, desc
+    words = replica_exit_message(127)
+    assert desc.msg.startswith(failed_replica_message("worker", 0, 127)), desc
+    if sched.capabilities.per_replica_status:
+        replica = desc.roles_statuses[0].replicas[0]
+        assert replica.state == AppState.FAILED, replica
+        assert replica.exit_code == 127, replica
+        assert replica.reason == StatusReason.LAUNCH_FAILED, replica
+        assert replica.message.startswith(words), replica
 
 
 @_case()

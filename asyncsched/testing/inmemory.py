@@ -61,22 +61,29 @@ __all__ = ["InMemoryRequest", "InMemoryScheduler", "create_scheduler", "parse_sc
 _COMMANDS = {"echo", "sleep", "exit", "true", "false"}
 
 
-def parse_script(entrypoint: str, args: list[str]) -> list[list[str]]:
+def parse_script(
+    entrypoint: str, args: list[str], field: str = "entrypoint"
+) -> list[list[str]]:
     """Split a role's command into the commands the in-memory runner understands.
 
     Raises:
-        SpecError: a command outside the supported subset.
+        SpecError: (on ``field``) a command outside the supported subset,
+            which this runner cannot find, as a shell would say.
     """
     if entrypoint == "sh":
         if len(args) != 2 or args[0] != "-c":
-            raise SpecError("entrypoint", "sh needs exactly ['-c', SCRIPT] as args")
+            raise SpecError(field, "sh needs exactly ['-c', SCRIPT] as args")
         script = args[1].replace("\n", ";")
         commands = [shlex.split(part) for part in script.split(";") if part.strip()]
     else:
         commands = [[entrypoint, *args]]
     for cmd in commands:
         if cmd[0] not in _COMMANDS:
-            raise SpecError("entrypoint", f"in-memory scheduler cannot run {cmd[0]!r}")
+            raise SpecError(
+                field,
+                f"{cmd[0]!r} was not found: the in-memory scheduler runs only"
+                f" {sorted(_COMMANDS)}",
+            )
     return commands
 
 
@@ -155,9 +162,10 @@ class InMemoryScheduler(Scheduler[dict[str, CfgVal]]):
     ) -> AppDryRunInfo[InMemoryRequest]:
         app_id = make_unique(app.name)
         commands: dict[str, list[list[list[str]]]] = {}
-        for role in app.roles:
+        for index, role in enumerate(app.roles):
+            field = f"roles[{index}].entrypoint"
             commands[role.name] = [
-                parse_script(role.entrypoint, _substituted(role, app_id, i).args)
+                parse_script(role.entrypoint, _substituted(role, app_id, i).args, field)
                 for i in range(role.num_replicas)
             ]
         request = InMemoryRequest(

@@ -49,6 +49,10 @@ class ContractTarget:
     #: replica processes still running (e.g. their pids); the close cases
     #: check that none is left once ``aclose`` returned. None: not checked
     replica_processes: Callable[[], Awaitable[builtins.list[int]]] | None = None
+    #: the name the scheduler is registered under (``local_cwd``,
+    #: ``local_docker``...): the scheme of the handles its errors must name.
+    #: None: only checked to be the scheduler's ``handle_name``
+    registry_name: str | None = None
 
     def app(self, script: str, *, name: str = "app", replicas: int = 1) -> AppDef:
         """An app of one role ``worker`` running ``sh -c script`` per replica."""
@@ -76,6 +80,7 @@ class ContractTarget:
         return await self.scheduler.submit(self.app(script, **kwargs), self.cfg)
 
     def handle(self, app_id: str) -> str:
-        """The full handle errors name: ``backend://session/app_id``."""
+        """The full handle errors name: ``handle_name://session/app_id``, the
+        scheduler's registry name as its scheme."""
         sched = self.scheduler
-        return f"{sched.backend}://{sched.session_name}/{app_id}"
+        return f"{sched.handle_name}://{sched.session_name}/{app_id}"

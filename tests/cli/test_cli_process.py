@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -242,6 +243,27 @@ def test_unknown_app_exits_1(cli: Cli) -> None:
     assert result.returncode == 1
     assert "Unknown app" in result.stderr
     assert cli("describe", "local_cwd://asyncsched/nope-123").returncode == 1
+
+
+def test_handle_in_an_unknown_app_error_pastes_back_into_the_cli(cli: Cli) -> None:
+    logged = cli("log", "local_cwd://asyncsched/nope-123")
+    assert logged.returncode == 1, logged.stderr
+    [handle] = re.findall(r"\S+://\S+/nope-123", logged.stderr)
+    assert handle == "local_cwd://asyncsched/nope-123", logged.stderr
+    pasted = cli("status", handle)
+    assert pasted.returncode == 1, pasted.stderr
+    assert "Unknown app" in pasted.stderr, pasted.stderr
+
+
+def test_an_unusable_log_dir_run_option_exits_2_like_every_bad_run_option(
+    cli: Cli,
+) -> None:
+    # /proc takes no new directory, even from root (whom a permission check
+    # before the submit lets through): the submit itself finds it unusable
+    ran = cli("run", "-cfg", "log_dir=/proc/no-such-dir/logs", "--", "echo", "hi")
+    assert ran.returncode == 2, ran.stderr
+    assert "log dir" in ran.stderr, ran.stderr
+    assert "/proc/no-such-dir" in ran.stderr, ran.stderr
 
 
 def test_schedulers_and_runopts(cli: Cli) -> None:

@@ -21,7 +21,13 @@ class TestDockerContract(SchedulerContract):
     async def target(self, docker_ready: Engine) -> AsyncIterator[ContractTarget]:
         sched = DockerScheduler(SESSION, network=NETWORK, stop_timeout=1)
         try:
-            yield ContractTarget(sched, cfg={}, image=TEST_IMAGE, quick_timeout=30)
+            yield ContractTarget(
+                sched,
+                cfg={},
+                image=TEST_IMAGE,
+                quick_timeout=30,
+                registry_name="local_docker",
+            )
         finally:
             await sched.aclose()
             await sweep(docker_ready.host)

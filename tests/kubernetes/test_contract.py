@@ -35,6 +35,7 @@ class TestKubernetesContract(SchedulerContract):
                 # a cancelled pod whose PID 1 ignores SIGTERM lives out its
                 # 30 s grace on a real kubelet
                 quick_timeout=120 if kube_env.real else 20,  # one 2-core node, shared
+                registry_name="kubernetes",
                 # the fake kubelet's shell has no trap (a real busybox does)
                 posix_shell=kube_env.real,
                 # 1.20's kubelet reports 137 (ContainerStatusUnknown) for the

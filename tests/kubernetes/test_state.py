@@ -13,7 +13,7 @@ from asyncsched.schedulers.kubernetes._state import (
     indexed_state,
     volcano_state,
 )
-from asyncsched.specs import AppDef, AppState, Role
+from asyncsched.specs import AppDef, AppState, Role, StatusReason
 
 JSON = dict[str, Any]
 
@@ -92,7 +92,9 @@ def test_replicas_come_from_pods_with_exit_codes_and_hostnames() -> None:
     ]
     assert role.replicas[0].hostname == "a-b-myrole-0-0.a-b"
     assert role.replicas[0].num_restarts == 1
+    # the same words as every backend, no pod name in front
     assert desc.msg == "replica my_role/1 exited with code 2"
+    assert role.replicas[1].message == "exited with code 2"
     assert [(r.name, r.num_replicas) for r in desc.roles] == [("my_role", 2)]
 
 
@@ -116,7 +118,7 @@ def test_stuck_image_pull_is_reported(reason: str) -> None:
     stuck = pod(0, "Pending", waiting={"reason": reason, "message": "no"})
     desc = describe_volcano("ns:a-b", job, [stuck])
     assert desc.state == AppState.PENDING
-    assert f"{reason}: no" in desc.msg
+    assert desc.msg == f"{reason}: no"  # no pod name in front
 
 
 def test_aborted_job_cancels_unfinished_replicas() -> None:
@@ -172,3 +174,21 @@ def test_indexed_replicas_use_completed_indexes_when_pods_are_gone() -> None:
         AppState.FAILED,
         AppState.SUCCEEDED,
     ]
+
+
+def test_a_command_not_found_reads_127_launch_failed_in_every_backends_words() -> None:
+    missing = (
+        'failed to create containerd task: exec: "nope": executable file not found'
+    )
+    job = volcano_job(replicas=1, state={"phase": "Failed"})
+    failed = pod(
+        0,
+        "Failed",
+        terminated={"exitCode": 128, "reason": "StartError", "message": missing},
+    )
+    desc = describe_volcano("ns:a-b", job, [failed])
+    [replica] = desc.role_statuses()[0].replicas
+    assert (replica.state, replica.exit_code) == (AppState.FAILED, 127)
+    assert replica.reason == StatusReason.LAUNCH_FAILED
+    assert replica.message == f"command not found (exit code 127): {missing}"
+    assert desc.msg == f"replica my_role/0 command not found (exit code 127): {missing}"

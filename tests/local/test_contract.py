@@ -47,5 +47,6 @@ class TestLocalContract(SchedulerContract):
                 cfg={"log_dir": str(tmp_path)},
                 image="/",
                 quick_timeout=15,
+                registry_name="local_cwd",
                 replica_processes=replica_processes,
             )

@@ -96,14 +96,15 @@ class MemoScheduler(Scheduler[dict[str, CfgVal]]):
     ) -> AppDryRunInfo[MemoApp]:
         app_id = make_unique(app.name)
         replicas = []
-        for role in app.roles:
+        for index, role in enumerate(app.roles):
+            field = f"roles[{index}].entrypoint"
             for k in range(role.num_replicas):
                 values = macros.Values(
                     img_root="", app_id=app_id, replica_id=str(k), rank0_env="RANK0"
                 )
                 args = values.apply(role).args
                 replicas.append(
-                    Replica(role.name, k, parse_script(role.entrypoint, args))
+                    Replica(role.name, k, parse_script(role.entrypoint, args, field))
                 )
         return AppDryRunInfo(MemoApp(app_id, app, replicas), repr)
 

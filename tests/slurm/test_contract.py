@@ -27,6 +27,7 @@ class TestSlurmContract(SchedulerContract):
             cfg={},
             image="/",
             quick_timeout=30,
+            registry_name="slurm",
             independent_replicas=slurm_cluster.accounting,
             # cancel signals the replicas' steps, never srun, but with the
             # default fail-fast srun ends the others once one trap exited

@@ -19,6 +19,7 @@ import contextlib
 import copy
 import functools
 import logging
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypedDict, TypeVar, cast, final
 
@@ -34,6 +35,7 @@ from asyncsched.errors import (
     InvalidRunConfigException,
     SchedulerError,
     SchedulerUnavailableError,
+    SpecError,
     SubmitError,
 )
 from asyncsched.schedulers.docker._client import (
@@ -201,6 +203,7 @@ class DockerScheduler(
         read_timeout: float = DEFAULT_READ_TIMEOUT,
     ) -> None:
         super().__init__("docker", session_name, max_line_bytes)
+        self.handle_name = BACKEND  # local_docker, its registry name
         if max_concurrency < 1:
             raise InvalidArgumentError(
                 f"max_concurrency must be >= 1, got {max_concurrency}"
@@ -390,7 +393,11 @@ class DockerScheduler(
                     for c in job.containers
                 ]
             )
-            await self._run_all([_bind(self._start, docker, cid) for cid in created])
+            app = dryrun_info.app
+            roles = [role.name for role in app.roles] if app is not None else []
+            await self._run_all(
+                [_bind(self._start, docker, cid, roles) for cid in created]
+            )
         return job.app_id
 
     async def _ensure_network(self, name: str) -> str:
@@ -436,9 +443,28 @@ class DockerScheduler(
         if record is not None and result.id not in self._index.records:
             self._index.upsert(record)
 
-    async def _start(self, docker: aiodocker.Docker, container_id: str) -> None:
-        with docker_errors("start a container", self._host, submit=True):
-            await docker.containers.container(container_id).start()
+    async def _start(
+        self, docker: aiodocker.Docker, container_id: str, roles: builtins.list[str]
+    ) -> None:
+        """Start one container; an entrypoint the engine cannot find in the
+        image is a SpecError on the role's entrypoint (as on local)."""
+        try:
+            with docker_errors("start a container", self._host, submit=True):
+                await docker.containers.container(container_id).start()
+        except SubmitError as exc:
+            record = self._index.records.get(container_id)
+            cause = exc.__cause__
+            if (
+                record is None
+                or record.role not in roles
+                or not isinstance(cause, DockerError)
+                or not _MISSING_EXECUTABLE.search(cause.message)
+            ):
+                raise
+            raise SpecError(
+                f"roles[{roles.index(record.role)}].entrypoint",
+                f"the command was not found in image {record.image!r}: {cause.message}",
+            ) from cause
 
     async def _remove(self, app_id: str, known: builtins.list[str]) -> None:
         """Force-remove the app's containers: the known ids plus any found by label."""
@@ -820,6 +846,12 @@ def _bind(func: Callable[..., Awaitable[T]], *args: Any) -> Callable[[], Awaitab
         return await func(*args)
 
     return call
+
+
+#: what runc (through Docker) says when a container's command does not exist
+_MISSING_EXECUTABLE = re.compile(
+    r"executable file not found|exec: .*no such file or directory", re.IGNORECASE
+)
 
 
 def _explain_create_error(

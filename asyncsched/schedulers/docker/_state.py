@@ -21,7 +21,12 @@ from typing import Any
 
 import anyio
 
-from asyncsched.schedulers.kit import AppSnapshot, ChangeNotifier, ReplicaSnapshot
+from asyncsched.schedulers.kit import (
+    AppSnapshot,
+    ChangeNotifier,
+    ReplicaSnapshot,
+    app_failure_message,
+)
 from asyncsched.schedulers.shared.labels import LABEL_PREFIX, ReplicaLabels
 from asyncsched.specs import AppState, Role, StatusReason
 
@@ -246,17 +251,12 @@ class AppView:
                     message=message,
                 )
             )
-        failures = [
-            f"{r.name}: {r.reason()[1]}"
-            for r in self.records
-            if r.state == AppState.FAILED and r.exit_code is not None
-        ]
         return AppSnapshot(
             self.app_id,
             replicas,
             name=self.name,
             decided=self.decided(),
-            msg="; ".join(failures),
+            msg=app_failure_message(replicas),
             roles=self.roles(),
             settled=all(r.settled for r in self.records),
             native=self,

@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,11 @@ _TERMINATED: Mapping[str, StatusReason] = {
     "StartError": StatusReason.LAUNCH_FAILED,
     "DeadlineExceeded": StatusReason.TIME_LIMIT,
 }
+#: how runc (containerd or Docker) says that a container's command does not exist
+_NOT_FOUND = re.compile(
+    r"executable file not found|exec: .*no such file or directory", re.IGNORECASE
+)
+
 _POD: Mapping[str, StatusReason] = {
     "Evicted": StatusReason.EVICTED,
     "DeadlineExceeded": StatusReason.TIME_LIMIT,
@@ -96,6 +102,11 @@ def pod_reason(pod: JSON, container: str | None = None) -> PodReason:
         return PodReason(_POD[pod_why], _words(pod_why, status.get("message")), code)
     if terminated:
         why = str(terminated.get("reason") or "")
+        if why in _TERMINATED and _NOT_FOUND.search(str(terminated.get("message"))):
+            # the runtime could not find the command: the same words and
+            # code as a shell's "not found" on every backend (runc says 128)
+            text = f"{explain_exit_code(127)[1]}: {terminated['message']}"
+            return PodReason(StatusReason.LAUNCH_FAILED, text, 127)
         if why in _TERMINATED:
             text = _words(why, terminated.get("message"))
             if code is not None:

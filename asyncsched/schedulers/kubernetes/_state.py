@@ -23,7 +23,8 @@ from typing import Any
 from asyncsched.schedulers.kit import (
     AppSnapshot,
     ReplicaSnapshot,
-    failed_replica_message,
+    app_failure_message,
+    replica_exit_message,
 )
 from asyncsched.schedulers.kubernetes._job_names import (
     ANNOTATION_CANCELLED,
@@ -186,12 +187,15 @@ def _replica(
         terminated = (cstatus.get("lastState") or {}).get("terminated") or {}
     exit_code = terminated.get("exitCode")
     why = pod_reason(pod, main_container(pod))
+    if why.reason == StatusReason.LAUNCH_FAILED and why.exit_code == 127:
+        exit_code = 127  # a command not found, whatever the runtime said
+    # the same words as every backend: how it ended, no pod name in front
+    # (the pod is the replica's hostname)
     msg = ""
     if state == AppState.FAILED and not why.message:
+        code = int(exit_code) if exit_code is not None else None
         reason = terminated.get("reason") or status.get("reason") or "failed"
-        msg = str(reason) + (
-            f" (exit code {exit_code})" if exit_code is not None else ""
-        )
+        msg = replica_exit_message(code) or str(reason)
     for cond in status.get("conditions") or []:
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
             msg = f"{cond.get('reason') or 'not scheduled'}: "
@@ -251,16 +255,6 @@ def _stopped(
     )
 
 
-def _app_message(replicas: list[ReplicaSnapshot]) -> str:
-    """The replica that failed the app, in the words of every backend; else
-    what the replicas say (why they wait)."""
-    for r in replicas:
-        if r.state == AppState.FAILED:
-            text = failed_replica_message(r.role, r.id, r.exit_code)
-            return f"{text}: {r.message}" if r.exit_code is None and r.message else text
-    return "; ".join(r.message for r in replicas if r.message)
-
-
 def _snapshot(
     app_id: str,
     jobs: list[JSON],
@@ -279,7 +273,8 @@ def _snapshot(
         replicas,
         name=next((_labels(j).get(LABEL_APP_NAME, "") for j in jobs), ""),
         decided=decided,
-        msg=_app_message(replicas),
+        msg=app_failure_message(replicas)
+        or "; ".join(r.message for r in replicas if r.message),
         num_restarts=num_restarts,
         roles=[
             Role(name=name, image="", num_replicas=len(reps)) for name, reps in ordered

@@ -10,11 +10,12 @@ step fails, what was started is killed and reaped and the app dir removed
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import signal
 
-from asyncsched.errors import SpecError, SubmitError
+from asyncsched.errors import InvalidRunConfigException, SpecError, SubmitError
 from asyncsched.schedulers.local._env import child_env
 from asyncsched.schedulers.local._limits import (
     MEBIBYTE,
@@ -164,11 +165,20 @@ async def spawn_app(
             f"failed to start a replica of {request.app_id}: {exc}"
         ) from exc.__cause__
     except OSError as exc:
-        raise SubmitError(
+        text = (
             f"cannot create the log dir of {request.app_id} under"
             f" {request.log_dir!r}: {exc}"
-        ) from exc
+        )
+        if exc.errno in _UNUSABLE_DIR:  # the run option, not the moment
+            raise InvalidRunConfigException(text, "log_dir", request.log_dir) from exc
+        raise SubmitError(text) from exc
     return made
+
+
+#: a log dir that no retry can use: the ``log_dir`` run option is wrong
+_UNUSABLE_DIR = frozenset(
+    {errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.EPERM, errno.EROFS}
+)
 
 
 class _SpawnFailed(Exception):

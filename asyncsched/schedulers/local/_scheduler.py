@@ -72,6 +72,7 @@ from asyncsched.schedulers.local._render import (
     CWDImageProvider,
     HostFacts,
     ImageProvider,
+    LocalDirectoryImageProvider,
     PopenRequest,
     format_request,
     gpus_requested,
@@ -212,6 +213,12 @@ class LocalScheduler(Scheduler[LocalOpts]):
         journal_bounds: JournalBounds | None = None,
     ) -> None:
         super().__init__("local", session_name, max_line_bytes)
+        # the registry name of its image provider: local_cwd or local_dir
+        self.handle_name = (
+            "local_dir"
+            if issubclass(image_provider_class, LocalDirectoryImageProvider)
+            else "local_cwd"
+        )
         if journal_bounds is not None and not isinstance(journal_bounds, JournalBounds):
             raise InvalidArgumentError(
                 f"journal_bounds must be a JournalBounds, got {journal_bounds!r}"

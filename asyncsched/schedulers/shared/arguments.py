@@ -15,15 +15,22 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import cast
 
-from asyncsched.errors import InvalidArgumentError
+from asyncsched.errors import ArgumentTypeError, InvalidArgumentError
 from asyncsched.schedulers.capabilities import Capabilities, Stream
 
-__all__ = ("as_utc", "check_app_ids", "compile_regex", "parse_stream")
+__all__ = (
+    "as_utc",
+    "check_app_ids",
+    "compile_regex",
+    "default_stream",
+    "parse_stream",
+)
 
 
 def parse_stream(streams: Stream | str | None, caps: Capabilities) -> Stream | None:
+    """The asked stream, checked against ``caps``; None: the default stream."""
     if streams is None:
-        return None
+        return default_stream(caps)
     try:
         stream = Stream(streams)
     except ValueError:
@@ -38,11 +45,41 @@ def parse_stream(streams: Stream | str | None, caps: Capabilities) -> Stream | N
     return stream
 
 
-def as_utc(when: datetime | None) -> datetime | None:
-    """Naive datetimes are UTC (the documented contract of every backend)."""
-    if when is not None and when.tzinfo is None:
-        return when.replace(tzinfo=UTC)
-    return when
+def as_utc(when: datetime | float | None, name: str = "since") -> datetime | None:
+    """``when`` as a timezone-aware datetime: naive datetimes are UTC (the
+    documented contract of every backend), numbers are epoch seconds.
+
+    Raises:
+        ArgumentTypeError: (an InvalidArgumentError and a TypeError) ``when``
+            is neither (a string, a bool...).
+
+    Example:
+        >>> as_utc(0).isoformat()
+        '1970-01-01T00:00:00+00:00'
+    """
+    if when is None:
+        return None
+    if isinstance(when, datetime):
+        return when.replace(tzinfo=UTC) if when.tzinfo is None else when
+    number: object = when  # a caller's bool or str gets past the type hints
+    if isinstance(number, int | float) and not isinstance(number, bool):
+        try:
+            return datetime.fromtimestamp(number, UTC)
+        except (OverflowError, OSError, ValueError) as exc:
+            raise InvalidArgumentError(
+                f"{name}={when!r} is not a time in epoch seconds: {exc}"
+            ) from None
+    raise ArgumentTypeError(
+        f"{name} must be a datetime or epoch seconds (int or float),"
+        f" got {type(when).__name__} {when!r}"
+    )
+
+
+def default_stream(caps: Capabilities) -> Stream | None:
+    """The stream ``log_iter`` reads when none is asked: COMBINED (stdout and
+    stderr in the order they were written) wherever the backend serves it,
+    else None (the backend's only output, as its ``log_streams`` declare)."""
+    return Stream.COMBINED if Stream.COMBINED in caps.log_streams else None
 
 
 def compile_regex(regex: str | None) -> re.Pattern[str] | None:
