@@ -47,6 +47,8 @@ HANDSHAKE_TIMEOUT = 120.0
 ACK_TIMEOUT = 30.0
 #: the submitter's acknowledgement, on the supervisor's stdin
 ACK = b"ack\n"
+#: seconds the submitter may spend sending the ack, or closing the pipe
+ACK_SEND_TIMEOUT = 5.0
 #: bytes of the supervisor's stderr kept for an error message
 _STDERR_KEPT = 4000
 
@@ -101,7 +103,8 @@ async def launch_detached(
                     ) from exc
             await anyio.lowlevel.checkpoint_if_cancelled()
             assert proc.stdin is not None
-            with anyio.CancelScope(shield=True):  # acknowledged: the id is returned
+            # acknowledged: the id is returned (a pipe write of 4 bytes)
+            with anyio.move_on_after(ACK_SEND_TIMEOUT, shield=True):
                 await proc.stdin.send(ACK)
             return app_id
         with contextlib.suppress(ProcessLookupError):
@@ -112,7 +115,8 @@ async def launch_detached(
         )
     finally:
         # no ack sent: closing its stdin makes the supervisor undo the app
-        with anyio.CancelScope(shield=True):
+        # (the process waited for is the first of a double fork: it exits)
+        with anyio.move_on_after(ACK_SEND_TIMEOUT, shield=True):
             await proc.aclose()
 
 
