@@ -131,6 +131,28 @@ async def _one_failed_replica_fails_the_app(target: ContractTarget) -> None:
             ), replicas
 
 
+@_case("per_replica_status")
+async def _a_failed_replica_stops_its_siblings_by_default(
+    target: ContractTarget,
+) -> None:
+    """Fail-fast is the default on every backend: once a replica fails for
+    good the app is FAILED and its other replicas are stopped (not left to run
+    to their end), each reading a terminal state other than SUCCEEDED."""
+    app = target.roles_app({"bad": "sleep 1; exit 3", "long": "sleep 300"})
+    started = anyio.current_time()
+    app_id = await target.scheduler.submit(app, target.cfg)
+    desc = await _final(target, app_id)
+    took = anyio.current_time() - started
+    assert desc.state == AppState.FAILED, desc
+    assert took < 300, f"the sibling ran to its end ({took:.0f}s)"
+    replicas = {r.role: r.replicas[0] for r in desc.roles_statuses}
+    assert replicas["long"].state in (
+        AppState.CANCELLED,
+        AppState.FAILED,
+        AppState.UNKNOWN,
+    ), replicas
+
+
 @_case("cancel", "per_replica_status")
 async def _cancel_after_a_failure_keeps_the_app_failed(target: ContractTarget) -> None:
     """A cancel wins only when it comes before any failure."""

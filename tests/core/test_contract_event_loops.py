@@ -95,6 +95,7 @@ def test_cases_of_capabilities_not_declared_are_not_collected(tmp_path: Path) ->
         "test_unknown_app_error_names_the_handle_the_user_was_given",
         "test_default_log_stream_is_the_combined_one",
         "test_log_times_are_datetimes_or_epoch_seconds",
+        "test_a_failed_replica_stops_its_siblings_by_default",
     }
     assert gated <= every
     assert bare == every - gated
