@@ -5,7 +5,7 @@ from __future__ import annotations
 import aiodocker
 import pytest
 
-from asyncsched.errors import SubmitError
+from asyncsched.errors import SpecError
 from asyncsched.schedulers.docker_scheduler import DockerScheduler
 from asyncsched.specs import AppDef, AppState, Resource, Role, StatusReason
 from asyncsched.testing import wait_for_state
@@ -79,7 +79,9 @@ async def test_an_entrypoint_that_cannot_run_fails_the_submit_with_the_engines_w
     sched: DockerScheduler, raw_docker: aiodocker.Docker
 ) -> None:
     role = Role(name="worker", image=TEST_IMAGE, entrypoint="/no/such/program")
-    with pytest.raises(SubmitError, match="no such file or directory"):
+    # a command the engine cannot find is bad input, as on every backend that
+    # can tell before launch (the engine's own words kept)
+    with pytest.raises(SpecError, match="no such file or directory"):
         await sched.submit(AppDef(name="nolaunch", roles=[role]), {})
     left = await raw_docker.containers.list(
         all=True, filters={"label": [f"asyncsched.io/session={sched.session_name}"]}

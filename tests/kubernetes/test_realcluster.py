@@ -108,7 +108,7 @@ async def test_exit_codes_and_states_come_from_real_containers(
     replicas = {s.role: s.replicas for s in desc.roles_statuses}
     assert [(r.state, r.exit_code) for r in replicas["ok"]] == [(AppState.SUCCEEDED, 0)]
     assert [(r.state, r.exit_code) for r in replicas["bad"]] == [(AppState.FAILED, 3)]
-    assert "exit code 3" in desc.msg
+    assert "exited with code 3" in desc.msg
     assert errors == ["broken\n"]
 
 

@@ -71,7 +71,7 @@ async def test_failing_replica_fails_the_app_with_its_exit_code(
     assert desc.state == AppState.FAILED
     replica = desc.roles_statuses[0].replicas[0]
     assert replica.exit_code == 7
-    assert "exit code 7" in desc.msg
+    assert "exited with code 7" in desc.msg
 
 
 async def test_unknown_or_deleted_app_is_none(kube_env: KubeEnv) -> None:

@@ -40,9 +40,10 @@ async def test_wait_survives_dropped_watches_then_expired_versions(
         faults.drop_next_watch(after_events=1, abrupt=abrupt)
     faults.expire_next_watch(times=3)  # ... and its reconnect finds 410 Gone
     async with scheduler(kube_env) as sched:
+        # both replicas run to their own end (no fail-fast stop of the second)
         app_id = await sched.submit(
             make_app("echo a; sleep 0.5; exit 4", replicas=2),
-            cfg_for(kube_env, "volcano"),
+            {**cfg_for(kube_env, "volcano"), "fail_fast": False},
         )
         desc = await sched.wait(app_id, timeout=20)
     assert desc is not None
