@@ -6,7 +6,8 @@
 each event as a JSON line to ``out`` (flushed), *then* saves the event's
 cursor (write to a temp file, rename): a kill between the two re-delivers the
 event after the restart, which is the at-least-once boundary the tests allow.
-It prints ``ready`` once its stream is open, so a test never kills it before.
+It prints ``ready`` once it runs; an engine that is down (restarting) is
+waited for, as a supervised reader would be restarted until it connects.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import anyio
 
-from asyncsched import get_scheduler
+from asyncsched import SchedulerUnavailableError, get_scheduler
 
 
 def _save(path: Path, cursor: str) -> None:
@@ -29,13 +30,25 @@ def _save(path: Path, cursor: str) -> None:
 
 
 async def main(spec: dict[str, Any]) -> None:
+    print("ready", flush=True)  # noqa: T201 -- the parent waits for it
     cursor_file = Path(spec["cursor_file"])
+    # like a reader under a supervisor (systemd, a pod): an engine that is
+    # down (restarting) is waited for, and the reader resumes from its cursor
+    while True:
+        try:
+            await _follow(spec, cursor_file)
+            return
+        except* SchedulerUnavailableError:
+            pass  # bare or from inside the scheduler's task group
+        await anyio.sleep(0.5)
+
+
+async def _follow(spec: dict[str, Any], cursor_file: Path) -> None:
     since = cursor_file.read_text() if cursor_file.exists() else None
     async with get_scheduler(
         spec["scheduler"], spec["session"], **spec.get("params", {})
     ) as sched:
         async with sched.events(since=since) as stream:
-            print("ready", flush=True)  # noqa: T201 -- the parent waits for it
             with open(spec["out"], "a", encoding="utf-8") as out:
                 async for event in stream:
                     out.write(
