@@ -115,7 +115,9 @@ async def _chaos(
     params = {"kubeconfig": kube_env.kubeconfig, "namespace": kube_env.namespace}
     reader = ChaosReader("kubernetes", "chaos", tmp_path, params)
     await reader.start()
-    cfg = cfg_for(kube_env, "volcano")
+    # fail_fast off: under the default the failed job is terminated and its
+    # pod may go before its exit code is read (a known gap, see the note)
+    cfg = {**cfg_for(kube_env, "volcano"), "fail_fast": False}
     try:
         async with scheduler(kube_env) as sched:
             async with anyio.create_task_group() as tg:
