@@ -284,7 +284,7 @@ class DockerEventSource:
                 last = (event.t, event.n)
                 if (event.t, event.n) > (anchor.t, anchor.n):
                     batch.append(event)  # (else: the catch-up delivered it)
-            known = await self._prefetch(batch)
+            known = await self._prefetch(reader.model, batch)
             for event in batch:
                 before = reader.at
                 drafts = await self._apply(reader, event, known)
@@ -293,14 +293,17 @@ class DockerEventSource:
                     yield draft
 
     async def _prefetch(
-        self, batch: builtins.list[EngineEvent]
+        self, model: ContainerIndex, batch: builtins.list[EngineEvent]
     ) -> dict[str, ContainerRecord | None]:
         """Inspect, concurrently, the containers of ``batch`` whose events
-        need it (not a create, start or destroy)."""
+        need it (not a create, start or destroy, nor an exit that the
+        container's restart policy makes final)."""
         wanted = {
             e.container
             for e in batch
-            if e.app_id and e.action not in ("create", "start", "destroy")
+            if e.app_id
+            and e.action not in ("create", "start", "destroy")
+            and not (e.action == "die" and _final_die(model.records, e, running=False))
         }
         known: dict[str, ContainerRecord | None] = {}
 
@@ -418,11 +421,17 @@ class DockerEventSource:
             record = model.records[event.container]
             record.status, record.exit_code = "running", None
             record.oom_killed, record.error = False, ""
+        elif event.action == "die" and _final_die(model.records, event, running=True):
+            # the exit code is the event's; no restart follows (the policy)
+            record = model.records[event.container]
+            record.status, record.exit_code = "exited", _exit_code(event)
         elif event.container in known:
             seen = known[event.container]
             record = None if seen is None else replace(seen)  # own copy
         else:
             record = await self._inspect(event.container)
+        if record is not None and event.action == "oom":
+            record.oom_killed = True  # the exit that follows is inspected
         if record is None:
             model.remove(event.container)
         else:
@@ -543,6 +552,25 @@ def _starts(record: ContainerRecord | None) -> bool:
     cancel mark are known). Anything else is inspected (the start may be old
     news to a record that is ahead of it)."""
     return record is not None and record.status in ("created", "restarting")
+
+
+def _exit_code(event: EngineEvent) -> int | None:
+    try:
+        return int(event.attributes["exitCode"])
+    except (KeyError, ValueError):
+        return None
+
+
+def _final_die(
+    records: Mapping[str, ContainerRecord], event: EngineEvent, *, running: bool
+) -> bool:
+    """Whether ``event`` (a ``die``) says all there is to know: the
+    container's policy makes its exit final (and, with ``running``, the
+    container had started: a failed start's error is only in an inspect)."""
+    record = records.get(event.container)
+    if record is None or (running and record.status != "running"):
+        return False
+    return record.exit_is_final(_exit_code(event))
 
 
 def _known(differ: SnapshotDiffer) -> list[str]:

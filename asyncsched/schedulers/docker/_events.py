@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import aiodocker
@@ -201,14 +202,17 @@ class EventWatcher:
         elif action == "pause":
             record.status = "paused"
         elif action == "die":
-            record.status = "exited"
-            record.exit_code = _int(attrs.get("exitCode"))
+            # a copy until the daemon says whether it restarts the container:
+            # meanwhile readers keep the last known state (an exit that its
+            # on-failure policy undoes must never read FAILED)
+            record = replace(record)
+            code = _int(attrs.get("exitCode"))
+            known = code == 0 or (
+                record.status == "running" and record.exit_is_final(code)
+            )
+            record.status, record.exit_code = "exited", code
             # a restart policy may bring it back: only the daemon knows
-            if (
-                record.exit_code != 0
-                and not record.cancelled
-                and not await self._settle(record)
-            ):
+            if not known and not record.cancelled and not await self._settle(record):
                 return
         elif (
             action == "update"
