@@ -34,7 +34,6 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import aiodocker
 import aiohttp
 import anyio
 
@@ -51,6 +50,7 @@ from asyncsched.schedulers.shared.labels import LABEL_APP_ID, LABEL_SESSION
 from asyncsched.specs import AppState
 
 from ._client import open_events
+from ._connection import DockerConnection
 from ._event_cursor import (
     Position,
     decode_position,
@@ -126,29 +126,23 @@ class DockerEventSource:
     """The Docker event stream of one scheduler's session, for its readers.
 
     Args:
-        docker: The scheduler's client (called for each connection).
-        host: The daemon URL (for error messages).
+        conn: The daemon (a client per connection) and the API slots, which
+            bound the inspects of a re-list.
         session: The session whose containers are followed.
-        limiter: Bounds the inspects of a re-list (the scheduler's API slots).
         is_open: False once the scheduler closed; readers then end.
         max_backoff: Longest pause between reconnects (seconds).
     """
 
     def __init__(
         self,
-        docker: Callable[[], aiodocker.Docker],
-        host: str,
+        conn: DockerConnection,
         session: str,
-        limiter: Callable[[], anyio.CapacityLimiter],
         is_open: Callable[[], bool],
         *,
         max_backoff: float = 2.0,
     ) -> None:
-        self._docker = docker
-        self._host = host
-        self._session = session
-        self._limiter = limiter
-        self._is_open = is_open
+        self._docker, self._host, self._limiter = conn.docker, conn.host, conn.slot
+        self._session, self._is_open = session, is_open
         self._max_backoff = max_backoff
         self._responses: set[aiohttp.ClientResponse] = set()
         #: connections made (a test and the benchmark read it)

@@ -29,6 +29,7 @@ from asyncsched.schedulers.shared.docker_errors import docker_errors, is_not_fou
 from asyncsched.schedulers.shared.labels import LABEL_APP_ID
 
 from ._client import open_events
+from ._connection import DockerConnection
 from ._state import ContainerIndex, ContainerRecord
 
 __all__ = ["EventWatcher", "list_records", "settle"]
@@ -87,17 +88,14 @@ class EventWatcher:
 
     def __init__(
         self,
-        docker: aiodocker.Docker,
-        host: str,
+        conn: DockerConnection,
         index: ContainerIndex,
         *,
-        max_backoff: float = 5.0,
         on_exit: Callable[[str], None] | None = None,
+        max_backoff: float = 5.0,
     ) -> None:
-        self._docker = docker
-        self._on_exit = on_exit
-        self._host = host
-        self._index = index
+        self._docker, self._host = conn.docker(), conn.host
+        self._index, self._on_exit = index, on_exit
         self._max_backoff = max_backoff
         self.synced = False
         self.resyncs = 0
