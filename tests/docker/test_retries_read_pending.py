@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import aiodocker
 import anyio
 import pytest
 
@@ -100,3 +101,53 @@ async def test_replica_fails_for_good_once_its_retries_are_used_up(
     assert desc.state == AppState.FAILED, desc
     [replica] = desc.roles_statuses[0].replicas
     assert (replica.num_restarts, replica.exit_code) == (1, 1)
+
+
+async def test_fail_fast_spares_siblings_while_the_failed_replica_has_retries(
+    sched: DockerScheduler, tmp_path: Path
+) -> None:
+    # replica 0 fails twice, then succeeds; replica 1 runs until replica 0 did
+    script = (
+        'if [ "$ASYNCSCHED_REPLICA_ID" = 0 ]; then ' + COUNTING + "; touch /m/done; "
+        "else while [ ! -e /m/done ]; do sleep 0.1; done; fi"
+    )
+    app = sh_app(
+        script,
+        replicas=2,
+        max_retries=2,
+        env={"OK_AT": "3"},
+        mounts=[BindMount(str(tmp_path), "/m")],
+    )
+    app_id = await sched.submit(app, {})
+    desc = await sched.wait(app_id, timeout=90)
+    assert desc is not None
+    replicas = desc.roles_statuses[0].replicas
+    assert [(r.state, r.exit_code) for r in replicas] == [(AppState.SUCCEEDED, 0)] * 2
+    assert desc.state == AppState.SUCCEEDED
+
+
+async def test_a_stopped_container_with_retries_left_is_final(
+    sched: DockerScheduler, raw_docker: aiodocker.Docker
+) -> None:
+    # `docker stop` (as a daemon shutdown does): Docker never restarts it
+    app_id = await sched.submit(sh_app("sleep 600", max_retries=3), {})
+    with anyio.fail_after(60):
+        while True:
+            changed = sched.changed(app_id)
+            desc = await sched.describe(app_id)
+            if desc is not None and desc.state == AppState.RUNNING:
+                break
+            await changed.wait()
+    [container] = await raw_docker.containers.list(
+        filters={"label": [f"asyncsched.io/app-id={app_id}"]}
+    )
+    await container.stop(t=1)
+    desc = await sched.wait(app_id, timeout=60)
+    assert desc is not None
+    [replica] = desc.roles_statuses[0].replicas
+    # sh as PID 1 ignores SIGTERM: the daemon kills it after the grace
+    assert (desc.state, replica.exit_code, replica.num_restarts) == (
+        AppState.FAILED,
+        137,
+        0,
+    )
