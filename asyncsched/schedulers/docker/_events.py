@@ -192,6 +192,8 @@ class EventWatcher:
             )
             if record is None:
                 return
+            if action != "create":  # a cancel mark may predate what we saw
+                record.restart_policy = None
         if action == "start":  # restarts are counted by the daemon (see _settle)
             record.status, record.exit_code = "running", None
             record.oom_killed, record.error = False, ""

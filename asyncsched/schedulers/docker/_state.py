@@ -111,7 +111,10 @@ class ContainerRecord(ReplicaLabels):
     error: str = ""
     #: the app's ``fail_fast`` (label): a failure for good stops the others
     fail_fast: bool = True
-    #: ``HostConfig.RestartPolicy.Name`` ("no" for none); None while unknown
+    #: ``HostConfig.RestartPolicy.Name`` ("no" for none); None while unknown:
+    #: known from an inspect, or from the label of a container seen created
+    #: (a later cancel mark then comes as an ``update`` event), never from a
+    #: listing (the mark may be set already)
     restart_policy: str | None = None
 
     def exit_is_final(self, exit_code: int | None) -> bool:
@@ -195,6 +198,8 @@ class ContainerRecord(ReplicaLabels):
         if match:
             record.exit_code = int(match.group(1))
         record.settled = status not in ("exited", "dead", "created")
+        # a cancel may have set its mark already: only an inspect tells
+        record.restart_policy = None
         return record
 
     def apply_inspect(self, info: Mapping[str, Any]) -> None:
