@@ -120,18 +120,21 @@ def test_apply_inspect_reads_cancel_mark_and_restarts() -> None:
 def test_an_exit_is_final_without_an_inspect_only_when_no_policy_restarts_it(
     max_retries: str | None, code: int | None, cancelled: bool, oom: bool, final: bool
 ) -> None:
-    item = _item("c1", "running", "Up")
+    labels = cast(dict[str, str], _item("c1", "running", "Up")["Labels"])
     if max_retries is not None:
-        labels = cast(dict[str, str], item["Labels"])
-        item["Labels"] = {**labels, LABEL_MAX_RETRIES: max_retries}
-    rec = ContainerRecord.from_list_item(item)
+        labels = {**labels, LABEL_MAX_RETRIES: max_retries}
+    rec = ContainerRecord.from_labels("c1", "n", "img", labels, "running")
     assert rec is not None
     rec.cancelled, rec.oom_killed = cancelled, oom
     assert rec.exit_is_final(code) is final
 
 
-def test_an_inspect_tells_the_restart_policy_of_a_container_without_the_label() -> None:
-    rec = ContainerRecord.from_list_item(_item("c1", "running", "Up"))
+def test_a_listed_container_needs_an_inspect_before_its_exit_is_final() -> None:
+    # a listing shows neither the policy nor a cancel mark set before it
+    item = _item("c1", "running", "Up")
+    labels = cast(dict[str, str], item["Labels"])
+    item["Labels"] = {**labels, LABEL_MAX_RETRIES: "0"}
+    rec = ContainerRecord.from_list_item(item)
     assert rec is not None
     assert not rec.exit_is_final(3)
     rec.apply_inspect({"State": {"Status": "running"}, "HostConfig": {}})
