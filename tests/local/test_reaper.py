@@ -7,6 +7,7 @@ reaper serving the others. Every test runs on asyncio and on trio.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -15,6 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
+import sniffio
 
 from asyncsched.schedulers.local import LocalScheduler
 from asyncsched.schedulers.local._logs import ReplicaLog, create_log_files
@@ -176,3 +178,52 @@ async def test_without_a_pidfd_the_reaper_still_sees_the_exit_and_the_output(
     assert await child.reap() == 5
     log.close()
     assert Path(log.paths["stdout"]).read_bytes() == b"hello\n"
+
+
+def _count_tasks() -> int:
+    """Tasks alive in this event loop (asyncio or trio)."""
+    if sniffio.current_async_library() == "asyncio":
+        return len(asyncio.all_tasks())
+    import trio
+
+    def walk(task: trio.lowlevel.Task) -> int:
+        return 1 + sum(walk(t) for n in task.child_nurseries for t in n.child_tasks)
+
+    root = trio.lowlevel.current_root_task()
+    assert root is not None
+    return walk(root)
+
+
+async def test_running_replicas_cost_no_task_each(
+    sched: LocalScheduler, log_dir: Path, tmp_path: Path
+) -> None:
+    fifo = tmp_path / "go"
+    os.mkfifo(fifo)
+    ready = tmp_path / "ready"
+    ready.mkdir()
+    hold = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
+    cfg = {"log_dir": str(log_dir)}
+    try:
+        # one replica running: the scheduler's own tasks are up
+        def script(name: str) -> str:
+            return (
+                f"exec 3<{fifo}; touch {ready}/{name}-$ASYNCSCHED_REPLICA_ID;"
+                " read x <&3; exit 0"
+            )
+
+        first = await sched.submit(app_of(sh_role(script("f")), name="first"), cfg)
+        await _wait_for_files(ready, 1)
+        before = _count_tasks()
+        role = sh_role(script("m"), replicas=40)
+        many = await sched.submit(app_of(role, name="many"), cfg)
+        await _wait_for_files(ready, 41)
+        assert _count_tasks() - before < 5  # was 3 or more per replica
+        os.close(hold)
+        hold = -1
+        for app_id in (first, many):
+            desc = await sched.wait(app_id, timeout=30)
+            assert desc is not None
+            assert desc.state == AppState.SUCCEEDED
+    finally:
+        if hold >= 0:
+            os.close(hold)
