@@ -104,7 +104,8 @@ class Reaper:
     """
 
     def __init__(self) -> None:
-        self._selector = selectors.DefaultSelector()
+        #: made at first use: a scheduler never started holds no descriptor
+        self._selector_made: selectors.DefaultSelector | None = None
         #: registered descriptor -> (its watch, stream name or None for a pidfd)
         self._fds: dict[int, tuple[Watch, str | None]] = {}
         #: the watches whose leader has not exited yet
@@ -113,6 +114,12 @@ class Reaper:
         self._spawn: Callable[..., None] | None = None
         #: wake-ups of :meth:`run` so far (one serves every ready descriptor)
         self.wakeups = 0
+
+    @property
+    def _selector(self) -> selectors.DefaultSelector:
+        if self._selector_made is None:
+            self._selector_made = selectors.DefaultSelector()
+        return self._selector_made
 
     @property
     def watching(self) -> int:
@@ -275,4 +282,6 @@ class Reaper:
 
     def close(self) -> None:
         """Close the selector (after :meth:`run` has stopped)."""
-        self._selector.close()
+        if self._selector_made is not None:
+            self._selector_made.close()
+            self._selector_made = None
