@@ -8,6 +8,7 @@ reaper serving the others. Every test runs on asyncio and on trio.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import subprocess
@@ -18,7 +19,7 @@ import anyio
 import pytest
 import sniffio
 
-from asyncsched.schedulers.local import LocalScheduler
+from asyncsched.schedulers.local import LocalFaults, LocalScheduler
 from asyncsched.schedulers.local._logs import ReplicaLog, create_log_files
 from asyncsched.schedulers.local._open_files import OpenFiles
 from asyncsched.schedulers.local._process import Child
@@ -227,3 +228,27 @@ async def test_running_replicas_cost_no_task_each(
     finally:
         if hold >= 0:
             os.close(hold)
+
+
+async def test_a_crashed_reaper_is_restarted_and_loses_no_exit(
+    log_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    crashes: list[int] = []
+
+    def before_reaper_turn() -> None:
+        if not crashes:
+            crashes.append(1)
+            raise RuntimeError("reaper exploded")
+
+    caplog.set_level(logging.ERROR)
+    faults = LocalFaults(before_reaper_turn=before_reaper_turn)
+    cfg = {"log_dir": str(log_dir)}
+    async with LocalScheduler("crash", faults=faults) as sched:
+        app_id = await sched.submit(app_of(sh_role("echo out; exit 4")), cfg)
+        desc = await sched.wait(app_id, timeout=30)
+        assert desc is not None
+        assert desc.state == AppState.FAILED
+        assert desc.roles_statuses[0].replicas[0].exit_code == 4
+        assert [x async for x in sched.log_iter(app_id, "worker")] == ["out\n"]
+    assert crashes == [1]
+    assert any("restarting" in r.getMessage() for r in caplog.records)

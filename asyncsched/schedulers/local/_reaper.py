@@ -103,7 +103,9 @@ class Reaper:
     early (what is already in its pipes is still saved).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, before_turn: Callable[[], None] | None = None) -> None:
+        #: the fault seam's hook, called at each wake-up before serving
+        self._before_turn = before_turn
         #: made at first use: a scheduler never started holds no descriptor
         self._selector_made: selectors.DefaultSelector | None = None
         #: registered descriptor -> (its watch, stream name or None for a pidfd)
@@ -254,6 +256,8 @@ class Reaper:
     async def _serve_once(self) -> None:
         await anyio.wait_readable(self._selector.fileno())
         self.wakeups += 1
+        if self._before_turn is not None:
+            self._before_turn()
         ready = self._selector.select(0)
         for i, (key, _) in enumerate(ready):
             if i and i % _EVENTS_PER_TURN == 0:

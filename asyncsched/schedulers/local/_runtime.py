@@ -91,7 +91,7 @@ class LocalRuntime:
             f"asyncsched-spawner-{session_name}", before_dispatch=faults.before_dispatch
         )
         #: one task serving every replica's exit and output
-        self.reaper = Reaper()
+        self.reaper = Reaper(faults.before_reaper_turn)
         #: the log files the replicas' writes keep open (bounded, shared)
         self.log_files = OpenFiles(LOG_FILES_KEPT_OPEN)
         #: set once started
