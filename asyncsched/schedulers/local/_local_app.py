@@ -42,10 +42,7 @@ from asyncsched.schedulers.local._record_writer import (
     supervisor_info,
 )
 from asyncsched.schedulers.local._records import RECORD_NAME
-from asyncsched.schedulers.local._replica import (
-    Replica,
-    RoleInfo,
-)
+from asyncsched.schedulers.local._replica import Replica, RoleInfo, limit_hit
 from asyncsched.schedulers.local._spawn import SpawnConfig, Started, spawn_child
 from asyncsched.schedulers.local._state import RetryAction, RetryCounters, decide_retry
 from asyncsched.specs import (
@@ -175,22 +172,9 @@ class LocalApp:
             r.restarting = False
             if r.child is None and not is_terminal(r.state):
                 r.state = AppState.FAILED
-                self._limit_hit(r, StatusReason.TIME_LIMIT)
+                limit_hit(r, StatusReason.TIME_LIMIT, self.time_limit)
         self._terminate_all(self.cancel_grace)
         self._after_change()
-
-    def _limit_hit(self, replica: Replica, reason: StatusReason) -> None:
-        replica.limit_reason = reason
-        if reason == StatusReason.TIME_LIMIT:
-            replica.limit_message = (
-                f"stopped at the app's time limit of {self.time_limit} s (time_limit)"
-            )
-        else:
-            replica.limit_message = (
-                "ran out of memory under its limit of"
-                f" {replica.launch.memory_mb} MB (resource.memMB, enforced as"
-                " RLIMIT_DATA)"
-            )
 
     def _spawn(self, replica: Replica) -> None:
         self._attach(replica, spawn_child(replica.launch, self._spawn_cfg))
@@ -305,7 +289,7 @@ class LocalApp:
                         replica.log.paths["stderr"],
                         replica.attempts[-1]["offsets"]["stderr"],
                     ):
-                        self._limit_hit(replica, StatusReason.OOM_KILLED)
+                        limit_hit(replica, StatusReason.OOM_KILLED, self.time_limit)
         except Exception as exc:  # noqa: BLE001 - e.g. an unwritable log: fail the app
             error = exc
         finally:
@@ -405,7 +389,7 @@ class LocalApp:
         elif self.timed_out:
             replica.state = AppState.SUCCEEDED if rc == 0 else AppState.FAILED
             if rc != 0:
-                self._limit_hit(replica, StatusReason.TIME_LIMIT)
+                limit_hit(replica, StatusReason.TIME_LIMIT, self.time_limit)
         elif replica.restarting:
             replica.state = AppState.PENDING
         elif self.failed and (self.fail_fast or self.internal_error is not None):
@@ -522,8 +506,13 @@ class LocalApp:
                     r.log.close()
                     r.exited = None  # set, and nobody waits any more
                 self.finished.set()
-                if self._on_finished is not None:
-                    self._on_finished()
+                # both set for good: one event serves both (fewer objects
+                # per finished app for full collections to walk)
+                self.done = self.finished
+                on_finished = self._on_finished
+                self._on_finished = self._on_done = None
+                if on_finished is not None:
+                    on_finished()
         self._mark_dirty()
 
     # -- stopping -------------------------------------------------------------------
