@@ -8,6 +8,7 @@ reaper serving the others. Every test runs on asyncio and on trio.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -252,3 +253,25 @@ async def test_a_crashed_reaper_is_restarted_and_loses_no_exit(
         assert [x async for x in sched.log_iter(app_id, "worker")] == ["out\n"]
     assert crashes == [1]
     assert any("restarting" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_finished_app_keeps_few_objects_for_the_collector(
+    log_dir: Path,
+) -> None:
+    apps = 50
+    cfg = {"log_dir": str(log_dir)}
+    role = sh_role("exit 0")
+    async with LocalScheduler("objs", cache_size=apps + 2) as sched:
+        await sched.wait(await sched.submit(app_of(role, name="warm"), cfg))
+        gc.collect()
+        before = len(gc.get_objects())
+        for i in range(apps):
+            app_id = await sched.submit(app_of(role, name=f"a{i}"), cfg)
+            desc = await sched.wait(app_id, timeout=30)
+            assert desc is not None
+            assert desc.state == AppState.SUCCEEDED
+        gc.collect()
+        per_app = (len(gc.get_objects()) - before) / apps
+    # the app, its replica and log, the submitted AppDef (38 before a
+    # finished app dropped its spare event and callbacks)
+    assert per_app < 36, per_app
