@@ -113,6 +113,8 @@ def test_apply_inspect_reads_cancel_mark_and_restarts() -> None:
         ("2", 1, False, False, False),  # it may restart a failure: inspect
         ("0", 137, True, False, False),  # a cancel: the daemon's word
         ("0", 137, False, True, False),  # an OOM kill: the daemon's word
+        ("0", 137, False, False, False),  # a SIGKILL may be the OOM killer's
+        ("0", 143, False, False, True),  # a SIGTERM is not
         (None, 3, False, False, False),  # no label (an older container)
         ("0", None, False, False, False),  # no exit code in the event
     ],

@@ -46,6 +46,7 @@ _ACTIONS = (
     "unpause",
     "destroy",
     "kill",
+    "oom",
     "stop",
 )
 
@@ -186,6 +187,10 @@ class EventWatcher:
             index.note_kill(cid)
             return
         record = index.records.get(cid)
+        if action == "oom":  # no state change; its exit is inspected
+            if record is not None:
+                record.oom_killed = True
+            return
         if record is None:
             record = ContainerRecord.from_labels(
                 cid, attrs.get("name", ""), attrs.get("image", ""), attrs, "created"

@@ -121,8 +121,8 @@ class ContainerRecord(ReplicaLabels):
         """Whether the exit of this container's process with ``exit_code``
         (a ``die`` event's) is final whatever the daemon does next, so that
         no inspect is needed: its restart policy is known and restarts no
-        such exit, and neither a cancel nor an OOM kill needs the daemon's
-        word. (A ``die`` of a container that never ran is a failed start:
+        such exit, and neither a cancel nor an OOM kill (an ``oom`` event,
+        or exit code 137) needs the daemon's word. (A ``die`` of a container that never ran is a failed start:
         its error is only in an inspect; callers check ``status``.)
 
         Example:
@@ -132,8 +132,8 @@ class ContainerRecord(ReplicaLabels):
             >>> rec.exit_is_final(0), rec.exit_is_final(1)
             (True, False)
         """
-        if exit_code is None or self.cancelled or self.oom_killed:
-            return False
+        if exit_code in (None, 137) or self.cancelled or self.oom_killed:
+            return False  # 137, a SIGKILL: the OOM killer's, for all we know
         if self.restart_policy in ("no", ""):
             return True
         return self.restart_policy == "on-failure" and exit_code == 0
