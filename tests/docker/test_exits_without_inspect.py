@@ -21,7 +21,7 @@ from .helpers import counting_client, sh_app
 
 pytestmark = pytest.mark.docker
 
-_INSPECT = re.compile(r"^GET /containers/([0-9a-f]{12,})/json$")
+_INSPECT = re.compile(r"^GET (/v[0-9.]+)?/containers/[0-9a-f]{12,}/json$")
 
 
 async def test_exits_without_a_restart_policy_cost_no_inspect(
