@@ -88,6 +88,7 @@ async def test_run_without_queue_is_a_clear_error(
     assert "queue" in err
 
 
+@pytest.mark.fake_api
 async def test_indexed_jobs_on_a_server_without_them_exit_2(
     kube_env: KubeEnv, tmp_path: Path
 ) -> None:
@@ -105,6 +106,7 @@ async def test_indexed_jobs_on_a_server_without_them_exit_2(
     assert kube_env.server.requests.count("create") == 0
 
 
+@pytest.mark.fake_api
 async def test_list_shows_the_apps_of_another_namespace(
     kube_env: KubeEnv, tmp_path: Path
 ) -> None:
