@@ -180,16 +180,22 @@ class UnknownReplicaError(InvalidArgumentError, LookupError):
     _init_args = ("app_id", "role_name", "k", "roles")
 
 
-class MalformedAppHandleException(AsyncschedError, ValueError):
-    """An app handle is not of the form ``scheduler://session/app_id``."""
+class _AboutAHandle(AsyncschedError):
+    """An error about one app handle (``.app_handle``); ``_text`` is its
+    message, formatted with the handle."""
+
+    _text: ClassVar[str]
+    _init_args = ("app_handle",)
 
     def __init__(self, app_handle: str) -> None:
-        super().__init__(
-            f"{app_handle!r} is not of the form: <scheduler_backend>://<session_name>/<app_id>"
-        )
+        super().__init__(self._text.format(app_handle))
         self.app_handle = app_handle
 
-    _init_args = ("app_handle",)
+
+class MalformedAppHandleException(_AboutAHandle, ValueError):
+    """An app handle is not of the form ``scheduler://session/app_id``."""
+
+    _text = "{!r} is not of the form: <scheduler_backend>://<session_name>/<app_id>"
 
 
 class UnknownSchedulerException(AsyncschedError, KeyError):
@@ -209,16 +215,10 @@ class UnknownSchedulerException(AsyncschedError, KeyError):
     _init_args = ("scheduler", "available")
 
 
-class UnknownAppException(AsyncschedError, LookupError):
+class UnknownAppException(_AboutAHandle, LookupError):
     """The scheduler does not know the app (never existed, or purged)."""
 
-    def __init__(self, app_handle: str) -> None:
-        super().__init__(
-            f"Unknown app = {app_handle}. Did you misspell it or was it purged?"
-        )
-        self.app_handle = app_handle
-
-    _init_args = ("app_handle",)
+    _text = "Unknown app = {}. Did you misspell it or was it purged?"
 
 
 class UnknownNamedResourceError(AsyncschedError, KeyError):
