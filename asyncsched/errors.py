@@ -180,22 +180,16 @@ class UnknownReplicaError(InvalidArgumentError, LookupError):
     _init_args = ("app_id", "role_name", "k", "roles")
 
 
-class _AboutAHandle(AsyncschedError):
-    """An error about one app handle (``.app_handle``); ``_text`` is its
-    message, formatted with the handle."""
-
-    _text: ClassVar[str]
-    _init_args = ("app_handle",)
-
-    def __init__(self, app_handle: str) -> None:
-        super().__init__(self._text.format(app_handle))
-        self.app_handle = app_handle
-
-
-class MalformedAppHandleException(_AboutAHandle, ValueError):
+class MalformedAppHandleException(AsyncschedError, ValueError):
     """An app handle is not of the form ``scheduler://session/app_id``."""
 
-    _text = "{!r} is not of the form: <scheduler_backend>://<session_name>/<app_id>"
+    def __init__(self, app_handle: str) -> None:
+        super().__init__(
+            f"{app_handle!r} is not of the form: <scheduler_backend>://<session_name>/<app_id>"
+        )
+        self.app_handle = app_handle
+
+    _init_args = ("app_handle",)
 
 
 class UnknownSchedulerException(AsyncschedError, KeyError):
@@ -215,10 +209,16 @@ class UnknownSchedulerException(AsyncschedError, KeyError):
     _init_args = ("scheduler", "available")
 
 
-class UnknownAppException(_AboutAHandle, LookupError):
+class UnknownAppException(AsyncschedError, LookupError):
     """The scheduler does not know the app (never existed, or purged)."""
 
-    _text = "Unknown app = {}. Did you misspell it or was it purged?"
+    def __init__(self, app_handle: str) -> None:
+        super().__init__(
+            f"Unknown app = {app_handle}. Did you misspell it or was it purged?"
+        )
+        self.app_handle = app_handle
+
+    _init_args = ("app_handle",)
 
 
 class UnknownNamedResourceError(AsyncschedError, KeyError):
