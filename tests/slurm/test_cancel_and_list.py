@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import anyio
 import pytest
 
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
-from asyncsched.specs import AppDef, AppState, Resource, Role
+from asyncsched.specs import AppDef, AppState, CfgVal, Resource, Role
 
 from .cluster import Cluster
 from .conftest import SETTLE
@@ -123,3 +125,74 @@ async def test_list_shows_only_the_apps_of_its_own_session(
     assert set(listed_by_other) == {second}
     assert listed_by_other[second].name == "second"
     assert listed_by_other[second].state == AppState.FAILED
+
+
+async def test_cancel_keeps_every_trap_and_code_with_fail_fast_on(
+    slurm: SlurmScheduler,
+) -> None:
+    # replica 0's trap exits 7 at once, replica 1's takes two seconds to exit
+    # 9: srun's fail-fast (--kill-on-bad-exit, on by default) must not end
+    # replica 1's trap when replica 0 exits non-zero
+    script = (
+        'if [ "$ASYNCSCHED_REPLICA_ID" = 0 ]; then trap "exit 7" TERM;'
+        ' else trap "sleep 2; echo stopped; exit 9" TERM; fi;'
+        " echo started; sleep 300 & wait"
+    )
+    app_id = await slurm.submit(_app("fail-fast-graced", script, 2))
+    await _started(slurm, app_id, 2)
+    cancelled_at = anyio.current_time()
+    await slurm.cancel(app_id)
+    desc = await slurm.wait(app_id, timeout=SETTLE)
+    assert anyio.current_time() - cancelled_at >= 2.0  # replica 1's trap
+    assert desc is not None
+    assert desc.state == AppState.CANCELLED
+    [role] = desc.roles_statuses
+    assert [(r.state, r.exit_code) for r in role.replicas] == [
+        (AppState.CANCELLED, 7),
+        (AppState.CANCELLED, 9),
+    ], desc.msg
+    lines = [line async for line in slurm.log_iter(app_id, "worker", 1)]
+    assert lines[-1] == "stopped\n"
+
+
+async def test_a_cancel_from_a_process_that_exits_at_once_keeps_the_grace_and_ends_the_job(
+    slurm_cluster: Cluster, tmp_path: Path
+) -> None:
+    # `asyncsched cancel` exits right after it asked: the job's script alone
+    # gives replica 0 its trap and replica 1 (which ignores SIGTERM) its grace,
+    # then ends the job (no fail-fast: srun would end replica 1 itself)
+    state = tmp_path / "state"
+    script = (
+        'if [ "$ASYNCSCHED_REPLICA_ID" = 0 ]; then trap "sleep 1; exit 7" TERM;'
+        " else trap '' TERM; fi; echo started; sleep 300 & wait"
+    )
+    async with SlurmScheduler(
+        "pytest",
+        slurm_conf=str(slurm_cluster.conf),
+        state_dir=str(state),
+        cancel_grace=3.0,
+        min_interval=0.2,
+        max_interval=1.0,
+    ) as sched:
+        cfg: dict[str, CfgVal] = {"job_dir": str(tmp_path / "job"), "fail_fast": False}
+        app_id = await sched.submit(_app("cli-cancelled", script, 2), cfg)
+        await _started(sched, app_id, 2)
+        cancelled_at = anyio.current_time()
+        cli = await anyio.run_process(
+            [sys.executable, "-m", "asyncsched", "cancel", f"slurm://pytest/{app_id}"],
+            env={**os.environ, **slurm_cluster.env, "ASYNCSCHED_STATE_DIR": str(state)},
+            check=False,
+        )
+        assert cli.returncode == 0, cli.stderr
+        desc = await sched.wait(app_id, timeout=SETTLE)
+        took = anyio.current_time() - cancelled_at
+    assert desc is not None
+    assert desc.state == AppState.CANCELLED
+    assert 3.0 <= took < 60, took  # the grace, not the replica's 300 s
+    [role] = desc.roles_statuses
+    assert (role.replicas[0].state, role.replicas[0].exit_code) == (
+        AppState.CANCELLED,
+        7,
+    ), desc.msg
+    # the stubborn replica was killed at the end of the grace
+    assert role.replicas[1].state == AppState.CANCELLED, desc.msg
