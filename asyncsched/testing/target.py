@@ -40,6 +40,11 @@ class ContractTarget:
     #: replica stopped by a cancel exited with (Kubernetes 1.20's kubelet
     #: says 137 ``ContainerStatusUnknown`` for the container of a deleted pod)
     stop_codes_kept: bool = True
+    #: False when a cancel may stop a replica without its SIGTERM grace
+    #: (Slurm: ``scancel`` also signals ``srun``, which may end a step before
+    #: the replica's trap runs; the engine then keeps no exit code or SIGKILL's):
+    #: the grace case then checks only the replicas whose trap ran
+    cancel_grace_kept: bool = True
     #: for a backend whose replicas are processes of this machine: the
     #: replica processes still running (e.g. their pids); the close cases
     #: check that none is left once ``aclose`` returned. None: not checked

@@ -127,34 +127,6 @@ async def test_list_shows_only_the_apps_of_its_own_session(
     assert listed_by_other[second].state == AppState.FAILED
 
 
-async def test_cancel_keeps_every_trap_and_code_with_fail_fast_on(
-    slurm: SlurmScheduler,
-) -> None:
-    # replica 0's trap exits 7 at once, replica 1's takes two seconds to exit
-    # 9: srun's fail-fast (--kill-on-bad-exit, on by default) must not end
-    # replica 1's trap when replica 0 exits non-zero
-    script = (
-        'if [ "$ASYNCSCHED_REPLICA_ID" = 0 ]; then trap "exit 7" TERM;'
-        ' else trap "sleep 2; echo stopped; exit 9" TERM; fi;'
-        " echo started; sleep 300 & wait"
-    )
-    app_id = await slurm.submit(_app("fail-fast-graced", script, 2))
-    await _started(slurm, app_id, 2)
-    cancelled_at = anyio.current_time()
-    await slurm.cancel(app_id)
-    desc = await slurm.wait(app_id, timeout=SETTLE)
-    assert anyio.current_time() - cancelled_at >= 2.0  # replica 1's trap
-    assert desc is not None
-    assert desc.state == AppState.CANCELLED
-    [role] = desc.roles_statuses
-    assert [(r.state, r.exit_code) for r in role.replicas] == [
-        (AppState.CANCELLED, 7),
-        (AppState.CANCELLED, 9),
-    ], desc.msg
-    lines = [line async for line in slurm.log_iter(app_id, "worker", 1)]
-    assert lines[-1] == "stopped\n"
-
-
 async def test_a_cancel_from_a_process_that_exits_at_once_keeps_the_grace_and_ends_the_job(
     slurm_cluster: Cluster, tmp_path: Path
 ) -> None:

@@ -185,27 +185,22 @@ class SlurmBatchRequest:
 set -evx
 {_ENV_DIR}=${{1:?the directory of the environment files}}
 # asyncsched cancels a running job with SIGURG to this script, once it created
-# "${_ENV_DIR}/{CANCEL_MARK}" (read below, should the signal come first): srun
-# is paused (its fail-fast must not end a replica whose TERM trap still runs),
-# the replicas' steps get SIGTERM, and the job is cancelled once they all
-# ended, or {self.cancel_grace} s later (the grace); never requeued
+# "${_ENV_DIR}/{CANCEL_MARK}" (read below, should the signal come first): the
+# replicas' steps get SIGTERM (srun does not: it would kill them), srun returns
+# once they all ended, or is stopped {self.cancel_grace} s later (the grace),
+# then the job is cancelled; never requeued
 cancelled=
-replicas_running() {{
-    steps=$(squeue -h -s -j "$SLURM_JOB_ID" -o %i) || return 0
-    case $steps in *.[0-9]*) return 0 ;; esac
-    return 1
-}}
 cancel() {{
     [ -z "$cancelled" ] || return 0
     cancelled=1
     set +e
     srun_pid=$!
-    [ -z "$srun_pid" ] || kill -STOP "$srun_pid"
     scancel --signal=TERM "$SLURM_JOB_ID"
-    end=$((SECONDS + {self.cancel_grace}))
-    while [ "$SECONDS" -lt "$end" ] && replicas_running; do sleep 1; done
+    if [ -n "$srun_pid" ]; then
+        (sleep {self.cancel_grace}; kill -TERM "$srun_pid") &
+        wait "$srun_pid"
+    fi
     rm -rf -- "${_ENV_DIR}"
-    [ -z "$srun_pid" ] || kill -CONT "$srun_pid"
     until scancel "$SLURM_JOB_ID"; do sleep 5; done
     sleep 300
     exit 143
