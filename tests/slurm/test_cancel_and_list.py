@@ -135,7 +135,7 @@ async def test_a_cancel_from_a_process_that_exits_at_once_keeps_the_grace_and_en
     # then ends the job (no fail-fast: srun would end replica 1 itself)
     state = tmp_path / "state"
     script = (
-        'if [ "$ASYNCSCHED_REPLICA_ID" = 0 ]; then trap "sleep 1; exit 7" TERM;'
+        'if [ "$ASYNCSCHED_REPLICA_ID" = 0 ]; then trap "sleep 1; echo stopped; exit 7" TERM;'
         " else trap '' TERM; fi; echo started; sleep 300 & wait"
     )
     async with SlurmScheduler(
@@ -158,13 +158,13 @@ async def test_a_cancel_from_a_process_that_exits_at_once_keeps_the_grace_and_en
         assert cli.returncode == 0, cli.stderr
         desc = await sched.wait(app_id, timeout=SETTLE)
         took = anyio.current_time() - cancelled_at
+        lines = [line async for line in sched.log_iter(app_id, "worker", 0)]
     assert desc is not None
     assert desc.state == AppState.CANCELLED
     assert 3.0 <= took < 60, took  # the grace, not the replica's 300 s
     [role] = desc.roles_statuses
-    assert (role.replicas[0].state, role.replicas[0].exit_code) == (
-        AppState.CANCELLED,
-        7,
-    ), desc.msg
-    # the stubborn replica was killed at the end of the grace
-    assert role.replicas[1].state == AppState.CANCELLED, desc.msg
+    # every replica stopped; replica 0 ran its trap to its end (its exit code
+    # is not asserted: when srun kills the replica left at the end of the
+    # grace, accounting was seen to keep no code for replica 0's step)
+    assert [r.state for r in role.replicas] == [AppState.CANCELLED] * 2, desc.msg
+    assert "stopped\n" in lines
