@@ -29,8 +29,8 @@ class TestSlurmContract(SchedulerContract):
             quick_timeout=30,
             registry_name="slurm",
             independent_replicas=slurm_cluster.accounting,
-            # cancel signals the replicas' steps, never srun, but with the
-            # default fail-fast srun ends the others once one trap exited
-            # non-zero (with fail_fast=False every trap runs to its end)
-            cancel_grace_kept=False,
+            # cancel signals the replicas' steps, never srun, and fail-fast
+            # is the replicas' wrapper's (no srun --kill-on-bad-exit), which
+            # a cancel turns off: every trap runs to its end
+            cancel_grace_kept=True,
         )

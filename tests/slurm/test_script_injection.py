@@ -15,7 +15,7 @@ import pytest
 
 from asyncsched.errors import InvalidRunConfigException, SpecError
 from asyncsched.schedulers.slurm._checks import check_roles
-from asyncsched.schedulers.slurm._render import ENV_WRAPPER, render_request
+from asyncsched.schedulers.slurm._render import FAIL_FAST_WRAPPER, render_request
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, Resource, Role
 
@@ -252,7 +252,7 @@ def test_env_values_are_neither_in_the_script_nor_on_any_command_line() -> None:
     argv = srun_argv(script, job_id="4242")
     assert not [a for a in argv if b"s3cr3t" in a or b"tok-3f9a" in a]
     for command in component_commands(argv):
-        assert command[:4] == [c.encode() for c in ENV_WRAPPER]
+        assert command[:4] == [c.encode() for c in FAIL_FAST_WRAPPER]
         # the job id, then the component's file, then the role's command
         assert command[4] == b"4242"
         assert command[5].startswith(b"/env-dir/w-")

@@ -18,7 +18,10 @@ from asyncsched.specs import AppDef, Resource, Role
 # the script gets as its argument, which a /bin/sh wrapper sources before it
 # execs the command (docs/torchx-differences.md)
 WRAPPER = (
-    '--export=ALL /bin/sh -c \'set +vx; . "$2" || exit 127; shift 2; exec "$@" 2>&1\''
+    "--export=ALL /bin/sh -c 'set +vx; . \"$2\" || exit 127; trap : TERM;"
+    ' (shift 2; exec "$@" 2>&1); c=$?; [ "$c" -eq 0 ] || [ -e "${2%/*}/cancel" ]'
+    ' || ! (set -C; : >"${2%/*}/failed") 2>/dev/null'
+    ' || scancel --signal=TERM "$1"; exit "$c"\''
     ' asyncsched-env "$SLURM_JOB_ID"'
 )
 EXPORT_0 = f'{WRAPPER} "$env_dir"/trainer-0.env'
@@ -53,7 +56,8 @@ set -evx
 env_dir=${{1:?the directory of the environment files}}
 # asyncsched cancels a running job with SIGURG to this script, once it created
 # "$env_dir/cancel" (read below, should the signal come first): the
-# replicas' steps get SIGTERM (srun does not: it would kill them), srun returns
+# replicas' steps get SIGTERM (srun does not: it would kill them; nor does a
+# replica's fail-fast, once that file exists), srun returns
 # once they all ended, or is stopped 30 s later (the grace),
 # then the job is cancelled; never requeued
 cancelled=
@@ -62,6 +66,7 @@ cancel() {{
     cancelled=1
     set +e
     srun_pid=$!
+    : >"$env_dir/cancel"
     scancel --signal=TERM "$SLURM_JOB_ID"
     if [ -n "$srun_pid" ]; then
         (sleep 30; kill -TERM "$srun_pid") &
@@ -79,9 +84,10 @@ export PYTHONUNBUFFERED=1
 export SLURM_UNBUFFEREDIO=1
 export TORCHX_MAX_RETRIES=2
 
+rm -f -- "$env_dir/failed"
 set +e
-srun --output=slurm-"$SLURM_JOB_ID"-trainer-0.out --wait=60 --kill-on-bad-exit=1 {EXPORT_0} {ARGS} :\\
-     --output=slurm-"$SLURM_JOB_ID"-trainer-1.out --wait=60 --kill-on-bad-exit=1 {EXPORT_1} {ARGS} &
+srun --output=slurm-"$SLURM_JOB_ID"-trainer-0.out --wait=60 --kill-on-bad-exit=0 {EXPORT_0} {ARGS} :\\
+     --output=slurm-"$SLURM_JOB_ID"-trainer-1.out --wait=60 --kill-on-bad-exit=0 {EXPORT_1} {ARGS} &
 wait $!
 exitcode=$?
 set -e

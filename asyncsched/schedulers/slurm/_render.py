@@ -8,7 +8,8 @@ is not in the script: it is written to an owner-only file per component
 (:meth:`SlurmBatchRequest.env_files`, shell-quoted assignments, so every value
 arrives byte for byte), in a directory the script gets as its first argument;
 each task sources its file in a small ``/bin/sh`` wrapper, which then runs
-the entrypoint with ``exec``. So no value is on any command line (``ps``) nor
+the entrypoint (:data:`ENV_WRAPPER`, or :data:`FAIL_FAST_WRAPPER` under
+fail-fast). So no value is on any command line (``ps``) nor
 in the ``set -x`` trace of the batch log. The script removes the directory
 when the job succeeds (a failed run may be requeued, by the script or by
 Slurm, and read it again; a cancelled job's script, or the scheduler, removes
@@ -47,6 +48,8 @@ from asyncsched.specs import AppDef, CfgVal, Role
 
 __all__ = [
     "ENV_WRAPPER",
+    "FAILED_MARK",
+    "FAIL_FAST_WRAPPER",
     "GROUP_OPTS",
     "JOB_OPTS",
     "MAX_COMPONENTS",
@@ -86,6 +89,29 @@ ENV_WRAPPER = (
     'set +vx; . "$2" || exit 127; shift 2; exec "$@" 2>&1',
     "asyncsched-env",
 )
+#: the file a fail-fast replica that exited non-zero first creates in the
+#: environment directory (the one replica that then stops the others); the
+#: script removes it before each run
+FAILED_MARK = "failed"
+#: :data:`ENV_WRAPPER` under fail-fast (the default): the command runs in a
+#: child (a subshell that execs it), the wrapper waits for it, a SIGTERM to the
+#: step reaches the command and not the wrapper (``trap :``), so the command's
+#: own exit code is the step's. The first replica to exit non-zero (it creates
+#: :data:`FAILED_MARK`; not once a cancel created the cancel mark) gives every
+#: step of the job SIGTERM (``scancel --signal=TERM``, which spares ``srun``):
+#: the other replicas stop through their own SIGTERM trap, as on a cancel,
+#: instead of ``srun --kill-on-bad-exit`` killing them
+FAIL_FAST_WRAPPER = (
+    "/bin/sh",
+    "-c",
+    'set +vx; . "$2" || exit 127; trap : TERM; (shift 2; exec "$@" 2>&1);'
+    ' c=$?; [ "$c" -eq 0 ] || [ -e "${2%/*}/'
+    + CANCEL_MARK
+    + '" ] || ! (set -C; : >"${2%/*}/'
+    + FAILED_MARK
+    + '") 2>/dev/null || scancel --signal=TERM "$1"; exit "$c"',
+    "asyncsched-env",
+)
 #: the script's variable holding the directory of the environment files
 _ENV_DIR = "env_dir"
 _APP_ID = "${app_id}"
@@ -112,6 +138,8 @@ class SlurmReplicaRequest:
     sbatch_opts: dict[str, str | None]
     srun_opts: dict[str, str]
     env: dict[str, str]
+    #: run the command in :data:`FAIL_FAST_WRAPPER` (else :data:`ENV_WRAPPER`)
+    fail_fast: bool = False
 
     def sbatch_line(self) -> str:
         """The component's ``#SBATCH`` options (``--key=value`` or ``--flag``)."""
@@ -125,7 +153,8 @@ class SlurmReplicaRequest:
         tokens = [f"--output={out}.out"]
         tokens += [f"--{k}={v}" for k, v in self.srun_opts.items()]
         if self.env:
-            tokens += ["--export=ALL", *map(shlex.quote, ENV_WRAPPER)]
+            wrapper = FAIL_FAST_WRAPPER if self.fail_fast else ENV_WRAPPER
+            tokens += ["--export=ALL", *map(shlex.quote, wrapper)]
             tokens += ['"$SLURM_JOB_ID"', f'"${_ENV_DIR}"/{self.env_file}']
         tokens += [_quote(t) for t in (self.entrypoint, *self.args)]
         return " ".join(tokens)
@@ -186,7 +215,8 @@ set -evx
 {_ENV_DIR}=${{1:?the directory of the environment files}}
 # asyncsched cancels a running job with SIGURG to this script, once it created
 # "${_ENV_DIR}/{CANCEL_MARK}" (read below, should the signal come first): the
-# replicas' steps get SIGTERM (srun does not: it would kill them), srun returns
+# replicas' steps get SIGTERM (srun does not: it would kill them; nor does a
+# replica's fail-fast, once that file exists), srun returns
 # once they all ended, or is stopped {self.cancel_grace} s later (the grace),
 # then the job is cancelled; never requeued
 cancelled=
@@ -195,6 +225,7 @@ cancel() {{
     cancelled=1
     set +e
     srun_pid=$!
+    : >"${_ENV_DIR}/{CANCEL_MARK}"
     scancel --signal=TERM "$SLURM_JOB_ID"
     if [ -n "$srun_pid" ]; then
         (sleep {self.cancel_grace}; kill -TERM "$srun_pid") &
@@ -212,6 +243,7 @@ export PYTHONUNBUFFERED=1
 export SLURM_UNBUFFEREDIO=1
 export TORCHX_MAX_RETRIES={self.max_retries}
 
+rm -f -- "${_ENV_DIR}/{FAILED_MARK}"
 set +e
 srun {groups} &
 wait $!
@@ -274,12 +306,9 @@ def _component(
         entrypoint=role.entrypoint,
         args=list(role.args),
         sbatch_opts=opts,
-        srun_opts=(
-            {"wait": "60", "kill-on-bad-exit": "1"}
-            if fail_fast
-            else {"wait": "0", "kill-on-bad-exit": "0"}
-        ),
+        srun_opts={"wait": "60" if fail_fast else "0", "kill-on-bad-exit": "0"},
         env=env,
+        fail_fast=fail_fast,
     )
 
 
