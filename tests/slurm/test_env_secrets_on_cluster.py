@@ -130,8 +130,9 @@ async def test_cancel_removes_the_env_files(
         await _until(lambda: (job_dir / "env-0").exists())
         assert list(job_dir.glob(f"{ENV_DIR_PREFIX}*"))
         await slurm.cancel(app_id)
-        assert not list(job_dir.glob(f"{ENV_DIR_PREFIX}*"))
+        # the job's script removes them once its replicas' grace is over
         status = await slurm.wait(app_id, timeout=SETTLE)
+        assert not list(job_dir.glob(f"{ENV_DIR_PREFIX}*"))
     finally:
         slurm_cluster.run("scancel", app_id)
     assert status is not None
