@@ -146,3 +146,33 @@ async def test_fail_fast_false_lets_the_other_replicas_run_to_their_end(
         may_be_lost=not slurm_cluster.accounting,
     )
     assert await _lines(slurm, app_id, 0) == ["lived\n"]
+
+
+async def test_fail_fast_stops_the_other_replicas_through_their_sigterm_trap(
+    slurm: SlurmScheduler, slurm_cluster: Cluster
+) -> None:
+    # replica 1 fails once replica 0 has set its trap; replica 0's trap takes
+    # longer than the cluster's KillWait (5 s) and must still run to its end:
+    # fail-fast gives it SIGTERM and its grace, as a cancel does
+    script = (
+        "s=started-$ASYNCSCHED_APP_ID;"
+        ' if [ "$ASYNCSCHED_REPLICA_ID" = 1 ]; then'
+        " while [ ! -e $s ]; do sleep 0.05; done; exit 3; fi;"
+        " trap 'echo stopping; sleep 7; echo stopped; exit 143' TERM;"
+        " touch $s; sleep 60 & wait"
+    )
+    app_id = await slurm.submit(_app(script, 2))
+    desc = await slurm.wait(app_id, timeout=SETTLE)
+    assert desc is not None
+    assert desc.state == AppState.FAILED
+    # (after the line slurmstepd writes when it signals a step)
+    lines = await _lines(slurm, app_id, 0)
+    assert [x for x in lines if not x.startswith("slurmstepd")] == [
+        "stopping\n",
+        "stopped\n",
+    ]
+    assert_own_results(
+        desc,
+        [(AppState.CANCELLED, 143), (AppState.FAILED, 3)],
+        may_be_lost=not slurm_cluster.accounting,
+    )
