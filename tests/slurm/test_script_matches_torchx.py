@@ -18,7 +18,7 @@ from asyncsched.specs import AppDef, Resource, Role
 # the script gets as its argument, which a /bin/sh wrapper sources before it
 # execs the command (docs/torchx-differences.md)
 WRAPPER = (
-    "--export=ALL /bin/sh -c 'set +vx; . \"$2\" || exit 127; trap : TERM;"
+    '--export=ALL /bin/sh -c \'set +vx; . "$2" || exit 127; trap : TERM;'
     ' (shift 2; exec "$@" 2>&1); c=$?; [ "$c" -eq 0 ] || [ -e "${2%/*}/cancel" ]'
     ' || ! (set -C; : >"${2%/*}/failed") 2>/dev/null'
     ' || scancel --signal=TERM "$1"; exit "$c"\''

@@ -327,10 +327,12 @@ def render_request(
     ``${img_root}`` is the role's image (a directory); ``${rank0_env}`` is
     ``SLURM_JOB_NODELIST_HET_GROUP_0``. ``nomem`` drops ``--mem``;
     ``gpus_per_node`` uses ``--gpus-per-node`` (Slurm >= 24.11) instead of
-    ``--gpus-per-task`` with ``--ntasks=1``. Run option ``fail_fast=False``
-    starts the replicas with ``srun --kill-on-bad-exit=0 --wait=0``: a replica
-    that fails leaves its siblings running to their own end (by default srun
-    stops them, and any still running 60 s after the first replica ended).
+    ``--gpus-per-task`` with ``--ntasks=1``. By default (fail-fast) the first
+    replica to fail gives the others SIGTERM (:data:`FAIL_FAST_WRAPPER`), and
+    srun ends any still running 60 s after the first replica ended
+    (``--wait=60``); run option ``fail_fast=False`` starts them with
+    ``--wait=0`` and :data:`ENV_WRAPPER`: a replica that fails leaves its
+    siblings running to their own end.
     ``cancel_grace`` (seconds, rounded up) is how long a cancelled job's
     replicas get between SIGTERM and the job's end; the script carries it, so
     any process can cancel the job.

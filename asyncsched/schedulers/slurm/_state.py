@@ -217,7 +217,7 @@ def replica_result(comp: Component, components: list[Component]) -> ReplicaResul
         # a limit, node or preemption hit the whole job; or the only replica
         return ReplicaResult(state, own or comp.job_code, comp.raw_state)
     if own in _STOP_CODES and _failed_by_itself(comp, components):
-        # srun stopped it when another replica failed (fail-fast)
+        # fail-fast stopped it when another replica failed
         return ReplicaResult(AppState.CANCELLED, own, _STOPPED)
     if own:
         return ReplicaResult(AppState.FAILED, own)
