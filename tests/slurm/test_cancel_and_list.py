@@ -59,15 +59,15 @@ async def _started(sched: SlurmScheduler, app_id: str, replicas: int) -> None:
                 await anyio.sleep(0.1)
 
 
+@pytest.mark.parametrize("fail_fast", [True, False])
 async def test_cancel_runs_the_replicas_term_traps_and_keeps_their_codes(
-    slurm: SlurmScheduler,
+    slurm: SlurmScheduler, fail_fast: bool
 ) -> None:
     # retries left: a cancelled job must not be requeued as if it had failed;
-    # no fail-fast: srun's --kill-on-bad-exit would end the other replica's
-    # trap once the first one exited 7
+    # with fail-fast, the first trap to exit 7 must not cut the other's short
     script = "trap 'sleep 1; echo stopped; exit 7' TERM; echo started; sleep 300 & wait"
     app = _app("graced", script, 2, max_retries=1)
-    app_id = await slurm.submit(app, {"fail_fast": False})
+    app_id = await slurm.submit(app, {"fail_fast": fail_fast})
     await _started(slurm, app_id, 2)
     cancelled_at = anyio.current_time()
     await slurm.cancel(app_id)
@@ -127,12 +127,13 @@ async def test_list_shows_only_the_apps_of_its_own_session(
     assert listed_by_other[second].state == AppState.FAILED
 
 
+@pytest.mark.parametrize("fail_fast", [True, False])
 async def test_a_cancel_from_a_process_that_exits_at_once_keeps_the_grace_and_ends_the_job(
-    slurm_cluster: Cluster, tmp_path: Path
+    slurm_cluster: Cluster, tmp_path: Path, fail_fast: bool
 ) -> None:
     # `asyncsched cancel` exits right after it asked: the job's script alone
     # gives replica 0 its trap and replica 1 (which ignores SIGTERM) its grace,
-    # then ends the job (no fail-fast: srun would end replica 1 itself)
+    # then ends the job; replica 0's exit 7 does not end replica 1 early
     state = tmp_path / "state"
     script = (
         'if [ "$ASYNCSCHED_REPLICA_ID" = 0 ]; then trap "sleep 1; echo stopped; exit 7" TERM;'
@@ -146,7 +147,10 @@ async def test_a_cancel_from_a_process_that_exits_at_once_keeps_the_grace_and_en
         min_interval=0.2,
         max_interval=1.0,
     ) as sched:
-        cfg: dict[str, CfgVal] = {"job_dir": str(tmp_path / "job"), "fail_fast": False}
+        cfg: dict[str, CfgVal] = {
+            "job_dir": str(tmp_path / "job"),
+            "fail_fast": fail_fast,
+        }
         app_id = await sched.submit(_app("cli-cancelled", script, 2), cfg)
         await _started(sched, app_id, 2)
         cancelled_at = anyio.current_time()
@@ -163,8 +167,10 @@ async def test_a_cancel_from_a_process_that_exits_at_once_keeps_the_grace_and_en
     assert desc.state == AppState.CANCELLED
     assert 3.0 <= took < 60, took  # the grace, not the replica's 300 s
     [role] = desc.roles_statuses
-    # every replica stopped; replica 0 ran its trap to its end (its exit code
-    # is not asserted: when srun kills the replica left at the end of the
-    # grace, accounting was seen to keep no code for replica 0's step)
-    assert [r.state for r in role.replicas] == [AppState.CANCELLED] * 2, desc.msg
+    # every replica stopped, each with a code: replica 0 the one its trap
+    # exited with, replica 1 the kill's at the end of the grace
+    replicas = [(r.state, r.exit_code) for r in role.replicas]
+    assert replicas[0] == (AppState.CANCELLED, 7), desc
+    assert replicas[1][0] == AppState.CANCELLED, desc
+    assert replicas[1][1] is not None, desc
     assert "stopped\n" in lines
