@@ -13,7 +13,7 @@ from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, AppState, CfgVal, Resource, Role
 
 from .cluster import Cluster
-from .conftest import SETTLE
+from .conftest import SETTLE, assert_own_results
 
 pytestmark = [pytest.mark.slurm, pytest.mark.anyio]
 
@@ -84,6 +84,32 @@ async def test_cancel_runs_the_replicas_term_traps_and_keeps_their_codes(
         lines = [line async for line in slurm.log_iter(app_id, "worker", k)]
         assert lines[0] == "started\n"
         assert lines[-1] == "stopped\n"  # after Slurm's note of the step's end
+
+
+async def test_cancel_with_fail_fast_lets_a_slower_trap_run_past_another_failing(
+    slurm: SlurmScheduler, slurm_cluster: Cluster
+) -> None:
+    # replica 0's trap exits 7 after a second; replica 1's takes longer than
+    # the cluster's KillWait (5 s): fail-fast must not end it (srun
+    # --kill-on-bad-exit did), it keeps its grace and its own code
+    script = (
+        'if [ "$ASYNCSCHED_REPLICA_ID" = 0 ]; then trap "sleep 1; exit 7" TERM;'
+        ' else trap "sleep 7; echo stopped; exit 5" TERM; fi;'
+        " echo started; sleep 300 & wait"
+    )
+    app_id = await slurm.submit(_app("slow-trap", script, 2))
+    await _started(slurm, app_id, 2)
+    await slurm.cancel(app_id)
+    desc = await slurm.wait(app_id, timeout=SETTLE)
+    assert desc is not None
+    assert desc.state == AppState.CANCELLED
+    lines = [line async for line in slurm.log_iter(app_id, "worker", 1)]
+    assert lines[-1] == "stopped\n"
+    assert_own_results(
+        desc,
+        [(AppState.CANCELLED, 7), (AppState.CANCELLED, 5)],
+        may_be_lost=not slurm_cluster.accounting,
+    )
 
 
 async def test_cancel_ends_replicas_that_ignore_term_after_the_grace(
