@@ -31,7 +31,7 @@ import contextlib
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -99,25 +99,18 @@ def read_cursor(cursor: str, source: str) -> dict[str, list[str]] | None:
     return out
 
 
+@dataclass(eq=False, repr=False)
 class KubeEvents:
     """Follows the apps of some namespaces; one per ``events()`` call."""
 
-    def __init__(
-        self,
-        source: str,
-        connector: Connector,
-        tasks: TaskHost,
-        settings: CacheSettings,
-        namespaces: Callable[[], set[str]],
-    ) -> None:
-        self._source = source
-        self._connector = connector
-        self._tasks = tasks
-        self._settings = settings
-        self._namespaces = namespaces
-        self._differ = SnapshotDiffer()
-        self._caches: dict[str, Caches] = {}
-        self._send: MemoryObjectSendStream[AppEvent] | None = None
+    _source: str
+    _connector: Connector
+    _tasks: TaskHost
+    _settings: CacheSettings
+    _namespaces: Callable[[], set[str]]
+    _differ: SnapshotDiffer = field(default_factory=SnapshotDiffer, init=False)
+    _caches: dict[str, Caches] = field(default_factory=dict, init=False)
+    _send: MemoryObjectSendStream[AppEvent] | None = field(default=None, init=False)
 
     # -- the stream -------------------------------------------------------------
 
