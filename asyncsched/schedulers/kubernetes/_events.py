@@ -51,13 +51,20 @@ from asyncsched.schedulers.kit import (
 )
 from asyncsched.schedulers.kubernetes._caches import Caches
 from asyncsched.schedulers.kubernetes._connector import Connector
-from asyncsched.schedulers.kubernetes._found import Found, deleting, snapshot_of
+from asyncsched.schedulers.kubernetes._found import (
+    Found,
+    deleting,
+    found_of,
+    pods_behind,
+    snapshot_of,
+)
 from asyncsched.schedulers.kubernetes._names import namespace_problem
 from asyncsched.schedulers.kubernetes._registry import CacheSettings
 from asyncsched.schedulers.kubernetes._resumable import (
     ResumableInformer,
     version_number,
 )
+from asyncsched.specs import is_terminal
 
 __all__ = ["KubeEvents", "read_cursor"]
 
@@ -111,6 +118,8 @@ class KubeEvents:
     _differ: SnapshotDiffer = field(default_factory=SnapshotDiffer, init=False)
     _caches: dict[str, Caches] = field(default_factory=dict, init=False)
     _send: MemoryObjectSendStream[AppEvent] | None = field(default=None, init=False)
+    #: terminal apps whose pods the pods cache has not caught up with yet
+    _held: set[str] = field(default_factory=set, init=False)
 
     # -- the stream -------------------------------------------------------------
 
@@ -186,12 +195,33 @@ class KubeEvents:
 
     def changed(self, informer: ResumableInformer, key: str, before: str) -> None:
         """Diff the app of ``key`` after one applied watch event."""
+        self._diff(informer, key, before)
+        if self._held:
+            self.advanced(informer)
+
+    def advanced(self, informer: ResumableInformer) -> None:
+        """The pods cache moved on (a change, a bookmark): diff the apps held
+        back while it was behind their Jobs."""
+        for key in sorted(self._held):
+            self._diff(informer, key, informer.resource_version)
+
+    def _diff(self, informer: ResumableInformer, key: str, before: str) -> None:
         namespace = key.partition(":")[0]
         caches = self._caches.get(namespace)
         if caches is None:
             return
         observed = time.time()
         snapshot = _snapshot(caches, key)
+        self._held.discard(key)
+        if (
+            snapshot is not None
+            and is_terminal(snapshot.state)
+            and pods_behind(found_of(snapshot))
+        ):
+            # the Job's end came before the pod changes that caused it (two
+            # watches): the replicas' outcomes follow on the pods' watch
+            self._held.add(key)
+            return
         if snapshot is None:
             gone = self._differ.forget(key, observed=observed)
             drafts = [] if gone is None else [gone]
