@@ -373,14 +373,8 @@ class Informer:
 
     def _forget_deleted(self, name: str) -> None:
         old = self.deleted.pop(name, None)
-        if old is None:
-            return
-        key = self.key(old)
-        bucket = self._deleted_by_key.get(key)
-        if bucket is not None:
-            bucket.pop(name, None)
-            if not bucket:
-                del self._deleted_by_key[key]
+        if old is not None:
+            _drop(self._deleted_by_key, self.key(old), name)
 
     def _store(self, name: str, obj: JSON) -> None:
         if self.deleted:
@@ -407,12 +401,7 @@ class Informer:
             self.changes.notify(self.key(old))
 
     def _unindex(self, name: str, obj: JSON) -> None:
-        key = self.key(obj)
-        bucket = self.by_key.get(key)
-        if bucket is not None:
-            bucket.pop(name, None)
-            if not bucket:
-                del self.by_key[key]
+        _drop(self.by_key, self.key(obj), name)
 
     def _replace(self, items: dict[str, JSON], rv: str) -> None:
         self.objects = items
@@ -425,6 +414,15 @@ class Informer:
     def _delay(self, failures: int) -> float:
         delay: float = min(self.backoff * 2 ** (failures - 1), 30.0)
         return delay * random.uniform(0.5, 1.5)
+
+
+def _drop(index: dict[str, dict[str, JSON]], key: str, name: str) -> None:
+    """Take ``name`` out of ``index[key]`` (and the key, once empty)."""
+    bucket = index.get(key)
+    if bucket is not None:
+        bucket.pop(name, None)
+        if not bucket:
+            del index[key]
 
 
 def _refused(exc: Exception, optional: bool) -> bool:
