@@ -7,6 +7,7 @@ import anyio
 import pytest
 
 from asyncsched.schedulers.kit import AppEvent, ReplicaSnapshot
+from asyncsched.schedulers.shared.event_stream import EventStream
 from asyncsched.specs import AppDef, AppState, Resource, Role, StatusReason, is_terminal
 
 from .fakeapi.env import KubeEnv
@@ -96,21 +97,25 @@ async def test_the_failed_replica_keeps_its_exit_code_in_wait_describe_and_event
         ],
     )
     seen: list[AppEvent] = []
-    async with scheduler(kube_env) as sched:
-        async with sched.events() as stream:
+    told = anyio.Event()  # the app's end and replica 1's failure were told
+
+    async def follow(stream: EventStream) -> None:
+        async for event in stream:
+            seen.append(event)
+            if any(e.state == AppState.FAILED for e in seen) and any(
+                _failed_with_3(r) for e in seen for r in _replicas(e)
+            ):
+                told.set()
+
+    async with scheduler(kube_env) as sched, sched.events() as stream:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(follow, stream)
             app_id = await sched.submit(app, cfg_for(kube_env, "volcano"))
             final = await sched.wait(app_id, timeout=180)
             described = await sched.describe(app_id)
             with anyio.move_on_after(60):
-                async for event in stream:
-                    if event.app_id != app_id:
-                        continue
-                    seen.append(event)
-                    # both the app's end and replica 1's (in either order)
-                    if any(e.state == AppState.FAILED for e in seen) and any(
-                        _failed_with_3(e.replica) for e in seen
-                    ):
-                        break
+                await told.wait()
+            tg.cancel_scope.cancel()
     for desc in (final, described):
         assert desc is not None
         assert desc.state == AppState.FAILED
@@ -120,14 +125,20 @@ async def test_the_failed_replica_keeps_its_exit_code_in_wait_describe_and_event
         assert by_id[0].state == AppState.CANCELLED
         assert desc.msg == "replica worker/1 exited with code 3"
     # the stream told replica 1's failure, and no other outcome of it
-    assert any(_failed_with_3(e.replica) for e in seen), seen
+    assert told.is_set(), seen
     ends = [
-        e.replica
+        r
         for e in seen
-        if e.replica is not None and e.replica.id == 1 and is_terminal(e.replica.state)
+        if e.app_id == app_id
+        for r in _replicas(e)
+        if r.id == 1 and is_terminal(r.state)
     ]
-    assert ends
     assert all(_failed_with_3(r) for r in ends), ends
+
+
+def _replicas(event: AppEvent) -> list[ReplicaSnapshot]:
+    """The replicas an event tells of (a REPLICA event's own, or all)."""
+    return [event.replica] if event.replica is not None else list(event.replicas)
 
 
 def _failed_with_3(replica: ReplicaSnapshot | None) -> bool:

@@ -101,9 +101,9 @@ def pods_behind(found: Found) -> bool:
     """True when the pods cache has not caught up with the app's Job yet.
 
     The Job's status is written after the pod changes it counts, and the two
-    come on separate watches: a Volcano Job that counts a pod as ended
-    (``taskStatusCount``) while the cache shows that pod live or not at all
-    is ahead of the pods cache -- unless that cache's version is past the
+    come on separate watches: a Volcano Job that counts an ended pod
+    (``taskStatusCount``) of a task the cache shows no pod of is ahead of
+    the pods cache -- unless that cache's version is past the
     Job's already (then what it shows is the truth: the pod was deleted).
     A cache that is not live (a one-shot read: the pods listed after the
     Job) is never behind.
@@ -117,6 +117,9 @@ def pods_behind(found: Found) -> bool:
     if pods_at is not None and job_at is not None and pods_at >= job_at:
         return False
     key = found.key
-    return volcano_pods_unseen(
+    if not volcano_pods_unseen(
         job, ns.pods.with_key(key), ns.pods.deleted_with_key(key)
-    )
+    ):
+        return False
+    ns.pods.notify_on_advance(key)  # look again when the pods cache moves on
+    return True

@@ -347,36 +347,26 @@ def describe_volcano(
 
 
 def volcano_pods_unseen(job: JSON, pods: list[JSON], deleted: Iterable[JSON]) -> bool:
-    """True when the Job's ``taskStatusCount`` counts a task's pod as ended
-    (Failed, Succeeded) that the pods at hand do not show ended.
+    """True when the Job's ``taskStatusCount`` counts an ended pod (Failed,
+    Succeeded) of a task of which the pods at hand show no pod at all.
 
     The Job's status and the pods travel on two watches: under load the
     Job's last status (e.g. Terminated, written once a replica failed) can
-    arrive before the pod change that caused it. Until the pods catch up,
-    the replica's outcome and exit code are not known yet.
+    arrive before the client has seen any pod of the task. Until a pod of it
+    shows up, the replica's outcome and exit code are not known yet.
 
     Example:
         >>> job = {"status": {"taskStatusCount": {"w-1": {"phase": {"Failed": 1}}}}}
-        >>> running = {"metadata": {"annotations": {"volcano.sh/task-spec": "w-1"}},
-        ...            "status": {"phase": "Running"}}
-        >>> volcano_pods_unseen(job, [running], [])
+        >>> volcano_pods_unseen(job, [], [])
         True
     """
     counts = (job.get("status") or {}).get("taskStatusCount") or {}
-    version = int((job.get("status") or {}).get("version") or 0)
-    ended: dict[str, set[str]] = {}
-    for pod in [*pods, *deleted]:
-        if job_version(pod) != version:
-            continue
-        task = str(
-            ((pod.get("metadata") or {}).get("annotations") or {}).get(_TASK_SPEC, "")
-        )
-        phase = str((pod.get("status") or {}).get("phase") or "")
-        ended.setdefault(task, set()).add(phase)
+    seen = {
+        str(((pod.get("metadata") or {}).get("annotations") or {}).get(_TASK_SPEC))
+        for pod in [*pods, *deleted]
+    }
     return any(
-        phase in ("Failed", "Succeeded")
-        and int(n or 0) > 0
-        and phase not in ended.get(str(task), set())
+        phase in ("Failed", "Succeeded") and int(n or 0) > 0 and str(task) not in seen
         for task, count in counts.items()
         for phase, n in ((count or {}).get("phase") or {}).items()
     )
