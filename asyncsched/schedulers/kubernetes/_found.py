@@ -26,7 +26,6 @@ from asyncsched.schedulers.kubernetes._state import (
     describe_volcano,
     volcano_pods_unseen,
 )
-from asyncsched.specs import is_terminal
 
 __all__ = (
     "Found",
@@ -90,8 +89,6 @@ def snapshot_of(app_id: str, found: Found) -> AppSnapshot:
         snapshot = describe_volcano(app_id, jobs[0], pods, deleted)
     else:
         snapshot = describe_indexed(app_id, jobs, pods, deleted)
-    if snapshot.settled and is_terminal(snapshot.state) and pods_behind(found):
-        snapshot.settled = False  # its replicas' last words are on their way
     snapshot.change_key = key
     snapshot.native = found
     return snapshot
@@ -117,9 +114,6 @@ def pods_behind(found: Found) -> bool:
     if pods_at is not None and job_at is not None and pods_at >= job_at:
         return False
     key = found.key
-    if not volcano_pods_unseen(
+    return volcano_pods_unseen(
         job, ns.pods.with_key(key), ns.pods.deleted_with_key(key)
-    ):
-        return False
-    ns.pods.notify_on_advance(key)  # look again when the pods cache moves on
-    return True
+    )

@@ -129,8 +129,6 @@ class Informer:
     #: list requests, pages included
     pages: int = field(default=0, init=False)
     watches: int = field(default=0, init=False)
-    #: keys to notify once the version moves on (:meth:`notify_on_advance`)
-    _on_advance: set[str] = field(default_factory=set, init=False)
 
     # -- reading ---------------------------------------------------------------
 
@@ -167,11 +165,6 @@ class Informer:
             self._unindex(name, old)
         self.objects[name] = obj
         self.by_key.setdefault(self.key(obj), {})[name] = obj
-
-    def notify_on_advance(self, key: str) -> None:
-        """Notify ``key`` the next time the cache's version moves on (a
-        change of any object, or a bookmark)."""
-        self._on_advance.add(key)
 
     def discard(self, name: str) -> None:
         """Forget ``name`` (a GET answered 404 while the cache was stale)."""
@@ -345,10 +338,6 @@ class Informer:
             logger.info("watch of %s: %s; re-listing", self.path, obj.get("message"))
             return False
         rv = _rv(obj)
-        if self._on_advance:
-            keys, self._on_advance = self._on_advance, set()
-            for key in keys:
-                self.changes.notify(key)
         if kind == "BOOKMARK":
             self.resource_version = rv or self.resource_version
             return True
