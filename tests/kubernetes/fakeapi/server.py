@@ -976,9 +976,15 @@ class FakeKubeServer:
                     now = clock.now()
                     if deadline is not None and now >= deadline:
                         break
-                    # (not while events wait in the queue: a bookmark's
-                    # version says every event before it was sent)
-                    if bookmarks and now >= next_bookmark and watcher.queue.empty():
+                    if not watcher.queue.empty():
+                        # events first: a bookmark's version says every event
+                        # before it was sent
+                        if lag:  # a lagging watch (faults.delay_watch)
+                            await clock.sleep(lag)
+                        while not watcher.queue.empty():
+                            pending.append(watcher.queue.get_nowait())
+                        continue
+                    if bookmarks and now >= next_bookmark:
                         next_bookmark = now + self.bookmark_interval
                         await send(
                             "BOOKMARK",
