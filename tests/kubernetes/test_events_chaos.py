@@ -97,7 +97,8 @@ async def _delivered(reader: ChaosReader, app_ids: set[str], timeout: float) -> 
             done = {
                 e["app_id"]
                 for e in reader.events()
-                if e["state"] in TERMINAL and e["kind"] in ("app", "current")
+                if e["state"] in TERMINAL
+                and e["kind"] in ("app", "current", "submitted")
             }
             if app_ids <= done:
                 return

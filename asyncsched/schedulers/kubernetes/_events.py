@@ -170,8 +170,12 @@ class KubeEvents:
                     yield event
             else:
                 # resumed: the caches hold what did not change since the
-                # cursor; the watches replay the rest
-                self._differ.relist(snapshots, observed=observed)
+                # cursor; the watches replay the rest. An app whose end came
+                # before its pods is not known yet: it is told in full once
+                # they come (a change held back before the cursor was taken)
+                self._differ.relist(
+                    [s for s in snapshots if not self._behind(s)], observed=observed
+                )
                 fresh = set(wanted) - set(positions)
                 for event in self._current():
                     if event.app_id.partition(":")[0] in fresh:
@@ -213,14 +217,7 @@ class KubeEvents:
         observed = time.time()
         snapshot = _snapshot(caches, key)
         self._held.discard(key)
-        if (
-            snapshot is not None
-            and is_terminal(snapshot.state)
-            and pods_behind(found_of(snapshot))
-        ):
-            # the Job's end came before the pod changes that caused it (two
-            # watches): the replicas' outcomes follow on the pods' watch
-            self._held.add(key)
+        if snapshot is not None and self._behind(snapshot):
             return
         if snapshot is None:
             gone = self._differ.forget(key, observed=observed)
@@ -254,6 +251,14 @@ class KubeEvents:
             self._emit(replace(draft, cursor=cursor))
 
     # -- helpers -------------------------------------------------------------------
+
+    def _behind(self, snapshot: AppSnapshot) -> bool:
+        """Hold a terminal app whose end came before the pod changes that
+        caused it (two watches): its replicas' outcomes follow on the pods'."""
+        if is_terminal(snapshot.state) and pods_behind(found_of(snapshot)):
+            self._held.add(snapshot.app_id)
+            return True
+        return False
 
     def _emit(self, event: AppEvent) -> None:
         if self._send is not None:
