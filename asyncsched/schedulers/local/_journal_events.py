@@ -20,7 +20,7 @@ import contextlib
 import os
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -35,6 +35,7 @@ from asyncsched.schedulers.kit import (
     SnapshotDiffer,
     decode_cursor,
     encode_cursor,
+    stamp_burst,
 )
 from asyncsched.schedulers.local._journal import (
     JournalFile,
@@ -244,8 +245,8 @@ async def follow_journal(
         floor.clear()
         for draft in differ.current():
             floor[draft.app_id] = (draft.num_restarts, is_terminal(draft.state))
-            out.append(replace(draft, cursor=cursor))
-        return out
+            out.append(draft)
+        return stamp_burst(out, cursor)
 
     if since is None:
         for event in await current(False, ""):
