@@ -162,11 +162,18 @@ async def test_the_event_loop_keeps_ticking_while_a_big_app_renders(
     async def dryrun() -> None:
         await sched.submit_dryrun(_app(replicas), cfg)
 
-    longest, took, ticks = await _loop_gaps(dryrun)
-    # rendered on the loop, the longest gap is the whole dry run; off the loop
-    # the loop runs between the thread's GIL turns (a margin for a busy machine)
-    assert longest < took * 0.75, (longest, took, ticks)
-    assert ticks >= 3, (longest, took, ticks)
+    # rendered on the loop, the longest gap is the whole dry run, every time;
+    # off the loop the loop runs between the thread's GIL turns. A loaded
+    # machine may deschedule this process for most of one try, so one try
+    # in three showing the loop ticking through the render is the proof
+    tries = []
+    for _ in range(3):
+        longest, took, ticks = await _loop_gaps(dryrun)
+        tries.append((longest, took, ticks))
+        if longest < took * 0.75 and ticks >= 3:
+            break
+    else:
+        pytest.fail(f"the loop stalled through every render: {tries}")
 
 
 def test_the_size_limits_table_in_the_docs_matches_the_schedulers(
