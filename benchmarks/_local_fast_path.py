@@ -49,7 +49,7 @@ class _Hops:
     def kinds(self, n: int) -> dict[str, float]:
         """Hops per app by kind: spawner jobs, record writes, exit reads."""
         spawn = sum(v for k, v in self.by_name.items() if k.startswith("spawner:"))
-        records = self.by_name["_write_records"]
+        records = self.by_name["_write_batch"] + self.by_name["_write_records"]
         exits = sum(v for k, v in self.by_name.items() if "Exit" in k or "exit" in k)
         return {
             "spawn_hops_per_app": spawn / n,

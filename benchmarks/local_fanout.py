@@ -15,6 +15,11 @@ With ``--fast-path`` it measures what one app costs: N x ``true`` through the
 raw floor, sequential and concurrent submits and ``run_many``, with worker-thread
 hops and event-loop CPU per app (see ``_local_fast_path.py``).
 
+With ``--log`` it measures ``log_iter`` instead: a followed ``log_iter``
+(``should_tail=True``) and one over the finished log, beside a plain read of
+the same file, with the issue's target of at least half the plain read's
+lines per second (the variants of ``log_throughput.py``).
+
 With ``--scale 100,1000,10000`` it instead records the scale curve: N apps
 through ``Runner.run_many`` + ``wait_all`` beside a raw ``anyio.open_process``
 loop with the same concurrency (see ``_local_scale.py``).
@@ -31,6 +36,7 @@ Usage:
         [--skip-torchx] [--json results.json] [--repeat 1]
     python benchmarks/local_fanout.py --scale 100,1000,10000 [--workloads true]
     python benchmarks/local_fanout.py --fast-path [-n 200] [--repeat 5]
+    python benchmarks/local_fanout.py --log [--log-mib 32] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -462,8 +468,49 @@ def orchestrate_fast_path(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
+#: the issue's target for ``log_iter`` against a plain read of the same file
+LOG_MIN_RATIO = 0.5
+
+
+def orchestrate_log(args: argparse.Namespace) -> int:
+    """``log_iter``, followed and finished, beside a plain read of the same file."""
+    import log_throughput
+
+    load_before = machine_info()["loadavg_1m"]
+    with tempfile.TemporaryDirectory(prefix="asyncsched-bench-logs-") as tmp:
+        os.environ.setdefault("ASYNCSCHED_STATE_DIR", os.path.join(tmp, "state"))
+        rows = asyncio.run(log_throughput.measure(args.log_mib, 80, args.repeat, tmp))
+    by = {r.variant: r for r in rows}
+    plain = by["plain read"].lines_per_s
+    goals = [
+        Target(
+            f"log_iter ({kind}) lines/s vs plain read",
+            by[f"log_iter ({kind})"].lines_per_s / plain,
+            LOG_MIN_RATIO,
+            ">=",
+            "x",
+        )
+        for kind in ("followed", "finished")
+    ]
+    machine = machine_info()
+    source = source_state(Path(__file__).resolve().parent.parent, "asyncsched")
+    print(
+        f"\nMachine: {machine['cpu_model']}, {machine['usable_cpus']} usable CPUs,"
+        f" Python {machine['python']}; {machine['date']}; 1-minute load average"
+        f" {load_before} before, {machine['loadavg_1m']} after; commit"
+        f" {source['commit']}. Best of {args.repeat} interleaved runs,"
+        f" {args.log_mib} MiB of 80-byte lines.\n"
+    )
+    print(log_throughput.table(rows))
+    print()
+    print(targets_table(goals))
+    return 0
+
+
 def orchestrate(args: argparse.Namespace) -> int:
     """Run every variant in its own child process and print the tables."""
+    if args.log:
+        return orchestrate_log(args)
     if args.scale:
         return orchestrate_scale(args)
     if args.fast_path:
@@ -616,6 +663,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="measure the fast path instead: N x `true` through the raw floor,"
         " sequential and concurrent submits and run_many, with thread hops and"
         " loop CPU per app",
+    )
+    parser.add_argument(
+        "--log",
+        action="store_true",
+        help="measure log_iter instead: followed and over a finished log, beside"
+        " a plain read of the same file",
+    )
+    parser.add_argument(
+        "--log-mib", type=int, default=32, help="MiB the --log replica writes (32)"
     )
     parser.add_argument(
         "--child",

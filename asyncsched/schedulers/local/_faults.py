@@ -51,6 +51,9 @@ class LocalFaults:
         before_dispatch: ``()``, each time the spawner's dispatcher task
             starts handing finished spawns back to their submits. An
             exception crashes that task, which is then restarted.
+        before_reaper_turn: ``()``, each time the reaper wakes up to serve
+            the replicas' exits and output. An exception crashes the reaper
+            task, which is then restarted (nothing it watches is lost).
         before_detach_ack: ``(app_id)``, in the event loop, once the
             supervisor of a ``detach`` submit has said the app runs, just
             before the submit acknowledges it. An exception makes ``submit``
@@ -65,3 +68,4 @@ class LocalFaults:
     before_dispatch: Callable[[], None] | None = None
     before_journal: Callable[[str], None] | None = None
     before_detach_ack: Callable[[str], None] | None = None
+    before_reaper_turn: Callable[[], None] | None = None

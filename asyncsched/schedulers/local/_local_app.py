@@ -1,12 +1,14 @@
 """One running local app: its replicas, their attempts, state and record.
 
-Everything here runs in the event-loop thread. Reaper tasks call back into the
-app synchronously (``_on_exit``); the state machine, restarts and fail-fast
+Everything here runs in the event-loop thread. The scheduler's reaper calls
+back when a leader exits; a short task per exit reaps it, reads its exit facts
+and lets its pipes drain, then calls into the app synchronously (``_on_exit``); the state machine, restarts and fail-fast
 termination are plain method calls, so there is no polling and no queue.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -22,26 +24,25 @@ from asyncsched.schedulers.kit import (
     describe_error,
     failed_replica_message,
 )
+from asyncsched.schedulers.local._app_record import (
+    app_record,
+    first_error,
+    success_file,
+)
 from asyncsched.schedulers.local._exit_batch import ExitFactsReader
 from asyncsched.schedulers.local._exit_facts import ExitFacts
 from asyncsched.schedulers.local._faults import LocalFaults
-from asyncsched.schedulers.local._logs import pump
 from asyncsched.schedulers.local._oom import out_of_memory
 from asyncsched.schedulers.local._process import Child
+from asyncsched.schedulers.local._reaper import Reaper, Watch
 from asyncsched.schedulers.local._reasons import shell_exit_code
 from asyncsched.schedulers.local._record_writer import (
     RecordJob,
     RecordWriter,
     supervisor_info,
 )
-from asyncsched.schedulers.local._records import RECORD_NAME, RECORD_VERSION
-from asyncsched.schedulers.local._replica import (
-    Replica,
-    RoleInfo,
-    by_role,
-    record_entry,
-    success_entry,
-)
+from asyncsched.schedulers.local._records import RECORD_NAME
+from asyncsched.schedulers.local._replica import Replica, RoleInfo, limit_hit
 from asyncsched.schedulers.local._spawn import SpawnConfig, Started, spawn_child
 from asyncsched.schedulers.local._state import RetryAction, RetryCounters, decide_retry
 from asyncsched.specs import (
@@ -97,6 +98,8 @@ class LocalApp:
         self.fail_fast = fail_fast
         self.cancel_grace = cancel_grace
         self._spawn_cfg = spawn
+        assert spawn.reaper is not None, "the runtime starts the reaper first"
+        self._reaper: Reaper = spawn.reaper
         self._host = host
         self._state_dir = state_dir
         self._pointer_written = False
@@ -120,7 +123,8 @@ class LocalApp:
         self._survivors_terminated = False
         self.dirty_seq = 0
         self.written_seq = 0
-        self._supervisor = supervisor if supervisor is not None else supervisor_info()
+        #: who supervises the app (this process), as its record says
+        self.supervisor = supervisor if supervisor is not None else supervisor_info()
         self._changes = changes if changes is not None else ChangeNotifier()
         #: called once, when every replica has exited and its logs are closed
         self._on_finished = on_finished
@@ -168,28 +172,14 @@ class LocalApp:
             r.restarting = False
             if r.child is None and not is_terminal(r.state):
                 r.state = AppState.FAILED
-                self._limit_hit(r, StatusReason.TIME_LIMIT)
+                limit_hit(r, StatusReason.TIME_LIMIT, self.time_limit)
         self._terminate_all(self.cancel_grace)
         self._after_change()
-
-    def _limit_hit(self, replica: Replica, reason: StatusReason) -> None:
-        replica.limit_reason = reason
-        if reason == StatusReason.TIME_LIMIT:
-            replica.limit_message = (
-                f"stopped at the app's time limit of {self.time_limit} s (time_limit)"
-            )
-        else:
-            replica.limit_message = (
-                "ran out of memory under its limit of"
-                f" {replica.launch.memory_mb} MB (resource.memMB, enforced as"
-                " RLIMIT_DATA)"
-            )
 
     def _spawn(self, replica: Replica) -> None:
         self._attach(replica, spawn_child(replica.launch, self._spawn_cfg))
 
     def _attach(self, replica: Replica, started: Started) -> None:
-        launch = replica.launch
         child = started.child
         replica.child = child
         replica.exited = anyio.Event()
@@ -210,68 +200,84 @@ class LocalApp:
                 "offsets": replica.log.offsets(),
             }
         )
-        self._host.spawn(
-            self._watch,
-            replica,
+        pipes = {"stdout": started.out_r, "stderr": started.err_r}
+        failure = self._check_logs(replica, pipes)
+        self._reaper.watch(
             child,
-            replica.exited,
-            started.out_r,
-            started.err_r,
-            name=f"replica:{self.app_id}/{launch.role}/{launch.replica_id}",
-            on_error=lambda exc: self._watch_failed(replica, child, exc),
+            replica.log,
+            pipes,
+            functools.partial(self._leader_exited, replica),
+            functools.partial(self._output_failed, replica),
         )
+        if failure is not None:  # failed after this transition, not inside it
+            self._host.spawn(
+                self._fail_soon, replica, failure, name=f"log:{self.app_id}"
+            )
+
+    def _check_logs(self, replica: Replica, pipes: dict[str, int]) -> Exception | None:
+        """The fault seam's ``before_log``: a stream it fails is closed unread."""
+        before_log = self._faults.before_log
+        if before_log is None:
+            return None
+        failure: Exception | None = None
+        for stream, fd in list(pipes.items()):
+            try:
+                before_log(replica.log.paths[stream])
+            except Exception as exc:  # noqa: BLE001 - fails the app, see _fail_soon
+                os.close(fd)
+                del pipes[stream]
+                failure = failure or exc
+        return failure
 
     # -- reaping -------------------------------------------------------------------
 
-    async def _watch(
-        self,
-        replica: Replica,
-        child: Child,
-        exited: anyio.Event,
-        out_r: int,
-        err_r: int,
-    ) -> None:
+    def _leader_exited(self, replica: Replica, watch: Watch) -> None:
+        """The reaper saw the leader of ``replica`` exit: finish the attempt."""
+        launch = replica.launch
+        self._host.spawn(
+            self._finish,
+            replica,
+            watch,
+            name=f"replica:{self.app_id}/{launch.role}/{launch.replica_id}",
+            on_error=lambda exc: self._watch_failed(replica, watch, exc),
+        )
+
+    async def _finish(self, replica: Replica, watch: Watch) -> None:
+        """Reap the exited leader, read its exit facts, let its pipes drain
+        (bounded), then hand the exit to the state machine."""
+        child, exited = watch.child, replica.exited
         rc: int | None = None
         error: Exception | None = None
         facts = ExitFacts()
         try:
-            async with anyio.create_task_group() as pumps:
-                before_log = self._faults.before_log
-                pumps.start_soon(pump, out_r, replica.log, "stdout", before_log)
-                pumps.start_soon(pump, err_r, replica.log, "stderr", before_log)
-                clean = False
-                try:
-                    await child.wait_exit()
-                    clean = True
-                finally:
-                    # bounded: at most REAP_TIMEOUT for the exit, as much to reap
-                    with (
-                        anyio.CancelScope(shield=True),
-                        anyio.move_on_after(2 * REAP_TIMEOUT),
-                    ):
-                        if not clean:  # cancelled: the scheduler is going away
-                            child.signal(signal.SIGKILL)
-                            with anyio.move_on_after(REAP_TIMEOUT):
-                                await child.wait_exit()
-                        # the leader is a zombie: its group id cannot be reused yet
-                        child.signal(signal.SIGKILL)
-                        with anyio.move_on_after(REAP_TIMEOUT):
-                            rc = await child.reap()
-                        if rc is not None:
-                            self._spawn_cfg.guardian.remove(child.pid)
-                        # the files the exit depends on, read off the loop
-                        # (with the other exits due now, in one hop)
-                        facts = await self._exits.read(
-                            (
-                                replica.launch.error_file,
-                                replica.launch.log_dir,
-                                self.app_dir,
-                                rc,
-                                len(replica.attempts) - 1,
-                                replica.attempts[-1]["started"],
-                            )
+            try:
+                # bounded and shielded: the exit must be handled
+                with (
+                    anyio.CancelScope(shield=True),
+                    anyio.move_on_after(2 * REAP_TIMEOUT),
+                ):
+                    # the leader is a zombie: its group id cannot be reused yet
+                    child.signal(signal.SIGKILL)
+                    with anyio.move_on_after(REAP_TIMEOUT):
+                        rc = await child.reap()
+                    if rc is not None:
+                        self._spawn_cfg.guardian.remove(child.pid)
+                    # the files the exit depends on, read off the loop
+                    # (with the other exits due now, in one hop)
+                    facts = await self._exits.read(
+                        (
+                            replica.launch.error_file,
+                            replica.launch.log_dir,
+                            self.app_dir,
+                            rc,
+                            len(replica.attempts) - 1,
+                            replica.attempts[-1]["started"],
                         )
-                pumps.cancel_scope.deadline = anyio.current_time() + DRAIN_TIMEOUT
+                    )
+                with anyio.move_on_after(DRAIN_TIMEOUT):
+                    await watch.wait_drained()
+            finally:
+                self._reaper.close_streams(watch)
             if rc and replica.launch.memory_mb is not None:
                 # read once the pipes are drained: the last words are in the log
                 with (
@@ -283,27 +289,40 @@ class LocalApp:
                         replica.log.paths["stderr"],
                         replica.attempts[-1]["offsets"]["stderr"],
                     ):
-                        self._limit_hit(replica, StatusReason.OOM_KILLED)
+                        limit_hit(replica, StatusReason.OOM_KILLED, self.time_limit)
         except Exception as exc:  # noqa: BLE001 - e.g. an unwritable log: fail the app
             error = exc
         finally:
-            exited.set()
+            if exited is not None:
+                exited.set()
             self._on_exit(replica, child, rc, facts)
         if error is not None:
-            launch = replica.launch
-            logger.error(
-                "%s: supervising replica %s/%s failed",
-                self.app_id,
-                launch.role,
-                launch.replica_id,
-                exc_info=error,
-            )
-            self.fail_internal(
-                f"supervising replica {launch.role}/{launch.replica_id} failed", error
-            )
+            self._supervision_failed(replica, error)
 
-    def _watch_failed(self, replica: Replica, child: Child, exc: Exception) -> None:
-        """The watcher of ``replica`` crashed: fail the app, never leak ``child``."""
+    def _supervision_failed(self, replica: Replica, error: BaseException) -> None:
+        launch = replica.launch
+        logger.error(
+            "%s: supervising replica %s/%s failed",
+            self.app_id,
+            launch.role,
+            launch.replica_id,
+            exc_info=error,
+        )
+        self.fail_internal(
+            f"supervising replica {launch.role}/{launch.replica_id} failed", error
+        )
+
+    async def _fail_soon(self, replica: Replica, error: Exception) -> None:
+        self._supervision_failed(replica, error)
+
+    def _output_failed(self, replica: Replica, watch: Watch, error: Exception) -> None:
+        """Saving the output of ``replica`` failed (that pipe is closed)."""
+        self._supervision_failed(replica, error)
+
+    def _watch_failed(self, replica: Replica, watch: Watch, exc: Exception) -> None:
+        """Finishing ``replica``'s exit crashed: fail the app, never leak its child."""
+        child = watch.child
+        self._reaper.forget(watch)
         if replica.child is child:
             replica.child = None
             replica.exit_code = shell_exit_code(child.returncode)
@@ -370,7 +389,7 @@ class LocalApp:
         elif self.timed_out:
             replica.state = AppState.SUCCEEDED if rc == 0 else AppState.FAILED
             if rc != 0:
-                self._limit_hit(replica, StatusReason.TIME_LIMIT)
+                limit_hit(replica, StatusReason.TIME_LIMIT, self.time_limit)
         elif replica.restarting:
             replica.state = AppState.PENDING
         elif self.failed and (self.fail_fast or self.internal_error is not None):
@@ -487,8 +506,13 @@ class LocalApp:
                     r.log.close()
                     r.exited = None  # set, and nobody waits any more
                 self.finished.set()
-                if self._on_finished is not None:
-                    self._on_finished()
+                # both set for good: one event serves both (fewer objects
+                # per finished app for full collections to walk)
+                self.done = self.finished
+                on_finished = self._on_finished
+                self._on_finished = self._on_done = None
+                if on_finished is not None:
+                    on_finished()
         self._mark_dirty()
 
     # -- stopping -------------------------------------------------------------------
@@ -587,50 +611,15 @@ class LocalApp:
 
     def structured_error(self) -> str:
         """The reply file of the replica that failed first, or ``NONE``."""
-        failed = [r for r in self.replicas if r.error_mtime is not None]
-        if not failed:
-            return NONE
-        return min(failed, key=lambda r: r.error_mtime or 0.0).structured_error
-
-    def snapshot(self) -> dict[str, Any]:
-        """The app record (JSON-ready)."""
-        return {
-            "version": RECORD_VERSION,
-            "scheduler": "local",
-            "app_id": self.app_id,
-            "name": self.name,
-            "session": self.session,
-            "app_dir": self.app_dir,
-            "state": self.state.name,
-            "msg": self.msg,
-            "num_restarts": self.num_restarts,
-            "structured_error_msg": self.structured_error(),
-            "created": self.created,
-            "last_updated": self.last_updated,
-            "fail_fast": self.fail_fast,
-            "finished": self.finished.is_set(),
-            "supervisor": dict(self._supervisor),
-            "roles": by_role(self.replicas, record_entry),
-            "role_specs": {name: info.spec for name, info in self.roles.items()},
-        }
-
-    def success_file(self) -> dict[str, Any]:
-        """TorchX's SUCCESS file content."""
-        return {
-            "app_id": self.app_id,
-            "log_dir": self.app_dir,
-            "final_state": self.state.name,
-            "last_updated": self.last_updated,
-            "roles": by_role(self.replicas, success_entry),
-        }
+        return first_error(self.replicas)
 
     def record_job(self) -> RecordJob:
         pointer = None
         if not self._pointer_written and self._state_dir is not None:
             pointer = (self._state_dir, self.session, self.app_id)
             self._pointer_written = True
-        success = self.success_file() if self.finished.is_set() else None
-        return (self.record_path, self.snapshot(), self.app_dir, success, pointer)
+        success = success_file(self) if self.finished.is_set() else None
+        return (self.record_path, app_record(self), self.app_dir, success, pointer)
 
     def record_failed(self, exc: Exception, *, closing: bool = False) -> None:
         """Writing this app's record failed: the app is FAILED (``msg`` says why).

@@ -1,7 +1,8 @@
-"""Replica logs: pipe readers, the combined log, the line-time index, reading.
+"""Replica logs: the files a replica's output goes to, the line-time index, reading.
 
-One reader task per pipe copies each chunk to ``stdout.log``/``stderr.log`` as
-it arrives and appends the *whole lines* it completes to ``combined.log``; so
+The scheduler's reaper (:mod:`~asyncsched.schedulers.local._reaper`) hands
+each chunk a pipe yields to :meth:`ReplicaLog.write`, which copies it to
+``stdout.log``/``stderr.log`` as it arrives and appends the *whole lines* it completes to ``combined.log``; so
 ``combined.log`` holds stdout and stderr lines in the order the supervisor
 received them, never torn. Every write is recorded in ``<stream>.idx`` as a
 16-byte ``(end_offset, epoch_seconds)`` entry (little-endian ``u64, f64``), so
@@ -42,11 +43,10 @@ import os
 import struct
 import sys
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
 from datetime import UTC, datetime
 
 import anyio
-import anyio.lowlevel
 import anyio.to_thread
 
 from asyncsched.schedulers.kit import (
@@ -73,7 +73,6 @@ __all__ = [
     "create_log_files",
     "index_path",
     "log_paths",
-    "pump",
     "read_line_batches",
 ]
 
@@ -81,7 +80,6 @@ logger = logging.getLogger(__name__)
 
 STREAMS = ("stdout", "stderr", "combined")
 INDEX_ENTRY = struct.Struct("<Qd")
-_PIPE_READ_SIZE = 1 << 16
 _READ_SIZE = 1 << 20  # one read of a log file (a worker-thread hop each)
 _FEED_SIZE = 1 << 17  # ...assembled in slices that stay in the CPU cache
 _COMBINED_PARTIAL_LIMIT = 1 << 16  # an unterminated line longer than this is flushed
@@ -271,44 +269,6 @@ class ReplicaLog:
             self._open.discard(self.paths[stream])
             self._open.discard(index_path(self.dir, stream))
         self.set_final()
-
-
-async def pump(
-    fd: int,
-    log: ReplicaLog,
-    stream: str,
-    before: Callable[[str], None] | None = None,
-) -> None:
-    """Copy pipe ``fd`` into ``log`` until EOF (or cancellation); closes ``fd``.
-
-    On cancellation whatever is already buffered in the pipe is still saved.
-    ``before`` (the fault seam's ``before_log``) is called first with the log
-    file's path: what it raises propagates (``fd`` is closed, nothing read).
-    """
-    if before is not None:
-        try:
-            before(log.paths[stream])
-        except BaseException:
-            os.close(fd)
-            raise
-    os.set_blocking(fd, False)
-    try:
-        while True:
-            try:
-                data = os.read(fd, _PIPE_READ_SIZE)
-            except BlockingIOError:
-                await anyio.wait_readable(fd)
-                continue
-            if not data:
-                break
-            log.write(stream, data)
-            await anyio.lowlevel.checkpoint()
-    finally:
-        with contextlib.suppress(OSError):
-            while data := os.read(fd, _PIPE_READ_SIZE):
-                log.write(stream, data)
-        log.end_stream(stream)
-        os.close(fd)
 
 
 # -- reading -------------------------------------------------------------------

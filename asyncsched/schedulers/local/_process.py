@@ -326,6 +326,11 @@ class Child:
         )
         return cls(popen)
 
+    @property
+    def pidfd(self) -> int | None:
+        """The pidfd of the leader until it is reaped (None where unsupported)."""
+        return self._pidfd
+
     def close(self) -> None:
         """Release the pidfd (the child was reaped elsewhere)."""
         if self._pidfd is not None:

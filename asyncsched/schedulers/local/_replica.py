@@ -18,7 +18,14 @@ from asyncsched.schedulers.local._process import Child
 from asyncsched.schedulers.local._spawn import ReplicaLaunch
 from asyncsched.specs import NONE, AppState, RetryPolicy, StatusReason
 
-__all__ = ("Replica", "RoleInfo", "by_role", "record_entry", "success_entry")
+__all__ = (
+    "Replica",
+    "RoleInfo",
+    "by_role",
+    "limit_hit",
+    "record_entry",
+    "success_entry",
+)
 
 
 @dataclass
@@ -52,6 +59,22 @@ class Replica:
     #: why a limit ended the last attempt (OOM_KILLED, TIME_LIMIT), and how
     limit_reason: StatusReason | None = None
     limit_message: str = ""
+
+
+def limit_hit(replica: Replica, reason: StatusReason, time_limit: int | None) -> None:
+    """Note that a limit ended the replica's attempt: ``reason`` (TIME_LIMIT
+    under the app's ``time_limit``, or OOM_KILLED) and a message saying which."""
+    replica.limit_reason = reason
+    if reason == StatusReason.TIME_LIMIT:
+        replica.limit_message = (
+            f"stopped at the app's time limit of {time_limit} s (time_limit)"
+        )
+    else:
+        replica.limit_message = (
+            "ran out of memory under its limit of"
+            f" {replica.launch.memory_mb} MB (resource.memMB, enforced as"
+            " RLIMIT_DATA)"
+        )
 
 
 def record_entry(r: Replica) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """What a local scheduler runs beside its apps, and the order it stops in.
 
 Started at the first submit (or remote cancel): the guardian process, the
-spawner threads and its dispatcher, the record writer, the state dir's own
+spawner threads and its dispatcher, the record writer, the reaper, the state dir's own
 folders and one pass of the retention policy. Closing stops the apps first
 (SIGTERM, SIGKILL after the grace), then the writer (a record still owed is
 written once more), the host's tasks, the spawner and the guardian.
@@ -31,6 +31,7 @@ from asyncsched.schedulers.local._process import (
     PdeathsigMode,
     resolve_pdeathsig,
 )
+from asyncsched.schedulers.local._reaper import Reaper
 from asyncsched.schedulers.local._record_writer import RecordWriter
 from asyncsched.schedulers.local._retention import (
     Retention,
@@ -89,6 +90,8 @@ class LocalRuntime:
         self.spawner = Spawner(
             f"asyncsched-spawner-{session_name}", before_dispatch=faults.before_dispatch
         )
+        #: one task serving every replica's exit and output
+        self.reaper = Reaper(faults.before_reaper_turn)
         #: the log files the replicas' writes keep open (bounded, shared)
         self.log_files = OpenFiles(LOG_FILES_KEPT_OPEN)
         #: set once started
@@ -133,6 +136,8 @@ class LocalRuntime:
                     self.spawner.dispatch, name="local:spawner"
                 )
                 await self.host.start_service(self.writer.run, name="local:records")
+                self.reaper.set_spawner(self.host.spawn)
+                await self.host.start_service(self.reaper.run, name="local:reaper")
                 self.spawn_cfg = SpawnConfig(
                     setpriv,
                     use_preexec,
@@ -140,6 +145,7 @@ class LocalRuntime:
                     guardian,
                     self.spawner,
                     self._faults.before_spawn,
+                    self.reaper,
                 )
                 await anyio.to_thread.run_sync(_private_state_dirs, self._state_dir)
                 if self._retention is not None:
@@ -192,6 +198,7 @@ class LocalRuntime:
         with contextlib.suppress(Exception):
             await self.writer.write([a for a in apps if a.record_stale])
         await self.host.aclose()
+        self.reaper.close()
         self.log_files.close()
         await self.spawner.aclose()
         if self.spawn_cfg is not None:

@@ -47,7 +47,7 @@ from asyncsched.schedulers.local._capacity import (
 )
 from asyncsched.schedulers.local._detach import launch_detached
 from asyncsched.schedulers.local._faults import LocalFaults
-from asyncsched.schedulers.local._gpus import count_gpus
+from asyncsched.schedulers.local._host_probes import HostProbes
 from asyncsched.schedulers.local._journal_events import decode_position, follow_journal
 from asyncsched.schedulers.local._journal_lost import journal_lost
 from asyncsched.schedulers.local._journal_writer import JournalBounds
@@ -57,11 +57,7 @@ from asyncsched.schedulers.local._launch import (
     spawn_app,
     undo_spawn,
 )
-from asyncsched.schedulers.local._limits import (
-    find_prlimit,
-    original_nofile,
-    raise_nofile_limit,
-)
+from asyncsched.schedulers.local._limits import raise_nofile_limit
 from asyncsched.schedulers.local._local_app import LocalApp
 from asyncsched.schedulers.local._log_lines import log_lines
 from asyncsched.schedulers.local._logs import LogFiles, ReplicaLog
@@ -270,9 +266,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         self._submits_active = 0
         self._submits_idle: anyio.Event | None = None
         self._executables = ExecutableCache()
-        self._gpu_count: int | None = None
-        self._prlimit: str | None = None
-        self._prlimit_probed = False
+        self._probes = HostProbes()
         #: what a detached app's supervisor builds its scheduler with
         self._detached_args: dict[str, Any] = {
             "session_name": session_name,
@@ -332,32 +326,13 @@ class LocalScheduler(Scheduler[LocalOpts]):
 
     # -- dry-run ---------------------------------------------------------------------------
 
-    async def _host_gpus(self) -> int:
-        """This host's GPU count: probed once per scheduler, then cached."""
-        if self._gpu_count is None:
-            self._gpu_count = await count_gpus()
-        return self._gpu_count
-
-    async def _limit_tool(self) -> str | None:
-        """util-linux ``prlimit`` (sets replicas' limits): looked up once."""
-        if not self._prlimit_probed:
-            self._prlimit = await anyio.to_thread.run_sync(find_prlimit)
-            self._prlimit_probed = True
-            if self._prlimit is None and original_nofile() is not None:
-                logger.warning(
-                    "prlimit (util-linux) not found: replicas inherit the raised"
-                    " open-file limit and memory limits (resource.memMB) are not"
-                    " enforced"
-                )
-        return self._prlimit
-
     async def _submit_dryrun(
         self, app: AppDef, cfg: LocalOpts
     ) -> AppDryRunInfo[PopenRequest]:
         values = cast(Mapping[str, CfgVal], cfg)  # the TypedDict, as a mapping
         gpus = 0
         if values.get("auto_set_cuda_visible_devices") and gpus_requested(app):
-            gpus = await self._host_gpus()
+            gpus = await self._probes.gpus()
         host = HostFacts(gpu_count=gpus, extra_paths=tuple(self._extra_paths))
         request = await render_off_loop(
             app,
@@ -372,7 +347,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
             provider=self._image_provider_class(values),
             host=host,
         )
-        if request.memory_mb and await self._limit_tool() is None:
+        if request.memory_mb and await self._probes.limit_tool() is None:
             warnings.warn(
                 "resource.memMB is not enforced: util-linux prlimit, which sets"
                 " the replicas' memory limit, is not installed (roles:"
@@ -447,7 +422,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
     ) -> LocalApp:
         if self._submit_limiter is None:
             self._submit_limiter = anyio.Semaphore(_SUBMIT_CONCURRENCY)
-        prlimit = await self._limit_tool()
+        prlimit = await self._probes.limit_tool()
         async with self._submit_limiter:
             self._check_open()
             if request.app_id in self._table.apps:

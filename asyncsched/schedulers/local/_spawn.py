@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from asyncsched.schedulers.local._process import Child, Guardian
+from asyncsched.schedulers.local._reaper import Reaper
 from asyncsched.schedulers.local._spawner import Spawner
 
 __all__ = ("ReplicaLaunch", "SpawnConfig", "Started", "spawn_child")
@@ -28,6 +29,8 @@ class SpawnConfig:
     #: the scheduler's ``before_spawn`` hook: called with (role, replica id)
     #: before each replica process is started; what it raises fails that start
     before_spawn: Callable[[str, int], None] | None = None
+    #: the scheduler's reaper: serves every replica's exit and output
+    reaper: Reaper | None = None
 
 
 @dataclass
