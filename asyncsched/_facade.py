@@ -281,11 +281,15 @@ def _delegate(
     """A facade method that hands ``method`` of the wrapped object to ``via``.
 
     It keeps ``method``'s name, parameters and docstring (with ``note`` added),
-    so the facade cannot drift from the async API it mirrors.
+    so the facade cannot drift from the async API it mirrors. A one-shot
+    iterator argument (a generator of apps or handles) is read into a list in
+    the caller's thread first, not on the loop.
     """
     name = method.__name__
 
     def call(self: _Facade, /, *args: Any, **kwargs: Any) -> Any:
+        args = tuple(_read_now(a) for a in args)
+        kwargs = {key: _read_now(value) for key, value in kwargs.items()}
         return via(self, partial(getattr(self._target, name), *args, **kwargs))
 
     signature = inspect.signature(method)
@@ -299,6 +303,10 @@ def _delegate(
         return_annotation=returns or signature.return_annotation
     )
     return call
+
+
+def _read_now(value: object) -> object:
+    return builtins.list(value) if isinstance(value, Iterator) else value
 
 
 def _blocking(
@@ -316,9 +324,25 @@ def _in_loop(
 
 
 def _blocking_iter(
-    method: Callable[Concatenate[Any, _P], AsyncIterator[str]],
-) -> Callable[Concatenate[_Facade, _P], Iterator[str]]:
-    """Mirror ``method`` returning an async iterator of lines: a plain iterator."""
+    method: Callable[Concatenate[Any, _P], AsyncIterator[T]],
+    returns: str = "Iterator[str]",
+) -> Callable[Concatenate[_Facade, _P], Iterator[T]]:
+    """Mirror ``method`` returning an async iterator: a plain iterator of the
+    same items (``returns`` names its type for the signature)."""
+    return _delegate(method, _Facade._iterate, "returns a plain iterator.", returns)
+
+
+def _stream(
+    facade: _Facade, make: Callable[[], AsyncIterator[AppEvent]]
+) -> SyncEventStream:
+    return SyncEventStream(facade, facade._call_sync(make))
+
+
+def _blocking_events(
+    method: Callable[Concatenate[Any, _P], Any],
+) -> Callable[Concatenate[_Facade, _P], SyncEventStream]:
+    """Mirror an ``events`` method: a blocking :class:`SyncEventStream`, its
+    arguments checked at the call; close it (``with``) when you stop reading."""
     return _delegate(
-        method, _Facade._iterate, "returns a plain iterator.", "Iterator[str]"
+        method, _stream, "a blocking iterator (close it).", "SyncEventStream"
     )

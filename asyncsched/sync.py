@@ -28,7 +28,6 @@ from __future__ import annotations
 import builtins
 import warnings
 from collections.abc import (
-    Iterable,
     Iterator,
     Mapping,
 )
@@ -40,6 +39,7 @@ from asyncsched._facade import (
     EventLoopName,
     SyncEventStream,
     _blocking,
+    _blocking_events,
     _blocking_iter,
     _Facade,
     _in_loop,
@@ -47,7 +47,7 @@ from asyncsched._facade import (
 from asyncsched.errors import (
     UnknownSchedulerException,
 )
-from asyncsched.runner import DEFAULT_SESSION_NAME, EventHook, Runner, StatusEvent
+from asyncsched.runner import DEFAULT_SESSION_NAME, EventHook, Runner
 from asyncsched.schedulers import SchedulerFactory, get_scheduler_factories
 from asyncsched.schedulers.api import (
     Capabilities,
@@ -56,7 +56,6 @@ from asyncsched.schedulers.api import (
 from asyncsched.specs import (
     AppDef,
     AppHandle,
-    AppStatus,
     CfgVal,
     Workspace,
 )
@@ -157,20 +156,7 @@ class SyncScheduler(_Facade):
     cancel = _blocking(Scheduler.cancel)
     log_iter = _blocking_iter(Scheduler.log_iter)
 
-    def events(
-        self, app_ids: Iterable[str] | None = None, *, since: str | None = None
-    ) -> SyncEventStream:
-        """Yield every change of the scheduler's apps (see ``Scheduler.events``).
-
-        A blocking iterator; arguments are checked at the call. Close it
-        (``with``) when you stop reading.
-
-        Raises:
-            InvalidArgumentError: a bad cursor or app ids, at the call.
-        """
-        ids = None if app_ids is None else builtins.list(app_ids)
-        stream = self._call_sync(partial(self._sched.events, ids, since=since))
-        return SyncEventStream(self, stream)
+    events = _blocking_events(Scheduler.events)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -252,45 +238,10 @@ class SyncRunner(_Facade):
     schedule = _blocking(Runner.schedule)
     run = _blocking(Runner.run)
 
-    def run_many(
-        self,
-        apps: Iterable[AppDef],
-        scheduler: str,
-        cfg: Mapping[str, CfgVal] | None = None,
-        *,
-        cancel_on_error: bool = False,
-    ) -> builtins.list[AppHandle]:
-        """Submit every app concurrently; return the handles in order.
-
-        Raises:
-            RunManyError: some apps failed; ``.handles`` keeps those that
-                started (cancelled first when ``cancel_on_error``).
-        """
-        return self._call(
-            partial(
-                self._runner.run_many,
-                builtins.list(apps),
-                scheduler,
-                cfg,
-                cancel_on_error=cancel_on_error,
-            )
-        )
-
-    def run_many_iter(
-        self,
-        apps: Iterable[AppDef],
-        scheduler: str,
-        cfg: Mapping[str, CfgVal] | None = None,
-    ) -> Iterator[tuple[int, AppHandle]]:
-        """Yield ``(index, handle)`` as each app is accepted (see
-        ``Runner.run_many_iter``); stopping early submits no further app.
-
-        Raises:
-            RunManyError: after the last handle, when some apps failed.
-        """
-        return self._iterate(
-            partial(self._runner.run_many_iter, builtins.list(apps), scheduler, cfg)
-        )
+    run_many = _blocking(Runner.run_many)
+    run_many_iter = _blocking_iter(
+        Runner.run_many_iter, "Iterator[tuple[int, AppHandle]]"
+    )
 
     @contextmanager
     def running(
@@ -328,59 +279,10 @@ class SyncRunner(_Facade):
         )
         self.cancel(app_handle)
 
-    def watch(
-        self, app_handles: Iterable[AppHandle], *, poll_interval: float = 1.0
-    ) -> Iterator[StatusEvent]:
-        """Yield ``(handle, status)`` on every state change (see ``Runner.watch``)."""
-        return self._iterate(
-            partial(
-                self._runner.watch,
-                builtins.list(app_handles),
-                poll_interval=poll_interval,
-            )
-        )
-
-    def events(
-        self,
-        schedulers_or_handles: Iterable[str] | None = None,
-        *,
-        since: str | None = None,
-    ) -> SyncEventStream:
-        """Yield every change of the apps of several schedulers, with one
-        composite cursor (see ``Runner.events``).
-
-        A blocking iterator; arguments are checked at the call. Close it
-        (``with``) when you stop reading.
-
-        Raises:
-            InvalidArgumentError: a bad cursor, at the call.
-            UnknownSchedulerException: an unregistered scheduler.
-        """
-        items = (
-            None
-            if schedulers_or_handles is None
-            else builtins.list(schedulers_or_handles)
-        )
-        stream = self._call_sync(partial(self._runner.events, items, since=since))
-        return SyncEventStream(self, stream)
-
-    def as_completed(
-        self, app_handles: Iterable[AppHandle], *, timeout: float | None = None
-    ) -> Iterator[StatusEvent]:
-        """Yield ``(handle, final_status)`` in completion order."""
-        return self._iterate(
-            partial(
-                self._runner.as_completed, builtins.list(app_handles), timeout=timeout
-            )
-        )
-
-    def wait_all(
-        self, app_handles: Iterable[AppHandle], *, timeout: float | None = None
-    ) -> dict[AppHandle, AppStatus | None]:
-        """Wait for every app; return handle -> final status."""
-        return self._call(
-            partial(self._runner.wait_all, builtins.list(app_handles), timeout=timeout)
-        )
+    watch = _blocking_iter(Runner.watch, "Iterator[StatusEvent]")
+    events = _blocking_events(Runner.events)
+    as_completed = _blocking_iter(Runner.as_completed, "Iterator[StatusEvent]")
+    wait_all = _blocking(Runner.wait_all)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"

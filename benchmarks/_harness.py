@@ -44,6 +44,7 @@ __all__ = [
     "Measurement",
     "Ratio",
     "Target",
+    "busiest_window",
     "cpu_seconds",
     "current_rss_bytes",
     "emit",
@@ -59,6 +60,7 @@ __all__ = [
     "stats_ms",
     "stats_row",
     "targets_table",
+    "time_calls",
     "with_example_server",
 ]
 
@@ -71,20 +73,55 @@ MiB = 1024 * 1024
 # -- statistics ----------------------------------------------------------------
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """The ``q``-th percentile (0..100) with linear interpolation; nan if empty.
+def percentile(values: Sequence[float], q: float, *, nearest: bool = False) -> float:
+    """The ``q``-th percentile (0..100) with linear interpolation (``nearest``:
+    the nearest rank's value); nan if empty.
 
     Example:
-        >>> percentile([1.0, 2.0, 3.0, 4.0], 50)
-        2.5
+        >>> percentile([1.0, 2.0, 3.0, 4.0], 50), percentile([1.0, 2.0, 3.0, 4.0], 50, nearest=True)
+        (2.5, 3.0)
     """
     if not values:
         return math.nan
     ordered = sorted(values)
     pos = (len(ordered) - 1) * q / 100.0
+    if nearest:
+        return ordered[min(len(ordered) - 1, round(pos))]
     lo = math.floor(pos)
     hi = math.ceil(pos)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def busiest_window(times: Iterable[float], seconds: float = 60.0) -> int:
+    """The most of ``times`` that fall within any window of ``seconds``.
+
+    Example:
+        >>> busiest_window([0.0, 10.0, 59.0, 61.0, 62.0])
+        4
+    """
+    ordered = sorted(times)
+    best, first = 0, 0
+    for last, t in enumerate(ordered):
+        while t - ordered[first] >= seconds:
+            first += 1
+        best = max(best, last - first + 1)
+    return best
+
+
+def time_calls(owner: Any, name: str, counted: Callable[..., bool]) -> list[float]:
+    """Wrap the coroutine method ``owner.<name>`` in place; return the list it
+    fills with the time (``time.monotonic``) of each call ``counted(*args,
+    **kwargs)`` accepts (e.g. the status commands a scheduler runs)."""
+    times: list[float] = []
+    real = getattr(owner, name)
+
+    async def timed(*args: Any, **kwargs: Any) -> Any:
+        if counted(*args, **kwargs):
+            times.append(time.monotonic())
+        return await real(*args, **kwargs)
+
+    setattr(owner, name, timed)
+    return times
 
 
 # -- event-loop lag ------------------------------------------------------------

@@ -7,7 +7,8 @@ event arrived minus :attr:`AppEvent.observed` (the engine's ``timeNano`` of
 the change; same host, same clock). Reported: count, p50/p95/p99/max,
 event-loop lag of the reader's process (the submitter shares the loop, so
 this is a pessimistic reading) and the reader's Engine API calls by kind
-(it inspects the container each engine event names; nothing is polled).
+(it inspects a container only when the event alone cannot tell its state,
+e.g. an exit its restart policy may undo; nothing is polled).
 
 Needs a Docker engine (``$DOCKER_HOST`` or the standard socket; with
 ``--private-daemon`` or when none answers and we are root a private

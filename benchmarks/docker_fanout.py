@@ -416,7 +416,7 @@ def _engine(private: bool) -> Iterator[None]:
             os.environ.pop("DOCKER_HOST", None)
         else:
             os.environ["DOCKER_HOST"] = old
-        stop_dockerd(proc)
+        stop_dockerd(proc, private_host)
         shutil.rmtree(root, ignore_errors=True)
 
 

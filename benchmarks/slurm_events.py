@@ -36,11 +36,17 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _harness import busiest_window, percentile, time_calls
+
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, Resource, Role
 from tests.slurm.cluster import Cluster, missing_binaries, start_cluster
 
 STATUS_PROGRAMS = ("squeue", "sacct")
+
+
+def _is_status_command(argv: Any, **_: Any) -> bool:
+    return os.path.basename(str(argv[0])) in STATUS_PROGRAMS
 
 
 def _app(i: int, sleep: float, ends: Path) -> AppDef:
@@ -52,21 +58,6 @@ def _app(i: int, sleep: float, ends: Path) -> AppDef:
         resource=Resource(cpu=1, gpu=0, memMB=16),
     )
     return AppDef(f"ev{i}", roles=[role])
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def _busiest_minute(times: list[float]) -> int:
-    ordered = sorted(times)
-    best, first = 0, 0
-    for last, t in enumerate(ordered):
-        while t - ordered[first] >= 60.0:
-            first += 1
-        best = max(best, last - first + 1)
-    return best
 
 
 async def bench(
@@ -81,15 +72,8 @@ async def bench(
                 "bench", slurm_conf=conf, state_dir=state, max_interval=max_interval
             ) as reader,
         ):
-            status_at: list[float] = []
-            real_run = reader.cli.run
-
-            async def timed_run(argv: Any, **kwargs: Any) -> Any:
-                if os.path.basename(str(argv[0])) in STATUS_PROGRAMS:
-                    status_at.append(time.monotonic())
-                return await real_run(argv, **kwargs)
-
-            reader.cli.run = timed_run  # type: ignore[method-assign]
+            # when each status command ran (to find the busiest 60 s)
+            status_at = time_calls(reader.cli, "run", _is_status_command)
             ids: dict[str, int] = {}
             seen_terminal: dict[str, float] = {}
             all_seen = asyncio.Event()
@@ -124,12 +108,12 @@ async def bench(
     return {
         "apps": n,
         "wall_s": round(wall, 1),
-        "latency_p50_s": round(_percentile(latencies, 0.5), 2),
-        "latency_p99_s": round(_percentile(latencies, 0.99), 2),
+        "latency_p50_s": round(percentile(latencies, 50, nearest=True), 2),
+        "latency_p99_s": round(percentile(latencies, 99, nearest=True), 2),
         "latency_max_s": round(max(latencies), 2),
         "status_commands": len(status_at),
         "per_minute": round(len(status_at) * 60 / wall, 1),
-        "most_in_60s": _busiest_minute(status_at),
+        "most_in_60s": busiest_window(status_at),
         "max_interval_s": max_interval,
     }
 

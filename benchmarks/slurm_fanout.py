@@ -43,12 +43,18 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _harness import busiest_window, percentile, time_calls
+
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, AppState, Resource, Role
 from tests.slurm.cluster import Cluster, missing_binaries, start_cluster
 
 #: the Slurm programs that read status (the rest submit, cancel or probe)
 STATUS_PROGRAMS = ("squeue", "sacct", "scontrol")
+
+
+def _is_status_command(argv: Any, **_: Any) -> bool:
+    return os.path.basename(str(argv[0])) in STATUS_PROGRAMS
 
 
 def _app(i: int, sleep: float, ends: Path | None = None) -> AppDef:
@@ -68,22 +74,6 @@ def _app(i: int, sleep: float, ends: Path | None = None) -> AppDef:
     return AppDef(f"fan{i}", roles=[role])
 
 
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def _busiest_minute(times: list[float]) -> int:
-    """The most of ``times`` that fall within any 60 s window."""
-    ordered = sorted(times)
-    best, first = 0, 0
-    for last, t in enumerate(ordered):
-        while t - ordered[first] >= 60.0:
-            first += 1
-        best = max(best, last - first + 1)
-    return best
-
-
 async def bench_asyncsched(
     cluster: Cluster, n: int, sleep: float, concurrency: int = 16
 ) -> dict[str, Any]:
@@ -99,15 +89,7 @@ async def bench_asyncsched(
             "bench", slurm_conf=str(cluster.conf), state_dir=state
         ) as sched:
             # when each status command ran (to find the busiest 60 s)
-            status_at: list[float] = []
-            real_run = sched.cli.run
-
-            async def timed_run(argv: Any, **kwargs: Any) -> Any:
-                if os.path.basename(str(argv[0])) in STATUS_PROGRAMS:
-                    status_at.append(time.perf_counter())
-                return await real_run(argv, **kwargs)
-
-            sched.cli.run = timed_run  # type: ignore[method-assign]
+            status_at = time_calls(sched.cli, "run", _is_status_command)
             gate = asyncio.Semaphore(concurrency)
             submitted_at: list[float] = []
             returned: dict[int, float] = {}
@@ -144,12 +126,12 @@ async def bench_asyncsched(
         "wall_first_submit_to_all_done_s": round(wall, 2),
         "status_commands": status,
         "status_commands_per_minute": round(status / wall * 60, 1),
-        "status_commands_max_in_any_60s": _busiest_minute(status_at),
+        "status_commands_max_in_any_60s": busiest_window(status_at),
         "by_program": {k: v for k, v in commands.items() if v},
         "status_ticks": ticks,
         "wait_latency_s": {
-            "p50": round(_percentile(latencies, 0.5), 2),
-            "p95": round(_percentile(latencies, 0.95), 2),
+            "p50": round(percentile(latencies, 50, nearest=True), 2),
+            "p95": round(percentile(latencies, 95, nearest=True), 2),
             "max": round(max(latencies), 2),
             "measured": len(latencies),
         }

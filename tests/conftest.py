@@ -6,7 +6,8 @@ Async tests run on asyncio (pytest-asyncio, auto mode), except those marked
 from them (see :func:`pytest_collection_modifyitems`). No test touches the
 user's own state: the local backend's app index goes to a temp dir.
 Under pytest-xdist, ``--dist loadgroup`` gives each engine's tests to one
-worker (see :mod:`tests.engine_groups`).
+worker (see :mod:`tests.engine_groups`), and the run ends with the time per
+worker (see :mod:`tests.worker_times`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,15 @@ def _private_state_dir(
     path = tmp_path_factory.mktemp("state")
     monkeypatch.setenv("ASYNCSCHED_STATE_DIR", str(path))
     return path
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In the xdist controller: print the time per worker at the end
+    (:mod:`tests.worker_times`)."""
+    if not hasattr(config, "workerinput") and config.pluginmanager.has_plugin("xdist"):
+        from .worker_times import WorkerTimes
+
+        config.pluginmanager.register(WorkerTimes(), "asyncsched-worker-times")
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 
 from asyncsched.cli._common import EXIT_OK, UsageError, make_runner
+from asyncsched.cli._options import add_session_option, add_switch, add_verb
 from asyncsched.cli._pipes import raise_when_reader_gone
 from asyncsched.errors import UnknownAppException
 from asyncsched.runner import DEFAULT_SESSION_NAME, Runner
@@ -36,33 +37,18 @@ CURRENT_TIMEOUT = 60.0
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "events",
-        help="print app and replica changes (with a cursor to resume from)",
-        description=(
-            "Print the current state of apps, or the changes after --since,"
-            " one line per event ending with its cursor; --follow keeps"
-            " printing. TARGETs are handles (SCHEDULER://SESSION/APP_ID) or"
-            " scheduler names (every app of the session); default: the"
-            " default scheduler."
-        ),
-    )
+    p = add_verb(sub, events)
     p.add_argument("targets", nargs="*", metavar="HANDLE|SCHEDULER")
-    p.add_argument(
-        "--session",
-        default=None,
-        help=f"session of scheduler targets (default: the handles' or {DEFAULT_SESSION_NAME})",
+    add_session_option(
+        p,
+        None,
+        f"session of scheduler targets (default: the handles' or {DEFAULT_SESSION_NAME})",
     )
     p.add_argument(
         "--since", default=None, metavar="CURSOR", help="only changes after CURSOR"
     )
-    p.add_argument(
-        "-f", "--follow", action="store_true", help="keep printing new changes"
-    )
-    p.add_argument(
-        "--json", action="store_true", help="one JSON object (AppEvent) per line"
-    )
-    p.set_defaults(func=events)
+    add_switch(p, "-f", "--follow", help="keep printing new changes")
+    add_switch(p, "--json", help="one JSON object (AppEvent) per line")
 
 
 def format_event(event: AppEvent) -> str:
@@ -133,6 +119,13 @@ async def _known_handles(runner: Runner, targets: Iterable[str]) -> set[str]:
 
 
 async def events(args: argparse.Namespace) -> int:
+    """print app and replica changes (with a cursor to resume from)
+
+    Print the current state of apps, or the changes after --since, one line
+    per event ending with its cursor; --follow keeps printing. TARGETs are
+    handles (SCHEDULER://SESSION/APP_ID) or scheduler names (every app of the
+    session); default: the default scheduler.
+    """
     session, targets = _session_and_targets(args)
     async with make_runner(session) as runner:
         stream = runner.events(targets, since=args.since)  # checked here: exit 2

@@ -19,6 +19,7 @@ from asyncsched.cli._common import (
     parse_time,
     use_color,
 )
+from asyncsched.cli._options import add_switch, add_verb
 from asyncsched.cli._pipes import raise_when_reader_gone
 from asyncsched.errors import UnknownAppException
 from asyncsched.runner import Runner
@@ -28,43 +29,32 @@ __all__ = ["add_parser", "log", "replicas_of", "stream_logs"]
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "log",
-        help="print the logs of an app (all replicas, a role, or some replicas)",
-        description=(
-            "Print log lines prefixed with role/replica. "
-            "TARGET is SCHEDULER://SESSION/APP_ID[/ROLE[/REPLICA[,REPLICA...]]]."
-        ),
-    )
+    p = add_verb(sub, log)
     p.add_argument(
         "target", metavar="TARGET", help="app handle, optionally /ROLE[/REPLICAS]"
     )
-    p.add_argument(
+    add_switch(
+        p,
         "-f",
         "--follow",
         "-t",
         "--tail",
-        action="store_true",
-        dest="follow",
         help="keep printing new lines until the app finishes",
     )
     p.add_argument(
         "--regex", default=None, help="only lines matching this regular expression"
     )
-    p.add_argument(
-        "--since",
-        default=None,
-        metavar="T",
-        help="only lines after T (ISO time, epoch, or 5m/2h ago)",
-    )
-    p.add_argument("--until", default=None, metavar="T", help="only lines before T")
+    for flag, what in (
+        ("--since", "only lines after T (ISO time, epoch, or 5m/2h ago)"),
+        ("--until", "only lines before T"),
+    ):
+        p.add_argument(flag, default=None, metavar="T", help=what)
     p.add_argument(
         "--streams",
         choices=["stdout", "stderr", "combined"],
         default=None,
         help="which output to read (default: the scheduler's)",
     )
-    p.set_defaults(func=log)
 
 
 async def replicas_of(
@@ -154,6 +144,11 @@ async def stream_logs(
 
 
 async def log(args: argparse.Namespace) -> int:
+    """print the logs of an app (all replicas, a role, or some replicas)
+
+    Print log lines prefixed with role/replica. TARGET is
+    SCHEDULER://SESSION/APP_ID[/ROLE[/REPLICA[,REPLICA...]]].
+    """
     target = parse_log_target(args.target)
     since = parse_time(args.since) if args.since else None
     until = parse_time(args.until) if args.until else None

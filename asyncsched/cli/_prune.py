@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 
 from asyncsched.cli._common import EXIT_OK, err
+from asyncsched.cli._options import add_switch, add_verb
 from asyncsched.schedulers.local import Retention, prune
 from asyncsched.schedulers.shared.state_dir import default_state_dir
 
@@ -43,16 +44,7 @@ def _days(text: str) -> float:
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "prune",
-        help="forget finished local apps (records and logs) beyond a retention policy",
-        description=(
-            "Remove the records of finished local apps, and their logs when they"
-            " live in the state dir, keeping the newest --keep apps that are at"
-            " most --max-age-days old. Running apps, unreadable records and"
-            " log dirs given with -cfg log_dir=... are never deleted."
-        ),
-    )
+    p = add_verb(sub, prune_apps, "prune")
     for flag, kind, default, metavar, what in (
         ("--keep", _count, _DEFAULT.max_apps, "N", "finished apps to keep"),
         (
@@ -70,14 +62,18 @@ def add_parser(sub: Any) -> None:
             metavar=metavar,
             help=f"{what} (default: %(default)s)",
         )
-    p.add_argument(
-        "--dry-run", action="store_true", help="say what would go, remove nothing"
-    )
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=prune_apps)
+    add_switch(p, "--dry-run", help="say what would go, remove nothing")
+    add_switch(p, "--json", help="print JSON")
 
 
 async def prune_apps(args: argparse.Namespace) -> int:
+    """forget finished local apps (records and logs) beyond a retention policy
+
+    Remove the records of finished local apps, and their logs when they live
+    in the state dir, keeping the newest --keep apps that are at most
+    --max-age-days old. Running apps, unreadable records and log dirs given
+    with -cfg log_dir=... are never deleted.
+    """
     retention = Retention(max_apps=args.keep, max_age_days=args.max_age_days)
     state_dir = default_state_dir()
     report = await anyio.to_thread.run_sync(

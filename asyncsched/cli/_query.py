@@ -18,6 +18,12 @@ from asyncsched.cli._common import (
     make_runner,
 )
 from asyncsched.cli._json import list_json, status_json
+from asyncsched.cli._options import (
+    add_scheduler_options,
+    add_session_option,
+    add_switch,
+    add_verb,
+)
 from asyncsched.cli._run import parse_cfg
 from asyncsched.errors import AsyncschedError, UnknownAppException
 from asyncsched.runner import DEFAULT_SESSION_NAME, Runner
@@ -31,61 +37,39 @@ _T = TypeVar("_T")
 
 
 def add_parsers(sub: Any) -> None:
-    p = sub.add_parser(
-        "status",
-        help="print an app's status",
-        description="Print the status of an app.",
-    )
+    p = add_verb(sub, status)
     p.add_argument("handle", metavar="HANDLE", help="SCHEDULER://SESSION/APP_ID")
     p.add_argument("--roles", default=None, metavar="A,B", help="only these roles")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=status)
+    add_switch(p, "--json", help="print JSON")
 
-    p = sub.add_parser(
-        "describe", help="print an app's definition (AppDef file schema)"
-    )
+    p = add_verb(sub, describe)
     p.add_argument("handle", metavar="HANDLE")
-    p.add_argument("--json", action="store_true", help="print JSON instead of YAML")
-    p.set_defaults(func=describe)
+    add_switch(p, "--json", help="print JSON instead of YAML")
 
-    p = sub.add_parser("cancel", help="cancel an app")
+    p = add_verb(sub, cancel)
     p.add_argument("handle", metavar="HANDLE")
-    p.set_defaults(func=cancel)
 
-    p = sub.add_parser("list", help="list the apps a scheduler knows")
-    p.add_argument(
-        "-s",
-        "--scheduler",
-        default=get_default_scheduler_name(),
-        help="scheduler (default: %(default)s)",
+    p = add_verb(sub, list_apps, "list")
+    add_scheduler_options(
+        p,
+        cfg_metavar="namespace=NS",
+        cfg_help="run options that pick what is listed (only: namespace)",
     )
-    p.add_argument(
-        "--session", default=DEFAULT_SESSION_NAME, help="session (default: %(default)s)"
-    )
+    add_session_option(p, DEFAULT_SESSION_NAME, "session (default: %(default)s)")
     p.add_argument(
         "--namespace",
         default=None,
         help="Kubernetes: the namespace to list (default: the kubeconfig's)",
     )
-    p.add_argument(
-        "-cfg",
-        "--scheduler_args",
-        default="",
-        metavar="namespace=NS",
-        help="run options that pick what is listed (only: namespace)",
-    )
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=list_apps)
+    add_switch(p, "--json", help="print JSON")
 
-    p = sub.add_parser("runopts", help="print the run options (-cfg) of schedulers")
+    p = add_verb(sub, runopts)
     p.add_argument(
         "scheduler", nargs="?", default=None, help="one scheduler (default: all)"
     )
-    p.set_defaults(func=runopts)
 
-    p = sub.add_parser("schedulers", help="list the registered schedulers")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=schedulers)
+    p = add_verb(sub, schedulers)
+    add_switch(p, "--json", help="print JSON")
 
 
 async def _known(
@@ -100,6 +84,10 @@ async def _known(
 
 
 async def status(args: argparse.Namespace) -> int:
+    """print an app's status
+
+    Print the status of an app.
+    """
     result = await _known(args.handle, Runner.status)
     roles = [r for r in args.roles.split(",") if r] if args.roles else None
     if args.json:
@@ -120,6 +108,7 @@ def _reason_line(result: AppStatus) -> str:
 
 
 async def describe(args: argparse.Namespace) -> int:
+    """print an app's definition (AppDef file schema)"""
     data = app_to_dict(await _known(args.handle, Runner.describe))
     if args.json:
         print(json.dumps(data, indent=2, default=str))
@@ -129,6 +118,7 @@ async def describe(args: argparse.Namespace) -> int:
 
 
 async def cancel(args: argparse.Namespace) -> int:
+    """cancel an app"""
     parsed = parse_app_handle(args.handle)
     async with make_runner(parsed.session_name) as runner:
         current = await runner.status(args.handle)
@@ -163,6 +153,7 @@ async def _list_params(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def list_apps(args: argparse.Namespace) -> int:
+    """list the apps a scheduler knows"""
     params = await _list_params(args)
     async with Runner(args.session, scheduler_params=params) as runner:
         apps = await runner.list(args.scheduler)
@@ -182,6 +173,7 @@ async def list_apps(args: argparse.Namespace) -> int:
 
 
 async def runopts(args: argparse.Namespace) -> int:
+    """print the run options (-cfg) of schedulers"""
     names = [args.scheduler] if args.scheduler else list(get_scheduler_factories())
     code = EXIT_OK
     async with make_runner(None) as runner:
@@ -199,6 +191,7 @@ async def runopts(args: argparse.Namespace) -> int:
 
 
 async def schedulers(args: argparse.Namespace) -> int:
+    """list the registered schedulers"""
     names = list(get_scheduler_factories())
     default = get_default_scheduler_name()
     if args.json:

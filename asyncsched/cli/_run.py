@@ -21,10 +21,15 @@ from asyncsched.cli._common import (
     use_color,
 )
 from asyncsched.cli._log import stream_logs
+from asyncsched.cli._options import (
+    add_scheduler_options,
+    add_session_option,
+    add_switch,
+    add_verb,
+)
 from asyncsched.cli._progress import ProgressDisplay
 from asyncsched.errors import InvalidMountError, InvalidRunConfigException
 from asyncsched.runner import Runner
-from asyncsched.schedulers import get_default_scheduler_name
 from asyncsched.specs import (
     MAX_NAME_LENGTH,
     NULL_RESOURCE,
@@ -51,43 +56,12 @@ _SUPERVISED = frozenset({"local_cwd", "local_dir"})
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "run",
-        help="submit an app: a command after `--`, or an AppDef file (-f)",
-        description=(
-            "Submit an app and print its handle. Give either a command after `--` "
-            "(one role; shape it with --name/--replicas/--env/...) or an AppDef "
-            "file with -f. The local process schedulers (local_cwd, local_dir) "
-            "supervise the app from this process, so `run` waits for them."
-        ),
-    )
-    p.add_argument(
-        "-s",
-        "--scheduler",
-        default=get_default_scheduler_name(),
-        help="scheduler name (default: %(default)s)",
-    )
-    p.add_argument(
-        "-cfg",
-        "--scheduler_args",
-        default="",
-        metavar="K=V,...",
-        help="scheduler run options",
-    )
-    p.add_argument(
-        "--session",
-        default=None,
-        help="session name used in the handle (default: asyncsched)",
-    )
-    p.add_argument(
-        "--dryrun",
-        action="store_true",
-        help="print what would be submitted, submit nothing",
-    )
-    p.add_argument(
-        "--wait",
-        action="store_true",
-        help="wait for the app to finish; exit 0 only if it SUCCEEDED",
+    p = add_verb(sub, run)
+    add_scheduler_options(p, cfg_metavar="K=V,...", cfg_help="scheduler run options")
+    add_session_option(p, None, "session name used in the handle (default: asyncsched)")
+    add_switch(p, "--dryrun", help="print what would be submitted, submit nothing")
+    add_switch(
+        p, "--wait", help="wait for the app to finish; exit 0 only if it SUCCEEDED"
     )
     p.add_argument(
         "--log",
@@ -96,9 +70,9 @@ def add_parser(sub: Any) -> None:
         help="stream the app's output to stderr, each line prefixed with"
         " role/replica (implies --wait; default: on for local schedulers)",
     )
-    p.add_argument(
+    add_switch(
+        p,
         "--detach",
-        action="store_true",
         help="leave the app running: return after submit where no supervisor is"
         " needed (all but local_cwd/local_dir), and on Ctrl-C/SIGTERM while waiting",
     )
@@ -156,7 +130,6 @@ def add_parser(sub: Any) -> None:
         help="mount (repeatable)",
     )
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
-    p.set_defaults(func=run)
 
 
 def _role_name(text: str) -> str:
@@ -245,6 +218,13 @@ async def parse_cfg(runner: Runner, scheduler: str, literal: str) -> dict[str, C
 
 
 async def run(args: argparse.Namespace) -> int:
+    """submit an app: a command after `--`, or an AppDef file (-f)
+
+    Submit an app and print its handle. Give either a command after `--` (one
+    role; shape it with --name/--replicas/--env/...) or an AppDef file with
+    -f. The local process schedulers (local_cwd, local_dir) supervise the app
+    from this process, so `run` waits for them.
+    """
     app = build_app(args)
     async with make_runner(args.session) as runner:
         cfg = await parse_cfg(runner, args.scheduler, args.scheduler_args)

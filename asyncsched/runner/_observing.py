@@ -11,9 +11,6 @@ from collections.abc import (
     AsyncIterator,
     Iterable,
 )
-from datetime import datetime
-
-import anyio
 
 from asyncsched.errors import (
     UnknownAppException,
@@ -24,10 +21,9 @@ from asyncsched.runner._events import record_event
 from asyncsched.runner._fanout import StatusEvent
 from asyncsched.runner._stream import RunnerEventStream, select
 from asyncsched.runner._watch import watch
-from asyncsched.schedulers.api import (
-    ListAppResponse,
-    Stream,
-)
+from asyncsched.schedulers.api import ListAppResponse
+from asyncsched.schedulers.log_request import LogRequest, takes_log_request
+from asyncsched.schedulers.shared.closing_iterator import aclose_iterator
 from asyncsched.specs import (
     AppDef,
     AppHandle,
@@ -109,19 +105,15 @@ class Observing(RunnerCore):
                 app.app_handle = make_app_handle(scheduler, self._name, app.app_id)
             return apps
 
+    @takes_log_request
     def log_lines(
-        self,
-        app_handle: AppHandle,
-        role_name: str,
-        k: int = 0,
-        regex: str | None = None,
-        since: datetime | float | None = None,
-        until: datetime | float | None = None,
-        should_tail: bool = False,
-        streams: Stream | str | None = None,
+        self, app_handle: AppHandle, request: LogRequest
     ) -> AsyncIterator[str]:
         """Iterate over the log lines of replica ``k`` of ``role_name``.
 
+        The arguments after ``app_handle`` are those of
+        :meth:`Scheduler.log_iter <asyncsched.schedulers.api.Scheduler.log_iter>`
+        (:class:`~asyncsched.schedulers.log_request.LogRequest`).
         Lines keep their ``\\n``; print them with ``end=""``. The handle is
         checked now; the app is looked up when iteration starts. Close the
         iterator early with ``contextlib.aclosing``.
@@ -134,37 +126,22 @@ class Observing(RunnerCore):
         parsed = parse_app_handle(app_handle)
         self._check_open()
         self._check_scheduler_name(parsed.scheduler_backend)
-        return self._log_lines(
-            app_handle, role_name, k, regex, since, until, should_tail, streams
-        )
+        return self._log_lines(app_handle, request)
 
     async def _log_lines(
-        self,
-        app_handle: AppHandle,
-        role_name: str,
-        k: int,
-        regex: str | None,
-        since: datetime | float | None,
-        until: datetime | float | None,
-        should_tail: bool,
-        streams: Stream | str | None,
+        self, app_handle: AppHandle, request: LogRequest
     ) -> AsyncIterator[str]:
         sched, name, app_id = await self._resolve(app_handle)
         with record_event(self._event_hook, "log_lines", name, app_id):
             if await self._status(sched, app_handle, app_id) is None:
                 raise UnknownAppException(app_handle)
-            lines = sched.log_iter(
-                app_id, role_name, k, regex, since, until, should_tail, streams=streams
-            )
+            lines = sched.log_iter(app_id, **request.keywords())
         try:
             async for line in lines:
                 yield line
         finally:
-            aclose = getattr(lines, "aclose", None)
-            if aclose is not None:
-                # closing releases a file or a response: bounded all the same
-                with anyio.CancelScope(shield=True), anyio.move_on_after(10):
-                    await aclose()
+            # closing releases a file or a response: bounded all the same
+            await aclose_iterator(lines, within=10)
 
     async def cancel(self, app_handle: AppHandle) -> None:
         """Ask the scheduler to stop the app; unknown or finished apps are a no-op."""

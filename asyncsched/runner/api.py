@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import copy
+import inspect
 import logging
 import math
 from collections.abc import (
@@ -17,12 +18,13 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
+    Coroutine,
     Iterable,
     Mapping,
 )
 from contextlib import asynccontextmanager, suppress
 from functools import partial
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
@@ -67,6 +69,44 @@ __all__ = [
     "SESSION_ID_ENV",
     "get_runner",
 ]
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _arguments_of(
+    spec: Callable[Concatenate[Any, _P], Awaitable[Any]],
+) -> Callable[
+    [Callable[..., Coroutine[Any, Any, _R]]],
+    Callable[Concatenate[Any, _P], Coroutine[Any, Any, _R]],
+]:
+    """Give the decorated coroutine method the parameters of ``spec`` (for
+    type checkers, ``inspect.signature`` and the docs); it passes them on."""
+
+    def decorate(
+        method: Callable[..., Coroutine[Any, Any, _R]],
+    ) -> Callable[Concatenate[Any, _P], Coroutine[Any, Any, _R]]:
+        returns = inspect.signature(method).return_annotation
+        method.__signature__ = inspect.signature(spec).replace(  # type: ignore[attr-defined]
+            return_annotation=returns
+        )
+        return method
+
+    return decorate
+
+
+def _scheduler_of(info: AppDryRunInfo[Any]) -> str:
+    """The scheduler a dry-run info was made for.
+
+    Raises:
+        InvalidArgumentError: it was not made by :meth:`Runner.dryrun`.
+    """
+    if info.scheduler is None:
+        raise InvalidArgumentError(
+            "dryrun_info has no scheduler; create it with Runner.dryrun()"
+        )
+    return info.scheduler
 
 
 class Runner(Observing):
@@ -168,26 +208,22 @@ class Runner(Observing):
 
         Waits for a free slot when ``max_concurrent_submits`` calls are in flight.
         """
-        scheduler = dryrun_info.scheduler
-        if scheduler is None:
-            raise InvalidArgumentError(
-                "dryrun_info has no scheduler; create it with Runner.dryrun()"
-            )
+        _scheduler_of(dryrun_info)  # refused before it counts as a submission
 
         async def prepared() -> AppDryRunInfo[Any]:
             return dryrun_info
 
-        return await self._submit(scheduler, prepared)
+        return await self._submit(prepared)
 
     async def _submit(
-        self, scheduler: str, prepare: Callable[[], Awaitable[AppDryRunInfo[Any]]]
+        self, prepare: Callable[[], Awaitable[AppDryRunInfo[Any]]]
     ) -> AppHandle:
         """Prepare and launch an app within a submit slot, counted for :meth:`progress`."""
         self._progress.submit_started()
         handle: AppHandle | None = None
         try:
             async with self._limiter():
-                handle = await self._launch(scheduler, await prepare())
+                handle = await self._launch(await prepare())
             return handle
         finally:
             self._submit_ended(handle)
@@ -202,8 +238,9 @@ class Runner(Observing):
         with suppress(SchedulerClosedError, UnknownAppException):
             await self._final_status(handle)
 
-    async def _launch(self, scheduler: str, info: AppDryRunInfo[Any]) -> AppHandle:
-        """Schedule ``info`` on ``scheduler``; the caller holds a submit slot."""
+    async def _launch(self, info: AppDryRunInfo[Any]) -> AppHandle:
+        """Schedule ``info`` on its scheduler; the caller holds a submit slot."""
+        scheduler = _scheduler_of(info)
         with record_event(
             self._event_hook, "schedule", scheduler, runcfg=info.cfg
         ) as ev:
@@ -220,15 +257,13 @@ class Runner(Observing):
         if len(self._apps) > KEPT_APP_DEFINITIONS:
             self._apps.popitem(last=False)
 
-    async def run(
-        self,
-        app: AppDef,
-        scheduler: str,
-        cfg: Mapping[str, CfgVal] | None = None,
-        workspace: str | Workspace | None = None,
-        parent_run_id: str | None = None,
-    ) -> AppHandle:
+    @_arguments_of(dryrun)
+    async def run(self, *args: Any, **kwargs: Any) -> AppHandle:
         """Submit ``app`` to ``scheduler``; return its handle ``scheduler://session/app_id``.
+
+        Takes the arguments of :meth:`dryrun` (``app, scheduler, cfg=None,
+        workspace=None, parent_run_id=None``): ``run`` is ``dryrun`` then
+        ``schedule``.
 
         Waits for a free slot when ``max_concurrent_submits`` submissions are
         in flight, so ``run`` can be started for thousands of apps at once.
@@ -238,8 +273,7 @@ class Runner(Observing):
             UnknownSchedulerException: ``scheduler`` is not registered.
             InvalidRunConfigException: ``cfg`` does not fit the scheduler.
         """
-        prepare = partial(self.dryrun, app, scheduler, cfg, workspace, parent_run_id)
-        return await self._submit(scheduler, prepare)
+        return await self._submit(partial(self.dryrun, *args, **kwargs))
 
     async def run_many(
         self,

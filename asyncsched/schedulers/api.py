@@ -29,7 +29,6 @@ import logging
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
-from datetime import datetime
 from typing import Any, ClassVar, Generic, Self, TypeVar, cast
 
 import anyio
@@ -47,6 +46,7 @@ from asyncsched.errors import (
 )
 from asyncsched.schedulers.capabilities import Capabilities, LogQuery, Stream
 from asyncsched.schedulers.change_feed import ChangeFeed
+from asyncsched.schedulers.log_request import LogRequest, takes_log_request
 from asyncsched.schedulers.responses import (
     DescribeAppResponse,
     ListAppResponse,
@@ -59,6 +59,7 @@ from asyncsched.schedulers.shared.arguments import (
     compile_regex,
     parse_stream,
 )
+from asyncsched.schedulers.shared.closing_iterator import aclose_iterator
 from asyncsched.schedulers.shared.lifecycle import AsyncClosable
 from asyncsched.schedulers.shared.lines import (
     DEFAULT_MAX_LINE_BYTES,
@@ -517,18 +518,14 @@ class Scheduler(ChangeFeed, AsyncClosable, abc.ABC, Generic[T]):
 
     # -- logs ------------------------------------------------------------------
 
-    def log_iter(
-        self,
-        app_id: str,
-        role_name: str,
-        k: int = 0,
-        regex: str | None = None,
-        since: datetime | float | None = None,
-        until: datetime | float | None = None,
-        should_tail: bool = False,
-        streams: Stream | str | None = None,
-    ) -> AsyncGenerator[str, None]:
+    @takes_log_request
+    def log_iter(self, app_id: str, request: LogRequest) -> AsyncGenerator[str, None]:
         """Iterate over the log lines of replica ``k`` of ``role_name``.
+
+        The arguments after ``app_id`` are those of
+        :class:`~asyncsched.schedulers.log_request.LogRequest`: ``role_name,
+        k=0, regex=None, since=None, until=None, should_tail=False,
+        streams=None``.
 
         Lines keep their ``\\n`` (and ``\\r``); print them with ``end=""``.
         A line longer than the scheduler's ``max_line_bytes`` (1 MiB by
@@ -538,9 +535,6 @@ class Scheduler(ChangeFeed, AsyncClosable, abc.ABC, Generic[T]):
         drained. Each call returns a fresh async generator: ``aclose()`` it
         (or use ``contextlib.aclosing``) to release its file or connection at
         once when you stop early.
-        ``since``/``until`` are datetimes (naive ones are UTC) or epoch
-        seconds (int or float). Without ``streams``, the combined stream
-        (stdout and stderr as written) where the backend serves it.
 
         Raises:
             UnsupportedOperationError: the backend has no logs, or ``since``/
@@ -559,17 +553,19 @@ class Scheduler(ChangeFeed, AsyncClosable, abc.ABC, Generic[T]):
             raise UnsupportedOperationError(
                 f"{type(self).__name__} does not support application log iteration"
             )
-        stream = parse_stream(streams, caps)
-        pattern = compile_regex(regex)
-        since_utc, until_utc = as_utc(since, "since"), as_utc(until, "until")
+        stream = parse_stream(request.streams, caps)
+        pattern = compile_regex(request.regex)
+        since, until = as_utc(request.since, "since"), as_utc(request.until, "until")
         if (since is not None or until is not None) and not caps.log_since_until:
             raise UnsupportedOperationError(
                 f"{type(self).__name__} cannot filter logs by time (its log lines"
                 " carry none): call log_iter without since/until"
             )
-        if should_tail and not caps.log_tail:
+        if request.should_tail and not caps.log_tail:
             raise InvalidArgumentError(f"{type(self).__name__} cannot tail logs")
-        query = LogQuery(role_name, k, since_utc, until_utc, should_tail, stream)
+        query = LogQuery(
+            request.role_name, request.k, since, until, request.should_tail, stream
+        )
         lines = self._replica_log(app_id, query)
         if pattern is not None:
             return afilter_regex(pattern, lines)  # closing it closes ``lines``
@@ -604,9 +600,7 @@ class Scheduler(ChangeFeed, AsyncClosable, abc.ABC, Generic[T]):
             async for line in lines:
                 yield line
         finally:
-            aclose = getattr(lines, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            await aclose_iterator(lines)
 
     def _find_replica(
         self, app: AppSnapshot, role_name: str, k: int

@@ -15,6 +15,8 @@ blocks below are the ones the built-in backends use:
   them all (shielded, bounded) if it fails or is cancelled;
 * :func:`follow_file`: read a file someone is still writing, off the loop;
 * :class:`LineAssembler`: bytes into capped, UTF-8-safe lines for ``log_iter``;
+* :func:`aclose_iterator`: close an inner iterator in a ``finally`` (shielded
+  and bounded when asked);
 * :func:`keyword_params`: the keyword arguments a registry factory passes on;
 * :func:`make_unique`: a fresh app id from an app name;
 * :func:`render_off_loop`: render a big app in a worker thread;
@@ -53,7 +55,10 @@ from asyncsched.schedulers.api import (
 )
 from asyncsched.schedulers.events import AppEvent, EventKind
 from asyncsched.schedulers.shared.changes import ChangeNotifier, ChangeSignal
-from asyncsched.schedulers.shared.closing_iterator import ClosingIterator
+from asyncsched.schedulers.shared.closing_iterator import (
+    ClosingIterator,
+    aclose_iterator,
+)
 from asyncsched.schedulers.shared.current_burst import (
     burst_restart,
     restart_cursor,
@@ -127,6 +132,7 @@ __all__ = (
     "UNDO_TIMEOUT",
     "Undo",
     "UndoSteps",
+    "aclose_iterator",
     "all_or_nothing",
     "app_failure_message",
     "assemble_lines",

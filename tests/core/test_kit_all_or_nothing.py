@@ -180,7 +180,7 @@ async def test_a_failing_undo_is_logged_and_the_others_still_run(
 
 
 def test_the_built_in_undo_bounds_are_the_documented_ones() -> None:
-    from asyncsched.schedulers.docker import _scheduler as docker
+    from asyncsched.schedulers.docker import _submit as docker
     from asyncsched.schedulers.kit import UNDO_TIMEOUT
     from asyncsched.schedulers.kubernetes import _submit as kubernetes
     from asyncsched.schedulers.slurm import _scheduler as slurm

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import inspect
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
@@ -18,6 +19,7 @@ from asyncsched.errors import (
     UnsupportedOperationError,
     WaitTimeoutError,
 )
+from asyncsched.runner import Runner
 from asyncsched.schedulers.api import (
     AppSnapshot,
     Capabilities,
@@ -254,6 +256,33 @@ async def test_log_iter_checks_arguments_eagerly_and_filters() -> None:
     ]
     with pytest.raises(UnsupportedOperationError, match="since/until"):
         sched.log_iter("a", "r", since=datetime(2020, 1, 1))
+
+
+async def test_log_iter_and_log_lines_take_torchx_keyword_arguments() -> None:
+    sched = RecordingScheduler()
+    app_id = await sched.submit(_app(), {"foo": "x"})
+    # the app by keyword works at run time; type checkers see it positional
+    lines = sched.log_iter(  # type: ignore[call-arg]
+        app_id=app_id, role_name="trainer", k=0, regex="^.e", should_tail=False
+    )
+    assert [x async for x in lines] == ["beta\n"]
+    torchx_names = [
+        "self",
+        "role_name",
+        "k",
+        "regex",
+        "since",
+        "until",
+        "should_tail",
+        "streams",
+    ]
+    for method in (Scheduler.log_iter, Runner.log_lines):
+        params = inspect.signature(method).parameters
+        assert [p for p in params if p not in ("app_id", "app_handle")] == torchx_names
+        assert params["k"].default == 0
+        assert params["streams"].default is None
+    with pytest.raises(TypeError):
+        sched.log_iter(app_id, "trainer", tail=True)  # type: ignore[call-arg]
 
 
 async def test_scheduler_without_logs_says_so() -> None:

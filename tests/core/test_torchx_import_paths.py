@@ -116,6 +116,7 @@ TORCHX_SPECS_API_NAMES = {
 def test_specs_api_exports_torchx_names_as_the_same_objects() -> None:
     exported = set(asyncsched.specs.api.__all__)
     assert exported >= TORCHX_SPECS_API_NAMES
+    assert exported == set(asyncsched.specs.__all__)  # the same names, too
     for name in exported:
         assert getattr(asyncsched.specs.api, name) is getattr(asyncsched.specs, name)
     handle = asyncsched.specs.api.parse_app_handle("local_cwd://s/app-1")

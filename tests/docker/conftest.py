@@ -147,7 +147,7 @@ def docker_engine() -> Iterator[Engine]:
             os.environ.pop("DOCKER_HOST", None)
         else:
             os.environ["DOCKER_HOST"] = old
-        stop_dockerd(engine.proc or proc)
+        stop_dockerd(engine.proc or proc, host)
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-__all__ = ["answers", "start_dockerd", "stop_dockerd"]
+__all__ = ["answers", "release_networks", "start_dockerd", "stop_dockerd"]
 
 
 def answers(host: str) -> bool:
@@ -69,8 +69,44 @@ def start_dockerd(
     raise RuntimeError(f"dockerd did not come up:\n{tail}")
 
 
-def stop_dockerd(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, then SIGKILL after 30 s."""
+def release_networks(host: str) -> None:
+    """Remove every container and network of the daemon at ``host``.
+
+    A daemon whose data root is thrown away afterwards would otherwise leave
+    its networks' bridges (``br-…``) on the host, and after a few dozen
+    sessions their addresses fill Docker's default address pools.
+    """
+    docker = ["docker", "-H", host]
+    try:
+        ids = subprocess.run(
+            [*docker, "ps", "-aq"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.split()
+        if ids:
+            subprocess.run(
+                [*docker, "rm", "-f", *ids],
+                check=False,
+                capture_output=True,
+                timeout=60,
+            )
+        subprocess.run(
+            [*docker, "network", "prune", "-f"],
+            check=False,
+            capture_output=True,
+            timeout=60,
+        )
+    except (subprocess.SubprocessError, OSError):
+        return
+
+
+def stop_dockerd(proc: subprocess.Popen[bytes], host: str | None = None) -> None:
+    """SIGTERM, then SIGKILL after 30 s; with ``host``, first remove the
+    daemon's containers and networks (see :func:`release_networks`)."""
+    if host is not None and proc.poll() is None:
+        release_networks(host)
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:

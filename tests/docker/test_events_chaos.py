@@ -109,13 +109,15 @@ async def expectations(
 
 
 async def drained(reader: ChaosReader, final: dict[str, str]) -> None:
-    """Wait until the reader delivered every app's terminal state."""
+    """Wait until the reader delivered every app's terminal state as the
+    app's (a replica's event comes first, in the same step)."""
     with anyio.fail_after(120):
         while True:
             got = {
                 e["app_id"]
                 for e in reader.events()
                 if e["state"] == final.get(e["app_id"])
+                and e["kind"] in ("app", "current", "submitted")
             }
             if got >= set(final):
                 return

@@ -15,7 +15,7 @@ from asyncsched.schedulers.docker._render import (
     container_name,
     render_job,
 )
-from asyncsched.schedulers.docker._state import LABEL_FAIL_FAST
+from asyncsched.schedulers.docker._state import LABEL_FAIL_FAST, LABEL_MAX_RETRIES
 from asyncsched.schedulers.docker_scheduler import DockerScheduler, create_scheduler
 from asyncsched.schedulers.shared.labels import (
     LABEL_APP_ID,
@@ -125,6 +125,7 @@ def test_environment_and_labels() -> None:
         LABEL_SESSION: "sess",
         LABEL_VERSION: "9.9",
         LABEL_FAIL_FAST: "true",
+        LABEL_MAX_RETRIES: "3",
     }
     assert all(key.startswith("asyncsched.io/") for key in c.body["Labels"])
 

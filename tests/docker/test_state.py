@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
+from typing import cast
 
 import aiohttp
 import anyio
@@ -13,6 +14,7 @@ from asyncsched.errors import SchedulerError, SchedulerUnavailableError, SubmitE
 from asyncsched.schedulers.api import Stream
 from asyncsched.schedulers.docker._logs import docker_timestamp, log_params
 from asyncsched.schedulers.docker._state import (
+    LABEL_MAX_RETRIES,
     AppView,
     ContainerIndex,
     ContainerRecord,
@@ -100,6 +102,45 @@ def test_apply_inspect_reads_cancel_mark_and_restarts() -> None:
     assert rec.cancelled
     assert rec.restarts == 2
     assert rec.state == S.CANCELLED
+
+
+@pytest.mark.parametrize(
+    ("max_retries", "code", "cancelled", "oom", "final"),
+    [
+        ("0", 3, False, False, True),  # no restart policy: any exit is final
+        ("0", 0, False, False, True),
+        ("2", 0, False, False, True),  # on-failure never restarts a success
+        ("2", 1, False, False, False),  # it may restart a failure: inspect
+        ("0", 137, True, False, False),  # a cancel: the daemon's word
+        ("0", 137, False, True, False),  # an OOM kill: the daemon's word
+        ("0", 137, False, False, False),  # a SIGKILL may be the OOM killer's
+        ("0", 143, False, False, True),  # a SIGTERM is not
+        (None, 3, False, False, False),  # no label (an older container)
+        ("0", None, False, False, False),  # no exit code in the event
+    ],
+)
+def test_an_exit_is_final_without_an_inspect_only_when_no_policy_restarts_it(
+    max_retries: str | None, code: int | None, cancelled: bool, oom: bool, final: bool
+) -> None:
+    labels = cast(dict[str, str], _item("c1", "running", "Up")["Labels"])
+    if max_retries is not None:
+        labels = {**labels, LABEL_MAX_RETRIES: max_retries}
+    rec = ContainerRecord.from_labels("c1", "n", "img", labels, "running")
+    assert rec is not None
+    rec.cancelled, rec.oom_killed = cancelled, oom
+    assert rec.exit_is_final(code) is final
+
+
+def test_a_listed_container_needs_an_inspect_before_its_exit_is_final() -> None:
+    # a listing shows neither the policy nor a cancel mark set before it
+    item = _item("c1", "running", "Up")
+    labels = cast(dict[str, str], item["Labels"])
+    item["Labels"] = {**labels, LABEL_MAX_RETRIES: "0"}
+    rec = ContainerRecord.from_list_item(item)
+    assert rec is not None
+    assert not rec.exit_is_final(3)
+    rec.apply_inspect({"State": {"Status": "running"}, "HostConfig": {}})
+    assert rec.exit_is_final(3)
 
 
 async def test_index_notifies_waiters_per_app() -> None:

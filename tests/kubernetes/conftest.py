@@ -84,14 +84,30 @@ def real_kube_cluster() -> Iterator[RealCluster]:
         if _real_required():
             pytest.fail(f"real Kubernetes cluster required (CI): {reason}")
         pytest.skip(f"no real Kubernetes cluster: {reason}")
-    try:
-        cluster = start_cluster()
-    except ClusterError as exc:
-        pytest.fail(f"could not start the real Kubernetes test cluster: {exc}")
+    cluster = _start_real_cluster()
     try:
         yield cluster
     finally:
         cluster.stop()
+
+
+#: attempts at starting the real cluster: every real-cluster test errors when
+#: it cannot start, and one start can lose a race that the next does not (a
+#: port found free taken meanwhile, a deadline missed on a loaded machine)
+START_ATTEMPTS = 2
+
+
+def _start_real_cluster() -> RealCluster:
+    """:func:`start_cluster`, once more if the first start fails."""
+    failures = []
+    for _ in range(START_ATTEMPTS):
+        try:
+            return start_cluster()
+        except ClusterError as exc:  # it stopped what it had started
+            failures.append(str(exc))
+    pytest.fail(
+        "could not start the real Kubernetes test cluster:\n" + "\n---\n".join(failures)
+    )
 
 
 @dataclass

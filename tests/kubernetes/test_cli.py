@@ -17,6 +17,9 @@ from .fakeapi.env import KubeEnv
 
 pytestmark = pytest.mark.usefixtures("kube_controller")
 
+#: seconds an app may take to be seen SUCCEEDED or CANCELLED through the CLI
+SETTLE = 60
+
 
 class Cli:
     def __init__(self, env: KubeEnv, tmp_path: Path) -> None:
@@ -49,7 +52,9 @@ async def test_run_status_log_list_cancel(kube_env: KubeEnv, tmp_path: Path) -> 
     handle = out.strip().splitlines()[-1]
     assert handle.startswith("kubernetes://")
     assert f"/{ns}:hello-" in handle
-    with anyio.fail_after(20):
+    # a deadline, not a wait: each poll is a new CLI process (seconds of
+    # imports on a loaded 2-core machine) and a real pod takes seconds to run
+    with anyio.fail_after(SETTLE):
         while True:
             code, out, err = await cli("status", handle)
             assert code == 0, err
@@ -73,7 +78,7 @@ async def test_run_status_log_list_cancel(kube_env: KubeEnv, tmp_path: Path) -> 
     sleeper = out.strip().splitlines()[-1]
     code, out, err = await cli("cancel", sleeper)
     assert code == 0, err
-    with anyio.fail_after(20):
+    with anyio.fail_after(SETTLE):
         while "CANCELLED" not in (await cli("status", sleeper))[1]:
             await anyio.sleep(0.1)
 
@@ -88,6 +93,7 @@ async def test_run_without_queue_is_a_clear_error(
     assert "queue" in err
 
 
+@pytest.mark.fake_api
 async def test_indexed_jobs_on_a_server_without_them_exit_2(
     kube_env: KubeEnv, tmp_path: Path
 ) -> None:
@@ -105,6 +111,7 @@ async def test_indexed_jobs_on_a_server_without_them_exit_2(
     assert kube_env.server.requests.count("create") == 0
 
 
+@pytest.mark.fake_api
 async def test_list_shows_the_apps_of_another_namespace(
     kube_env: KubeEnv, tmp_path: Path
 ) -> None:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-from contextlib import aclosing
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterable
+from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,38 @@ def running(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+async def until_gone(pids: Iterable[int], timeout: float = 10) -> None:
+    """Wait until no process of ``pids`` runs (a zombie counts as gone)."""
+    with anyio.fail_after(timeout):
+        while any(running(pid) for pid in pids):
+            await anyio.sleep(0.05)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@asynccontextmanager
+async def killed_owner(
+    module: str, *args: str
+) -> AsyncIterator[tuple[subprocess.Popen[bytes], bytes]]:
+    """Run ``python -m tests.local.<module> ARGS``; yield it with the first line
+    it prints (within 60 s); SIGKILL it on leaving: no cleanup of any kind."""
+    with subprocess.Popen(
+        [sys.executable, "-m", f"tests.local.{module}", *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+    ) as owner:
+        try:
+            assert owner.stdout is not None
+            with anyio.fail_after(60):
+                line = await anyio.to_thread.run_sync(owner.stdout.readline)
+            yield owner, line
+        finally:
+            owner.kill()
+            owner.wait()
 
 
 def exists(pid: int) -> bool:

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -19,38 +16,18 @@ from asyncsched.schedulers.local import LocalFaults, LocalScheduler
 from asyncsched.schedulers.local._detach import ACK_TIMEOUT
 from asyncsched.specs import AppDef, AppState, Role
 
-from ._helpers import lines
+from ._helpers import killed_owner, lines, until_gone
 from .conftest import alive
 
 pytestmark = pytest.mark.anyio
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-async def until_gone(pids: set[int], timeout: float = 10) -> None:
-    with anyio.fail_after(timeout):
-        while alive(pids):
-            await anyio.sleep(0.05)
 
 
 async def test_a_detached_app_outlives_its_killed_orchestrator_and_is_waited_and_cancelled_from_a_new_process(
     tmp_path: Path,
 ) -> None:
     release = tmp_path / "release"
-    with subprocess.Popen(
-        [sys.executable, "-m", "tests.local._detached_owner", str(release)],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.PIPE,
-    ) as owner:
-        try:
-            assert owner.stdout is not None
-            with anyio.fail_after(60):
-                line = await anyio.to_thread.run_sync(owner.stdout.readline)
-            apps = json.loads(line)  # every app runs
-        finally:
-            owner.kill()  # SIGKILL: no cleanup of any kind
-            owner.wait()
+    async with killed_owner("_detached_owner", str(release)) as (_, line):
+        apps = json.loads(line)  # every app runs
     waits, long, attached = (apps[k] for k in ("waits", "long", "attached"))
     # the default stays orphan-proof; detached replicas keep running
     await until_gone({attached[1]})
@@ -169,21 +146,9 @@ async def test_a_detach_submitter_killed_once_its_supervisor_runs_the_app_leaves
     None
 ):
     marker = f"held-{uuid.uuid4().hex}"
-    with subprocess.Popen(
-        [sys.executable, "-m", "tests.local._detach_held_owner", "detk", marker],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.PIPE,
-    ) as owner:
-        try:
-            assert owner.stdout is not None
-            with anyio.fail_after(60):
-                line = await anyio.to_thread.run_sync(owner.stdout.readline)
-            app_id = line.decode().strip()
-            assert marked(marker, frozenset({owner.pid}))  # held at the ack: it runs
-        finally:
-            owner.kill()  # SIGKILL: no cleanup of any kind
-            owner.wait()
+    async with killed_owner("_detach_held_owner", "detk", marker) as (owner, line):
+        app_id = line.decode().strip()
+        assert marked(marker, frozenset({owner.pid}))  # held at the ack: it runs
     assert app_id
     await assert_undone("detk", app_id, marker)
 
@@ -212,22 +177,10 @@ async def test_a_detach_submitter_hung_before_the_ack_has_its_app_cancelled_afte
     None
 ):
     marker = f"held-{uuid.uuid4().hex}"
-    with subprocess.Popen(
-        [sys.executable, "-m", "tests.local._detach_held_owner", "deth", marker],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.PIPE,
-    ) as owner:
-        try:
-            assert owner.stdout is not None
-            with anyio.fail_after(60):
-                line = await anyio.to_thread.run_sync(owner.stdout.readline)
-            app_id = line.decode().strip()
-            started = anyio.current_time()
-            # the submitter stays alive but never acknowledges
-            await assert_undone("deth", app_id, marker, frozenset({owner.pid}))
-            assert owner.poll() is None
-            assert anyio.current_time() - started >= ACK_TIMEOUT - 1
-        finally:
-            owner.kill()
-            owner.wait()
+    async with killed_owner("_detach_held_owner", "deth", marker) as (owner, line):
+        app_id = line.decode().strip()
+        started = anyio.current_time()
+        # the submitter stays alive but never acknowledges
+        await assert_undone("deth", app_id, marker, frozenset({owner.pid}))
+        assert owner.poll() is None
+        assert anyio.current_time() - started >= ACK_TIMEOUT - 1

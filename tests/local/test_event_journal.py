@@ -7,7 +7,6 @@ import errno
 import json
 import os
 import stat
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,7 +25,8 @@ from asyncsched.schedulers.local import (
 )
 from asyncsched.specs import AppState
 
-from .conftest import PY, alive, app_of, py_role, sh_role
+from ._helpers import killed_owner, until_gone
+from .conftest import PY, app_of, py_role, sh_role
 
 pytestmark = pytest.mark.anyio
 
@@ -326,24 +326,11 @@ async def test_the_end_of_an_app_whose_supervisor_was_killed_is_journaled_once(
         saved = await cursor_after(
             sched, await sched.submit(app_of(sh_role("exit 0")), {})
         )
-        with subprocess.Popen(
-            [sys.executable, "-m", "tests.local._owner", str(log_dir), "sleep 60", "1"],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            stdout=subprocess.PIPE,
-        ) as owner:
-            try:
-                assert owner.stdout is not None
-                with anyio.fail_after(60):
-                    line = await anyio.to_thread.run_sync(owner.stdout.readline)
-                info = json.loads(line)  # its replica runs
-            finally:
-                owner.kill()  # SIGKILL: the app never journals its end
-                owner.wait()
+        # killed (SIGKILL): the app never journals its end
+        async with killed_owner("_owner", str(log_dir), "sleep 60", "1") as (_, line):
+            info = json.loads(line)  # its replica runs
         app_id = info["app_id"]
-        with anyio.fail_after(30):  # the guardian takes the replica down
-            while alive(set(info["pids"])):
-                await anyio.sleep(0.05)
+        await until_gone(info["pids"], timeout=30)  # the guardian takes it down
         for _ in range(2):  # a second reader finds it journaled already
             async with sched.events(since=saved) as stream:
                 events = await until_terminal(stream, {app_id})

@@ -59,6 +59,10 @@ PARTITION = "debug"
 #: heterogeneous components never share a node: an app has at most this many replicas
 NODES = ("n1", "n2", "n3", "n4")
 MIN_JOB_AGE = 10
+#: seconds between the SIGTERM and the SIGKILL of a plain ``scancel`` (and of
+#: srun stopping a step's other tasks): Slurm's default is 30, which each test
+#: of a replica that ignores SIGTERM waited out in full
+KILL_WAIT = 5
 CLUSTER_NAME = "asyncschedtest"
 
 
@@ -284,6 +288,7 @@ SchedulerParameters=bf_interval=1
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 MinJobAge={MIN_JOB_AGE}
+KillWait={KILL_WAIT}
 ReturnToService=2
 SlurmctldDebug=info
 SlurmdDebug=info

@@ -202,6 +202,12 @@ async def slurm(
 ) -> AsyncIterator[SlurmScheduler]:
     """A scheduler on the test cluster; jobs run (and log) in ``tmp_path``.
 
+    The jobs the test submitted through it and left running are ended
+    outright (``scancel``) afterwards: they would hold CPUs of the four nodes
+    for the next tests (a three-replica app needs three nodes with a free
+    CPU, and waited 30 s behind a cancelled app whose replicas ignored
+    SIGTERM and a test's one-minute job).
+
     (It starts ``aged_apps`` and ``overtime_app`` early, for the tests of
     finished-job records and of time limits.)
     """
@@ -213,7 +219,19 @@ async def slurm(
         min_interval=0.2,
         max_interval=1.0,
     ) as sched:
-        yield sched
+        try:
+            yield sched
+        finally:
+            await _end_jobs_left(slurm_cluster, list(await sched.registry.all()))
+
+
+async def _end_jobs_left(cluster: Cluster, job_ids: list[str]) -> None:
+    """``scancel`` the jobs (those already over answer an error: ignored)."""
+    if job_ids:
+        with anyio.move_on_after(30):
+            await anyio.run_process(
+                ["scancel", *job_ids], env={**os.environ, **cluster.env}, check=False
+            )
 
 
 @pytest.fixture

@@ -130,7 +130,7 @@ def srun_argv(
     ``SLURM_JOB_ID=job_id`` and the script's ``env_dir``; the command is
     printed instead of run)."""
     start = script.index("\nsrun ") + len("\nsrun ")
-    end = script.index("\nsrun_pid=$!")
+    end = script.index("\nwait $!")
     line = script[start:end].removesuffix(" &")
     program = f"printf '%s\\0' {line}"
     proc = subprocess.run(

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import anyio
 import pytest
 
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
-from asyncsched.specs import AppDef, AppState, Resource, Role
+from asyncsched.specs import AppDef, AppState, CfgVal, Resource, Role
 
 from .cluster import Cluster
 from .conftest import SETTLE
@@ -123,3 +125,46 @@ async def test_list_shows_only_the_apps_of_its_own_session(
     assert set(listed_by_other) == {second}
     assert listed_by_other[second].name == "second"
     assert listed_by_other[second].state == AppState.FAILED
+
+
+async def test_a_cancel_from_a_process_that_exits_at_once_keeps_the_grace_and_ends_the_job(
+    slurm_cluster: Cluster, tmp_path: Path
+) -> None:
+    # `asyncsched cancel` exits right after it asked: the job's script alone
+    # gives replica 0 its trap and replica 1 (which ignores SIGTERM) its grace,
+    # then ends the job (no fail-fast: srun would end replica 1 itself)
+    state = tmp_path / "state"
+    script = (
+        'if [ "$ASYNCSCHED_REPLICA_ID" = 0 ]; then trap "sleep 1; echo stopped; exit 7" TERM;'
+        " else trap '' TERM; fi; echo started; sleep 300 & wait"
+    )
+    async with SlurmScheduler(
+        "pytest",
+        slurm_conf=str(slurm_cluster.conf),
+        state_dir=str(state),
+        cancel_grace=3.0,
+        min_interval=0.2,
+        max_interval=1.0,
+    ) as sched:
+        cfg: dict[str, CfgVal] = {"job_dir": str(tmp_path / "job"), "fail_fast": False}
+        app_id = await sched.submit(_app("cli-cancelled", script, 2), cfg)
+        await _started(sched, app_id, 2)
+        cancelled_at = anyio.current_time()
+        cli = await anyio.run_process(
+            [sys.executable, "-m", "asyncsched", "cancel", f"slurm://pytest/{app_id}"],
+            env={**os.environ, **slurm_cluster.env, "ASYNCSCHED_STATE_DIR": str(state)},
+            check=False,
+        )
+        assert cli.returncode == 0, cli.stderr
+        desc = await sched.wait(app_id, timeout=SETTLE)
+        took = anyio.current_time() - cancelled_at
+        lines = [line async for line in sched.log_iter(app_id, "worker", 0)]
+    assert desc is not None
+    assert desc.state == AppState.CANCELLED
+    assert 3.0 <= took < 60, took  # the grace, not the replica's 300 s
+    [role] = desc.roles_statuses
+    # every replica stopped; replica 0 ran its trap to its end (its exit code
+    # is not asserted: when srun kills the replica left at the end of the
+    # grace, accounting was seen to keep no code for replica 0's step)
+    assert [r.state for r in role.replicas] == [AppState.CANCELLED] * 2, desc.msg
+    assert "stopped\n" in lines

@@ -8,6 +8,8 @@ from __future__ import annotations
 import itertools
 import os
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
@@ -36,6 +38,9 @@ from asyncsched.schedulers.slurm._registry import JobRecord, Registry
 from asyncsched.schedulers.slurm._state import AppView, Component
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppState
+
+#: a cluster with accounting (slurmdbd)
+ACCOUNTING = "ClusterName = a\nAccountingStorageType = accounting_storage/slurmdbd\n"
 
 LINE = (
     "JobId={id} UserId=root(0) GroupId=root(0) Name=w-0 JobState=COMPLETED"
@@ -150,20 +155,48 @@ class _ConfigOnly:
         return self.config
 
 
-def _first_events(config: str, since: str, tmp_path: Path) -> list[AppEvent]:
+ListApps = Callable[[], Awaitable[list[AppSnapshot]]]
+
+
+@dataclass
+class Sources:
+    """Builds event sources over a fake Slurm CLI (a config text, or a
+    :class:`_ConfigOnly`) and one registry in the test's tmp dir, polling
+    every 0.1 s."""
+
+    state: Path
+
+    def __call__(
+        self,
+        list_apps: ListApps,
+        cli: str | _ConfigOnly = ACCOUNTING,
+        *,
+        registry: Registry | None = None,
+        changes: ChangeNotifier | None = None,
+    ) -> SlurmEvents:
+        fake = cli if isinstance(cli, _ConfigOnly) else _ConfigOnly(cli)
+        return SlurmEvents(
+            "slurm",
+            cli=cast(SlurmCli, fake),
+            window=RateWindow(60, 60.0),
+            registry=registry or Registry(str(self.state)),
+            list_apps=list_apps,
+            changes=changes or ChangeNotifier(),
+            min_interval=0.1,
+            max_interval=0.1,
+        )
+
+
+@pytest.fixture
+def sources(tmp_path: Path) -> Sources:
+    return Sources(tmp_path / "state")
+
+
+def _first_events(sources: Sources, config: str, since: str) -> list[AppEvent]:
     async def no_apps() -> list[AppSnapshot]:
         return []
 
-    source = SlurmEvents(
-        "slurm",
-        cli=cast(SlurmCli, _ConfigOnly(config)),
-        window=RateWindow(60, 60.0),
-        registry=Registry(str(tmp_path / "state")),
-        list_apps=no_apps,
-        changes=ChangeNotifier(),
-        min_interval=0.1,
-        max_interval=0.1,
-    )
+    source = sources(no_apps, config)
 
     async def main() -> list[AppEvent]:
         stream = source.follow(since, lambda: True)
@@ -177,30 +210,27 @@ def _cursor_of(config: str) -> str:
     return encode_cursor("slurm", {"c": parse_config(config).identity, "t": now})
 
 
-def test_a_cursor_of_another_cluster_gives_resync(tmp_path: Path) -> None:
+def test_a_cursor_of_another_cluster_gives_resync(sources: Sources) -> None:
     mine = "ClusterName = a\nAccountingStorageType = accounting_storage/slurmdbd\n"
     other = "ClusterName = b\nAccountingStorageType = accounting_storage/slurmdbd\n"
-    [event] = _first_events(mine, _cursor_of(other), tmp_path)
+    [event] = _first_events(sources, mine, _cursor_of(other))
     assert event.kind is EventKind.RESYNC
 
 
 def test_without_accounting_or_completion_log_a_resume_gives_resync(
-    tmp_path: Path,
+    sources: Sources,
 ) -> None:
     config = "ClusterName = a\nJobCompType = jobcomp/none\n"
-    [event] = _first_events(config, _cursor_of(config), tmp_path)
+    [event] = _first_events(sources, config, _cursor_of(config))
     assert event.kind is EventKind.RESYNC
 
 
-def test_a_cursor_older_than_two_weeks_gives_resync(tmp_path: Path) -> None:
+def test_a_cursor_older_than_two_weeks_gives_resync(sources: Sources) -> None:
     config = "ClusterName = a\nAccountingStorageType = accounting_storage/slurmdbd\n"
     old = time.time() - 15 * 86400
     cursor = encode_cursor("slurm", {"c": parse_config(config).identity, "t": old})
-    [event] = _first_events(config, cursor, tmp_path)
+    [event] = _first_events(sources, config, cursor)
     assert event.kind is EventKind.RESYNC
-
-
-ACCOUNTING = "ClusterName = a\nAccountingStorageType = accounting_storage/slurmdbd\n"
 
 
 def _snap(app_id: str, state: AppState) -> AppSnapshot:
@@ -209,7 +239,7 @@ def _snap(app_id: str, state: AppState) -> AppSnapshot:
 
 
 def test_a_reader_killed_mid_poll_gets_the_rest_of_that_poll_in_a_new_process(
-    tmp_path: Path,
+    sources: Sources,
 ) -> None:
     """Poll 1: app 5 running. Poll 2: 5 succeeded, 6 submitted. The reader
     dies after 5's events of poll 2; a new source resumes from the last
@@ -228,16 +258,7 @@ def test_a_reader_killed_mid_poll_gets_the_rest_of_that_poll_in_a_new_process(
         async def list_apps() -> list[AppSnapshot]:
             return snapshots.pop(0) if len(snapshots) > 1 else snapshots[0]
 
-        return SlurmEvents(
-            "slurm",
-            cli=cast(SlurmCli, cli),
-            window=RateWindow(60, 60.0),
-            registry=Registry(str(tmp_path / "state")),
-            list_apps=list_apps,
-            changes=ChangeNotifier(),
-            min_interval=0.1,
-            max_interval=0.1,
-        )
+        return sources(list_apps, cli)
 
     async def main() -> tuple[list[AppEvent], list[AppEvent], _ConfigOnly]:
         first = source(_ConfigOnly(ACCOUNTING), polls)
@@ -267,7 +288,7 @@ def test_a_reader_killed_mid_poll_gets_the_rest_of_that_poll_in_a_new_process(
 
 
 def test_a_reader_polls_at_most_once_per_two_seconds_while_all_changes(
-    tmp_path: Path,
+    sources: Sources,
 ) -> None:
     """Every poll finds a change and the status poller signals changes all the
     time: the reader still runs one batched query per 2 s at most."""
@@ -279,16 +300,7 @@ def test_a_reader_polls_at_most_once_per_two_seconds_while_all_changes(
         state = AppState.RUNNING if len(polls) % 2 else AppState.PENDING
         return [_snap("5", state)]
 
-    events = SlurmEvents(
-        "slurm",
-        cli=cast(SlurmCli, _ConfigOnly(ACCOUNTING)),
-        window=RateWindow(60, 60.0),
-        registry=Registry(str(tmp_path / "state")),
-        list_apps=list_apps,
-        changes=changes,
-        min_interval=0.1,
-        max_interval=0.1,
-    )
+    events = sources(list_apps, changes=changes)
 
     async def main() -> None:
         async def signal_changes() -> None:
@@ -318,7 +330,7 @@ def _view(app_id: str, raw_state: str) -> AppSnapshot:
 
 
 def test_a_job_completing_at_the_first_poll_is_not_lost_on_resume(
-    tmp_path: Path,
+    tmp_path: Path, sources: Sources
 ) -> None:
     """Slurm writes a job's completion line when the job enters COMPLETING,
     which still reads as RUNNING: a reader that saw it so, then died, must
@@ -333,16 +345,7 @@ def test_a_job_completing_at_the_first_poll_is_not_lost_on_resume(
         async def list_apps() -> list[AppSnapshot]:
             return [_view("4", "COMPLETED"), snapshot]
 
-        return SlurmEvents(
-            "slurm",
-            cli=cast(SlurmCli, _ConfigOnly(config)),
-            window=RateWindow(60, 60.0),
-            registry=Registry(str(tmp_path / "state")),
-            list_apps=list_apps,
-            changes=ChangeNotifier(),
-            min_interval=0.1,
-            max_interval=0.1,
-        )
+        return sources(list_apps, config)
 
     async def main() -> list[AppEvent]:
         with anyio.fail_after(30):
@@ -366,7 +369,9 @@ def test_a_job_completing_at_the_first_poll_is_not_lost_on_resume(
     ]
 
 
-def test_a_job_not_yet_in_accounting_is_still_sent_on_resume(tmp_path: Path) -> None:
+def test_a_job_not_yet_in_accounting_is_still_sent_on_resume(
+    tmp_path: Path, sources: Sources
+) -> None:
     """Accounting lags the controller: right after a job ended, ``sacct``
     may not list it yet. An app submitted since the cursor's anchor is sent
     on resume anyway; an older finished one is not."""
@@ -380,16 +385,7 @@ def test_a_job_not_yet_in_accounting_is_still_sent_on_resume(tmp_path: Path) -> 
         async def list_apps() -> list[AppSnapshot]:
             return [_snap("4", AppState.SUCCEEDED), _snap("5", AppState.SUCCEEDED)]
 
-        source = SlurmEvents(
-            "slurm",
-            cli=cast(SlurmCli, _ConfigOnly(ACCOUNTING, accounted=())),
-            window=RateWindow(60, 60.0),
-            registry=registry,
-            list_apps=list_apps,
-            changes=ChangeNotifier(),
-            min_interval=0.1,
-            max_interval=0.1,
-        )
+        source = sources(list_apps, registry=registry)
         cursor = encode_cursor(
             "slurm", {"c": parse_config(ACCOUNTING).identity, "t": now - 5}
         )

@@ -58,6 +58,24 @@ def test_runner_from_a_plain_thread(runner: SyncRunner) -> None:
     assert runner.cfg_from_str("inmemory", "fail_fast=False") == {"fail_fast": False}
 
 
+def test_generators_of_apps_and_handles_are_read_in_the_calling_thread(
+    runner: SyncRunner,
+) -> None:
+    readers: set[str] = set()
+
+    def read(items: list[str]) -> Iterator[str]:
+        for item in items:
+            readers.add(threading.current_thread().name)
+            yield item
+
+    handles = runner.run_many((sh_app(f"exit {i}") for i in range(3)), "inmemory")
+    assert len(handles) == 3
+    finals = runner.wait_all(read(handles), timeout=30)
+    assert list(finals) == handles
+    assert dict(runner.as_completed(read(handles))).keys() == set(handles)
+    assert readers == {threading.current_thread().name}
+
+
 def test_errors_pass_through_unchanged(runner: SyncRunner) -> None:
     with pytest.raises(UnknownSchedulerException):
         runner.run(sh_app("exit 0"), "nope")

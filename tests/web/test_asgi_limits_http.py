@@ -276,6 +276,20 @@ def unread_connection(port: int) -> Iterator[socket.socket]:
         yield sock
 
 
+async def peek_response_head(sock: socket.socket) -> bytes:
+    """The response head that arrived on ``sock``, left unread in its buffer."""
+    with anyio.fail_after(30):
+        while True:
+            await anyio.wait_readable(sock)
+            try:
+                data = sock.recv(1 << 12, socket.MSG_PEEK)
+            except BlockingIOError:
+                continue
+            if b"\r\n\r\n" in data or not data:
+                return data.partition(b"\r\n\r\n")[0]
+            await anyio.sleep(0.01)  # a head in pieces: peek again
+
+
 async def read_socket_to_eof(sock: socket.socket) -> bytes:
     chunks = []
     while True:
@@ -376,9 +390,12 @@ async def test_client_that_never_reads_is_given_up_and_frees_its_stream(
         events = f"/apps/{app_id}/events"
         with unread_connection(port_of(one_stream)) as unread:
             unread.send(logs_request(app_id))
-            with anyio.fail_after(10):  # the unread stream holds the only slot
-                while (await client.get(events)).status_code != 503:
-                    await anyio.sleep(0.05)
+            # its stream has the only slot once its head arrived (a stream
+            # asked for before that could take the slot first)
+            head = await peek_response_head(unread)
+            assert head.startswith(b"HTTP/1.1 200"), head
+            busy = await client.get(events)
+            assert busy.status_code == 503, busy.text
 
             def given_up() -> bool:
                 log = one_stream.log.read_text()

@@ -34,7 +34,6 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import aiodocker
 import aiohttp
 import anyio
 
@@ -52,6 +51,7 @@ from asyncsched.schedulers.shared.labels import LABEL_APP_ID, LABEL_SESSION
 from asyncsched.specs import AppState
 
 from ._client import open_events
+from ._connection import DockerConnection
 from ._event_cursor import (
     Position,
     decode_position,
@@ -127,29 +127,23 @@ class DockerEventSource:
     """The Docker event stream of one scheduler's session, for its readers.
 
     Args:
-        docker: The scheduler's client (called for each connection).
-        host: The daemon URL (for error messages).
+        conn: The daemon (a client per connection) and the API slots, which
+            bound the inspects of a re-list.
         session: The session whose containers are followed.
-        limiter: Bounds the inspects of a re-list (the scheduler's API slots).
         is_open: False once the scheduler closed; readers then end.
         max_backoff: Longest pause between reconnects (seconds).
     """
 
     def __init__(
         self,
-        docker: Callable[[], aiodocker.Docker],
-        host: str,
+        conn: DockerConnection,
         session: str,
-        limiter: Callable[[], anyio.CapacityLimiter],
         is_open: Callable[[], bool],
         *,
         max_backoff: float = 2.0,
     ) -> None:
-        self._docker = docker
-        self._host = host
-        self._session = session
-        self._limiter = limiter
-        self._is_open = is_open
+        self._docker, self._host, self._limiter = conn.docker, conn.host, conn.slot
+        self._session, self._is_open = session, is_open
         self._max_backoff = max_backoff
         self._responses: set[aiohttp.ClientResponse] = set()
         #: connections made (a test and the benchmark read it)
@@ -285,7 +279,7 @@ class DockerEventSource:
                 last = (event.t, event.n)
                 if (event.t, event.n) > (anchor.t, anchor.n):
                     batch.append(event)  # (else: the catch-up delivered it)
-            known = await self._prefetch(batch)
+            known = await self._prefetch(reader.model, batch)
             for event in batch:
                 before = reader.at
                 drafts = await self._apply(reader, event, known)
@@ -294,14 +288,17 @@ class DockerEventSource:
                     yield draft
 
     async def _prefetch(
-        self, batch: builtins.list[EngineEvent]
+        self, model: ContainerIndex, batch: builtins.list[EngineEvent]
     ) -> dict[str, ContainerRecord | None]:
         """Inspect, concurrently, the containers of ``batch`` whose events
-        need it (not a create, start or destroy)."""
+        need it (not a create, start or destroy, nor an exit that the
+        container's restart policy makes final)."""
         wanted = {
             e.container
             for e in batch
-            if e.app_id and e.action not in ("create", "start", "destroy")
+            if e.app_id
+            and e.action not in ("create", "start", "destroy")
+            and not (e.action == "die" and _final_die(model.records, e, running=False))
         }
         known: dict[str, ContainerRecord | None] = {}
 
@@ -419,11 +416,17 @@ class DockerEventSource:
             record = model.records[event.container]
             record.status, record.exit_code = "running", None
             record.oom_killed, record.error = False, ""
+        elif event.action == "die" and _final_die(model.records, event, running=True):
+            # the exit code is the event's; no restart follows (the policy)
+            record = model.records[event.container]
+            record.status, record.exit_code = "exited", _exit_code(event)
         elif event.container in known:
             seen = known[event.container]
             record = None if seen is None else replace(seen)  # own copy
         else:
             record = await self._inspect(event.container)
+        if record is not None and event.action == "oom":
+            record.oom_killed = True  # the exit that follows is inspected
         if record is None:
             model.remove(event.container)
         else:
@@ -543,6 +546,25 @@ def _starts(record: ContainerRecord | None) -> bool:
     cancel mark are known). Anything else is inspected (the start may be old
     news to a record that is ahead of it)."""
     return record is not None and record.status in ("created", "restarting")
+
+
+def _exit_code(event: EngineEvent) -> int | None:
+    try:
+        return int(event.attributes["exitCode"])
+    except (KeyError, ValueError):
+        return None
+
+
+def _final_die(
+    records: Mapping[str, ContainerRecord], event: EngineEvent, *, running: bool
+) -> bool:
+    """Whether ``event`` (a ``die``) says all there is to know: the
+    container's policy makes its exit final (and, with ``running``, the
+    container had started: a failed start's error is only in an inspect)."""
+    record = records.get(event.container)
+    if record is None or (running and record.status != "running"):
+        return False
+    return record.exit_is_final(_exit_code(event))
 
 
 def _known(differ: SnapshotDiffer) -> list[str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import aiodocker
@@ -28,6 +29,7 @@ from asyncsched.schedulers.shared.docker_errors import docker_errors, is_not_fou
 from asyncsched.schedulers.shared.labels import LABEL_APP_ID
 
 from ._client import open_events
+from ._connection import DockerConnection
 from ._state import ContainerIndex, ContainerRecord
 
 __all__ = ["EventWatcher", "list_records", "settle"]
@@ -44,6 +46,7 @@ _ACTIONS = (
     "unpause",
     "destroy",
     "kill",
+    "oom",
     "stop",
 )
 
@@ -86,17 +89,14 @@ class EventWatcher:
 
     def __init__(
         self,
-        docker: aiodocker.Docker,
-        host: str,
+        conn: DockerConnection,
         index: ContainerIndex,
         *,
-        max_backoff: float = 5.0,
         on_exit: Callable[[str], None] | None = None,
+        max_backoff: float = 5.0,
     ) -> None:
-        self._docker = docker
-        self._on_exit = on_exit
-        self._host = host
-        self._index = index
+        self._docker, self._host = conn.docker(), conn.host
+        self._index, self._on_exit = index, on_exit
         self._max_backoff = max_backoff
         self.synced = False
         self.resyncs = 0
@@ -187,12 +187,18 @@ class EventWatcher:
             index.note_kill(cid)
             return
         record = index.records.get(cid)
+        if action == "oom":  # no state change; its exit is inspected
+            if record is not None:
+                record.oom_killed = True
+            return
         if record is None:
             record = ContainerRecord.from_labels(
                 cid, attrs.get("name", ""), attrs.get("image", ""), attrs, "created"
             )
             if record is None:
                 return
+            if action != "create":  # a cancel mark may predate what we saw
+                record.restart_policy = None
         if action == "start":  # restarts are counted by the daemon (see _settle)
             record.status, record.exit_code = "running", None
             record.oom_killed, record.error = False, ""
@@ -201,14 +207,17 @@ class EventWatcher:
         elif action == "pause":
             record.status = "paused"
         elif action == "die":
-            record.status = "exited"
-            record.exit_code = _int(attrs.get("exitCode"))
+            # a copy until the daemon says whether it restarts the container:
+            # meanwhile readers keep the last known state (an exit that its
+            # on-failure policy undoes must never read FAILED)
+            record = replace(record)
+            code = _int(attrs.get("exitCode"))
+            known = code == 0 or (
+                record.status == "running" and record.exit_is_final(code)
+            )
+            record.status, record.exit_code = "exited", code
             # a restart policy may bring it back: only the daemon knows
-            if (
-                record.exit_code != 0
-                and not record.cancelled
-                and not await self._settle(record)
-            ):
+            if not known and not record.cancelled and not await self._settle(record):
                 return
         elif (
             action == "update"

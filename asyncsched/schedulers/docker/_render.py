@@ -44,7 +44,7 @@ from asyncsched.specs import (
 )
 from asyncsched.specs.runopts import choice
 
-from ._state import LABEL_FAIL_FAST
+from ._state import LABEL_FAIL_FAST, LABEL_MAX_RETRIES
 
 __all__ = [
     "DEFAULT_NETWORK",
@@ -316,6 +316,7 @@ def render_job(
             )
             labels = ids.labels(version)
             labels[LABEL_FAIL_FAST] = "true" if fail_fast else "false"
+            labels[LABEL_MAX_RETRIES] = str(max(role.max_retries, 0))
             command = [replica.entrypoint, *replica.args]
             body = {
                 "Image": role.image,

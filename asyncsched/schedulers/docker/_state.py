@@ -36,6 +36,7 @@ __all__ = [
     "CANCEL_MARK_POLICY",
     "DOCKER_STATES",
     "LABEL_FAIL_FAST",
+    "LABEL_MAX_RETRIES",
     "LIVE_STATUSES",
     "STOPPED_BY_FAILURE",
     "AppView",
@@ -62,6 +63,11 @@ CANCEL_MARK_POLICY = "unless-stopped"
 #: ``"true"`` or ``"false"``: the ``fail_fast`` run option of the app (absent:
 #: true, the default)
 LABEL_FAIL_FAST = LABEL_PREFIX + "fail-fast"
+
+#: the role's ``max_retries`` at create (its restart policy: ``on-failure``
+#: with that many retries, or none for 0), so an exit is understood without
+#: an inspect; a later ``update`` event is inspected (the policy may change)
+LABEL_MAX_RETRIES = LABEL_PREFIX + "max-retries"
 
 #: the message of a replica stopped because another one failed (as local's)
 STOPPED_BY_FAILURE = "stopped: another replica failed"
@@ -105,6 +111,32 @@ class ContainerRecord(ReplicaLabels):
     error: str = ""
     #: the app's ``fail_fast`` (label): a failure for good stops the others
     fail_fast: bool = True
+    #: ``HostConfig.RestartPolicy.Name`` ("no" for none); None while unknown:
+    #: known from an inspect, or from the label of a container seen created
+    #: (a later cancel mark then comes as an ``update`` event), never from a
+    #: listing (the mark may be set already)
+    restart_policy: str | None = None
+
+    def exit_is_final(self, exit_code: int | None) -> bool:
+        """Whether the exit of this container's process with ``exit_code``
+        (a ``die`` event's) is final whatever the daemon does next, so that
+        no inspect is needed: its restart policy is known and restarts no
+        such exit, and neither a cancel nor an OOM kill (an ``oom`` event,
+        or exit code 137) needs the daemon's word. (A ``die`` of a container that never ran is a failed start:
+        its error is only in an inspect; callers check ``status``.)
+
+        Example:
+            >>> labels = {"asyncsched.io/app-id": "a", "asyncsched.io/role-name": "r",
+            ...     "asyncsched.io/replica-id": "0", LABEL_MAX_RETRIES: "2"}
+            >>> rec = ContainerRecord.from_labels("c", "n", "i", labels, "running")
+            >>> rec.exit_is_final(0), rec.exit_is_final(1)
+            (True, False)
+        """
+        if exit_code in (None, 137) or self.cancelled or self.oom_killed:
+            return False  # 137, a SIGKILL: the OOM killer's, for all we know
+        if self.restart_policy in ("no", ""):
+            return True
+        return self.restart_policy == "on-failure" and exit_code == 0
 
     @property
     def state(self) -> AppState:
@@ -140,6 +172,7 @@ class ContainerRecord(ReplicaLabels):
             image=image,
             status=status,
             fail_fast=labels.get(LABEL_FAIL_FAST, "true") != "false",
+            restart_policy=_policy_of_label(labels.get(LABEL_MAX_RETRIES)),
             **asdict(ids),
         )
 
@@ -165,6 +198,8 @@ class ContainerRecord(ReplicaLabels):
         if match:
             record.exit_code = int(match.group(1))
         record.settled = status not in ("exited", "dead", "created")
+        # a cancel may have set its mark already: only an inspect tells
+        record.restart_policy = None
         return record
 
     def apply_inspect(self, info: Mapping[str, Any]) -> None:
@@ -181,8 +216,16 @@ class ContainerRecord(ReplicaLabels):
         self.error = str(st.get("Error") or "")
         policy = ((info.get("HostConfig") or {}).get("RestartPolicy") or {}).get("Name")
         self.cancelled = policy == CANCEL_MARK_POLICY
+        self.restart_policy = str(policy or "no")
         self.restarts = int(info.get("RestartCount", self.restarts) or 0)
         self.settled = True
+
+
+def _policy_of_label(value: str | None) -> str | None:
+    """The restart policy a ``max-retries`` label stands for (None: unknown)."""
+    if value is None or not value.isdigit():
+        return None
+    return "on-failure" if int(value) > 0 else "no"
 
 
 @dataclass
@@ -309,6 +352,7 @@ class ContainerIndex:
             if old is not None and old.settled and old.status == rec.status:
                 rec.cancelled = old.cancelled
                 rec.restarts = old.restarts
+                rec.restart_policy = old.restart_policy
                 rec.exit_code = (
                     old.exit_code if rec.exit_code is None else rec.exit_code
                 )

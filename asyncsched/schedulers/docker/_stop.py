@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-import aiodocker
 import anyio
 
 from asyncsched.errors import SchedulerError
@@ -26,6 +25,7 @@ from asyncsched.schedulers.kit import TaskHost
 from asyncsched.schedulers.shared.docker_errors import docker_errors, is_not_found
 
 from ._client import client_timeout
+from ._connection import DockerConnection
 from ._state import ContainerIndex, ContainerRecord
 
 __all__ = ["Stopper"]
@@ -35,33 +35,27 @@ class Stopper:
     """Start daemon-side stops (signal, grace, kill) in the background.
 
     Args:
-        docker: Returns the scheduler's client.
-        host: The daemon URL (for error texts).
+        conn: The daemon; its client's timeouts bound each request, the
+            grace added to the read timeout.
         index: Where the events watcher reports ``kill`` events.
         tasks: Owns the requests in flight (``aclose`` cancels them; the
             daemon finishes the stops).
         stop_timeout: The grace in seconds, SIGTERM to SIGKILL.
-        connect_timeout: Seconds to connect to the daemon.
-        read_timeout: Seconds the daemon may stay silent, grace excluded.
     """
 
     def __init__(
         self,
-        docker: Callable[[], aiodocker.Docker],
-        host: str,
+        conn: DockerConnection,
         index: ContainerIndex,
         tasks: TaskHost,
         *,
         stop_timeout: int,
-        connect_timeout: float,
-        read_timeout: float,
     ) -> None:
-        self._docker = docker
-        self._host = host
-        self._index = index
-        self._tasks = tasks
+        self._conn, self._index, self._tasks = conn, index, tasks
         self._stop_timeout = stop_timeout
-        self._timeout = client_timeout(connect_timeout, read_timeout + stop_timeout)
+        self._timeout = client_timeout(
+            conn.connect_timeout, conn.read_timeout + stop_timeout
+        )
 
     async def stop(self, record: ContainerRecord) -> None:
         """Ask the daemon to stop ``record``'s container; return once it began.
@@ -96,9 +90,9 @@ class Stopper:
 
     async def _request(self, record: ContainerRecord) -> None:
         try:
-            with docker_errors(f"cancel container {record.name!r}", self._host):
+            with docker_errors(f"cancel container {record.name!r}", self._conn.host):
                 await (
-                    self._docker()
+                    self._conn.docker()
                     .containers.container(record.id)
                     .stop(t=self._stop_timeout, timeout=self._timeout)
                 )

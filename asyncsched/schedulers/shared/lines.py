@@ -30,6 +30,7 @@ from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Iterator
 from typing import Protocol, TypeVar
 
 from asyncsched.errors import InvalidRunConfigException
+from asyncsched.schedulers.shared.closing_iterator import aclose_iterator
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
@@ -372,6 +373,4 @@ async def afilter_regex(
             if pattern.search(line):
                 yield line
     finally:
-        aclose = getattr(lines, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        await aclose_iterator(lines)

@@ -29,8 +29,17 @@ from collections.abc import Mapping
 
 from asyncsched.errors import InvalidArgumentError
 
-__all__ = ["ENV_DIR_PREFIX", "create_env_dir", "remove_env_dir"]
+__all__ = [
+    "CANCEL_MARK",
+    "ENV_DIR_PREFIX",
+    "create_env_dir",
+    "mark_cancelled",
+    "remove_env_dir",
+]
 
+#: the file ``cancel`` creates in a running job's environment directory before it
+#: signals the job's script: a script that gets there after the signal reads it
+CANCEL_MARK = "cancel"
 #: the name of every environment directory starts so (and only those are removed)
 ENV_DIR_PREFIX = ".asyncsched-env-"
 
@@ -69,6 +78,21 @@ def _write_private(dir_fd: int, name: str, text: str) -> None:
     with os.fdopen(fd, "wb") as fh:
         os.fchmod(fh.fileno(), 0o600)
         fh.write(text.encode("utf-8", "surrogateescape"))
+
+
+def mark_cancelled(path: str) -> None:
+    """Create the (empty) :data:`CANCEL_MARK` file in the environment directory
+    ``path``, which the job's script reads before it starts its replicas.
+
+    Raises:
+        OSError: the directory is gone or not writable.
+    """
+    dir_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        os.close(os.open(CANCEL_MARK, flags, 0o600, dir_fd=dir_fd))
+    finally:
+        os.close(dir_fd)
 
 
 def remove_env_dir(path: str) -> None:

@@ -40,7 +40,7 @@ import random
 import re
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
@@ -131,6 +131,7 @@ def check_cursor(cursor: str, source: str) -> dict[str, Any]:
     return where
 
 
+@dataclass(eq=False)
 class SlurmEvents:
     """The event source of one Slurm scheduler, shared by its readers.
 
@@ -148,36 +149,29 @@ class SlurmEvents:
         max_interval: Longest pause while nothing changes.
     """
 
-    def __init__(
-        self,
-        source: str,
-        *,
-        cli: SlurmCli,
-        window: RateWindow,
-        registry: Registry,
-        list_apps: Callable[[], Awaitable[list[AppSnapshot]]],
-        changes: ChangeNotifier,
-        min_interval: float,
-        max_interval: float,
-    ) -> None:
-        self._source = source
-        self._cli = cli
-        self._window = window
-        self._registry = registry
-        self._list_apps = list_apps
-        self._changes = changes
-        self._min = max(MIN_EVENT_INTERVAL, min_interval)
-        self._max = max(self._min, max_interval)
-        self._lock = anyio.Lock()
-        self._last: _Poll | None = None
-        self._seq = 0
-        self._info: ClusterInfo | None = None
-        self._log: JobCompLog | None = None
+    source: str
+    _: KW_ONLY
+    cli: SlurmCli
+    window: RateWindow
+    registry: Registry
+    list_apps: Callable[[], Awaitable[list[AppSnapshot]]]
+    changes: ChangeNotifier
+    min_interval: float
+    max_interval: float
+    _lock: anyio.Lock = field(default_factory=anyio.Lock, init=False)
+    _last: _Poll | None = field(default=None, init=False)
+    _seq: int = field(default=0, init=False)
+    _info: ClusterInfo | None = field(default=None, init=False)
+    _log: JobCompLog | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.min_interval = max(MIN_EVENT_INTERVAL, self.min_interval)
+        self.max_interval = max(self.min_interval, self.max_interval)
 
     async def _cluster(self) -> ClusterInfo:
         """The cluster's identity and storage (``scontrol show config``, once)."""
         if self._info is None:
-            info = parse_config(await self._cli.run(["scontrol", "show", "config"]))
+            info = parse_config(await self.cli.run(["scontrol", "show", "config"]))
             if info.jobcomp_path is not None and not info.accounting:
                 self._log = JobCompLog(info.jobcomp_path)
             self._info = info
@@ -186,8 +180,8 @@ class SlurmEvents:
     async def _ended_since(self, start: float) -> set[str]:
         """Accounting's app ids of every job that existed after ``start``."""
         since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(start))
-        await self._window.acquire()
-        out = await self._cli.run(
+        await self.window.acquire()
+        out = await self.cli.run(
             ["sacct", "-n", "-P", "-X", "-S", since, "-E", "now", "-o", "JobID"]
         )
         return {leader_of(line.strip()) for line in out.splitlines() if line.strip()}
@@ -196,7 +190,7 @@ class SlurmEvents:
         """Each component's own job id -> its app id (the completion log
         names components by their own ids, consecutive from the leader's)."""
         out: dict[str, str] = {}
-        for app_id, record in (await self._registry.all()).items():
+        for app_id, record in (await self.registry.all()).items():
             for k in range(record.num_components):
                 out.setdefault(str(int(app_id) + k), app_id)
         return out
@@ -212,7 +206,7 @@ class SlurmEvents:
             await self._cluster()
             log = None if self._log is None else await self._log.position()
             started = time.time()
-            snapshots = await self._list_apps()
+            snapshots = await self.list_apps()
             self._seq += 1
             self._last = _Poll(self._seq, started, log, snapshots)
             return self._last
@@ -241,7 +235,7 @@ class SlurmEvents:
         # the position before this first poll: the cursor resumed from, else
         # the start of the completion log
         if since is not None and changed is not None:
-            previous = _resumed_anchor(since, self._source)
+            previous = _resumed_anchor(since, self.source)
         else:
             previous = _Anchor(
                 poll.started, None if poll.log is None else (0, poll.log[1])
@@ -270,14 +264,14 @@ class SlurmEvents:
         resumed_from = since if changed is not None else None
         for event in stamp_burst(drafts, last, restart=resumed_from):
             yield event
-        interval = self._min
+        interval = self.min_interval
         while is_open():
-            woken = self._changes.changed_any()
+            woken = self.changes.changed_any()
             # never sooner than the floor; a change signalled by the status
             # poller only cuts a longer (backed-off) pause short
-            pause = max(self._min, interval * random.uniform(0.9, 1.1))
-            await anyio.sleep(self._min)
-            with anyio.move_on_after(pause - self._min):
+            pause = max(self.min_interval, interval * random.uniform(0.9, 1.1))
+            await anyio.sleep(self.min_interval)
+            with anyio.move_on_after(pause - self.min_interval):
                 await woken.wait()
             if not is_open():
                 return
@@ -297,12 +291,14 @@ class SlurmEvents:
             for index, draft in enumerate(drafts):
                 after = anchor if index == len(drafts) - 1 else before
                 yield replace(draft, cursor=self._cursor(info, after, here, index))
-            interval = self._min if drafts else min(interval * 1.5, self._max)
+            interval = (
+                self.min_interval if drafts else min(interval * 1.5, self.max_interval)
+            )
 
     async def _changed_since(self, since: str, info: ClusterInfo) -> set[str] | None:
         """App ids that may have changed after the cursor's anchor; None when
         that cannot be told (RESYNC)."""
-        where = check_cursor(since, self._source)
+        where = check_cursor(since, self.source)
         if where["c"] != info.identity:
             return None
         if where.get("a"):
@@ -314,7 +310,7 @@ class SlurmEvents:
             start = anchor - ACCOUNTING_OVERLAP
             # a job of the last few seconds may not be in accounting yet:
             # every app submitted since the start counts as changed too
-            records = await self._registry.all()
+            records = await self.registry.all()
             recent = {i for i, r in records.items() if r.submit >= start}
             return recent | await self._ended_since(start)
         log = where.get("o")
@@ -334,7 +330,8 @@ class SlurmEvents:
         index: int,
     ) -> str:
         """The cursor resuming after the ``index``-th event of the poll at
-        ``here``: from ``anchor``. ``e`` makes each event's cursor its own; resuming ignores it."""
+        ``here``: from ``anchor``. ``e`` makes each event's cursor its own;
+        resuming ignores it."""
         where: dict[str, Any] = {
             "c": info.identity,
             "t": round(anchor.started, 3),
@@ -342,21 +339,21 @@ class SlurmEvents:
         }
         if anchor.log is not None:
             where["o"] = list(anchor.log)
-        return encode_cursor(self._source, where)
+        return encode_cursor(self.source, where)
 
     async def _retrying(
         self, call: Callable[[], Awaitable[_T]], is_open: Callable[[], bool]
     ) -> _T | None:
         """``call()`` until it answers (Slurm down or a command failing: back
         off and try again); None once the scheduler closed."""
-        pause = self._min
+        pause = self.min_interval
         while is_open():
             try:
                 return await call()
             except (SchedulerUnavailableError, CommandFailed) as exc:
                 logger.warning("slurm events: %s (retrying in %.0fs)", exc, pause)
                 await anyio.sleep(pause)
-                pause = min(pause * 2, self._max)
+                pause = min(pause * 2, self.max_interval)
         return None
 
 

@@ -11,8 +11,10 @@ each task sources its file in a small ``/bin/sh`` wrapper, which then runs
 the entrypoint with ``exec``. So no value is on any command line (``ps``) nor
 in the ``set -x`` trace of the batch log. The script removes the directory
 when the job succeeds (a failed run may be requeued, by the script or by
-Slurm, and read it again; the scheduler removes it when the job is cancelled). A
-failed run is requeued while ``TORCHX_MAX_RETRIES`` exceeds
+Slurm, and read it again; a cancelled job's script, or the scheduler, removes
+it when the job is cancelled). A cancel is the script's to carry out (see
+:meth:`SlurmBatchRequest.materialize`): it gives the replicas SIGTERM and
+``cancel_grace`` seconds, then cancels its own job. A failed run is requeued while ``TORCHX_MAX_RETRIES`` exceeds
 ``SLURM_RESTART_COUNT``. Pure: the same AppDef and config always give the same
 script; what the script cannot carry safely is refused first (:mod:`._checks`).
 
@@ -29,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -39,6 +42,7 @@ from asyncsched.schedulers.slurm._checks import (
     check_run_options,
     check_time,
 )
+from asyncsched.schedulers.slurm._envdir import CANCEL_MARK
 from asyncsched.specs import AppDef, CfgVal, Role
 
 __all__ = [
@@ -155,6 +159,9 @@ class SlurmBatchRequest:
     app_name: str = ""
     roles: dict[str, int] = field(default_factory=dict)
     version: str = ""
+    #: whole seconds a cancelled job's replicas get between SIGTERM and the
+    #: job's end (the submitting scheduler's ``cancel_grace``, rounded up)
+    cancel_grace: int = 30
 
     def env_files(self) -> dict[str, str]:
         """File name -> text of each component's environment file (holds the
@@ -176,34 +183,42 @@ class SlurmBatchRequest:
 {header}
 
 set -evx
-# asyncsched cancels with SIGURG to this script: TERM to the replicas' steps
-# (their traps run), then the job is cancelled once they ended
+{_ENV_DIR}=${{1:?the directory of the environment files}}
+# asyncsched cancels a running job with SIGURG to this script, once it created
+# "${_ENV_DIR}/{CANCEL_MARK}" (read below, should the signal come first): the
+# replicas' steps get SIGTERM (srun does not: it would kill them), srun returns
+# once they all ended, or is stopped {self.cancel_grace} s later (the grace),
+# then the job is cancelled; never requeued
 cancelled=
-trap 'cancelled=1; scancel --signal=TERM "$SLURM_JOB_ID"' URG
+cancel() {{
+    [ -z "$cancelled" ] || return 0
+    cancelled=1
+    set +e
+    srun_pid=$!
+    scancel --signal=TERM "$SLURM_JOB_ID"
+    if [ -n "$srun_pid" ]; then
+        (sleep {self.cancel_grace}; kill -TERM "$srun_pid") &
+        wait "$srun_pid"
+    fi
+    rm -rf -- "${_ENV_DIR}"
+    until scancel "$SLURM_JOB_ID"; do sleep 5; done
+    sleep 300
+    exit 143
+}}
+trap cancel URG
+[ ! -e "${_ENV_DIR}/{CANCEL_MARK}" ] || cancel
 
 export PYTHONUNBUFFERED=1
 export SLURM_UNBUFFEREDIO=1
 export TORCHX_MAX_RETRIES={self.max_retries}
-{_ENV_DIR}=${{1:?the directory of the environment files}}
 
 set +e
 srun {groups} &
-srun_pid=$!
-wait "$srun_pid"
+wait $!
 exitcode=$?
-while kill -0 "$srun_pid" 2>/dev/null; do  # a trapped signal ended wait early
-    wait "$srun_pid"
-    exitcode=$?
-done
 set -e
 
 echo "job exited with code $exitcode"
-if [ -n "$cancelled" ]; then
-    rm -rf -- "${_ENV_DIR}"
-    scancel "$SLURM_JOB_ID"
-    sleep 300
-    exit $exitcode
-fi
 if [ $exitcode -ne 0 ]; then
     if [ "$TORCHX_MAX_RETRIES" -gt "${{SLURM_RESTART_COUNT:-0}}" ]; then
         scontrol requeue "$SLURM_JOB_ID"
@@ -275,6 +290,7 @@ def render_request(
     version: str = "",
     nomem: bool = False,
     gpus_per_node: bool = False,
+    cancel_grace: float = 30.0,
 ) -> SlurmBatchRequest:
     """Render ``app`` as a heterogeneous batch job (one component per replica).
 
@@ -286,6 +302,9 @@ def render_request(
     starts the replicas with ``srun --kill-on-bad-exit=0 --wait=0``: a replica
     that fails leaves its siblings running to their own end (by default srun
     stops them, and any still running 60 s after the first replica ended).
+    ``cancel_grace`` (seconds, rounded up) is how long a cancelled job's
+    replicas get between SIGTERM and the job's end; the script carries it, so
+    any process can cancel the job.
 
     Raises:
         InvalidRunConfigException: a run option the script cannot carry (a
@@ -328,4 +347,5 @@ def render_request(
         app_name=app.name,
         roles={r.name: r.num_replicas for r in app.roles},
         version=version,
+        cancel_grace=max(0, math.ceil(cancel_grace)),
     )

@@ -49,7 +49,11 @@ from asyncsched.schedulers.shared.ratewindow import RateWindow
 from asyncsched.schedulers.shared.state_dir import default_state_dir
 from asyncsched.schedulers.slurm._checks import check_roles, check_run_options
 from asyncsched.schedulers.slurm._commands import BACKEND, CommandFailed, SlurmCli
-from asyncsched.schedulers.slurm._envdir import create_env_dir, remove_env_dir
+from asyncsched.schedulers.slurm._envdir import (
+    create_env_dir,
+    mark_cancelled,
+    remove_env_dir,
+)
 from asyncsched.schedulers.slurm._events import SlurmEvents, check_cursor
 from asyncsched.schedulers.slurm._logs import iter_file, log_path
 from asyncsched.schedulers.slurm._opts import SlurmOpts, slurm_run_opts
@@ -116,7 +120,10 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             commands for status, over every describe, wait and list of this
             scheduler together, in any 60 s window (default 60).
         cancel_grace: Seconds a cancelled job's replicas get between SIGTERM
-            and the job's end (``scancel``) when they do not stop by themselves.
+            and the job's end when they do not stop by themselves (rounded up
+            to whole seconds). It goes into the batch script of each job this
+            scheduler submits: any process that cancels the job (``asyncsched
+            cancel`` too) gives its replicas that grace.
 
     Attributes:
         cli: Runs the commands; ``cli.counts`` counts them by program.
@@ -249,6 +256,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             version=__version__,
             nomem=nomem,
             gpus_per_node=gpus_per_node,
+            cancel_grace=self.cancel_grace,
         )
         return AppDryRunInfo(request, str)
 
@@ -523,42 +531,38 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
     async def _cancel(self, app: AppSnapshot) -> None:
         """Ask a running job's script to stop its replicas with their grace.
 
-        SIGURG to the batch script (its trap sends SIGTERM to the replicas'
-        steps, not to ``srun``, then cancels the job once they ended, so
-        their exit codes are kept and nothing is requeued); a job not
-        running yet is cancelled at once. After ``cancel_grace`` seconds a
-        job still not over is cancelled outright (``scancel``).
+        The script carries the whole cancel (see ``_render``), so the
+        cancelling process may exit at once: ``cancel`` creates the mark file
+        in the job's environment directory (a script not past its trap yet
+        reads it when it gets there), then sends SIGURG to the batch script,
+        whose trap pauses ``srun``, sends SIGTERM to the replicas' steps, and
+        cancels the job once they ended or the submitting scheduler's
+        ``cancel_grace`` is over. A job not running yet, or one without its
+        environment directory (not submitted from this state dir), is
+        cancelled at once (``scancel``).
         """
         if app.app_id in self._terminal:
             return  # finished: nothing to cancel
-        if app.state == AppState.RUNNING:
+        record = await self.registry.get(app.app_id)
+        env_dir = record.env_dir if record is not None else ""
+        if app.state == AppState.RUNNING and env_dir:
             try:
+                await anyio.to_thread.run_sync(mark_cancelled, env_dir)
                 # scancel keeps retrying a job in transition (being requeued):
                 # such a job is cancelled outright
                 await self.cli.run(
                     ["scancel", "--batch", "--signal=URG", app.app_id],
                     timeout=min(self.cli.timeout, _SIGNAL_TIMEOUT),
                 )
-            except (CommandFailed, SchedulerUnavailableError):
-                await self.cli.run(["scancel", app.app_id])
+            except (OSError, CommandFailed, SchedulerUnavailableError):
+                pass
             else:
-                await self._tasks.start_soon(
-                    self._cancel_after_grace, app.app_id, name=f"cancel {app.app_id}"
-                )
-        else:
-            await self.cli.run(["scancel", app.app_id])
+                return  # the script removes the environment directory
+        await self.cli.run(["scancel", app.app_id])
         # a cancelled job never runs again: its environment files can go now,
         # before its end is seen
-        record = await self.registry.get(app.app_id)
-        if record is not None and record.env_dir:
-            await anyio.to_thread.run_sync(remove_env_dir, record.env_dir)
-
-    async def _cancel_after_grace(self, app_id: str) -> None:
-        """``scancel`` the job unless it ended within ``cancel_grace``."""
-        await anyio.sleep(self.cancel_grace)
-        view = await self._view(app_id)
-        if view is not None and not is_terminal(view.state):
-            await self.cli.run(["scancel", app_id])
+        if env_dir:
+            await anyio.to_thread.run_sync(remove_env_dir, env_dir)
 
     # -- logs ------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ import logging
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import KW_ONLY, dataclass, field
 
 import anyio
 
@@ -53,29 +54,23 @@ class StatusBatcher(Coalescer[str, AppView]):
         return self.fetches
 
 
+@dataclass(eq=False)
 class StatusTracker:
     """One polling loop shared by every ``wait``; it signals ``changes``."""
 
-    def __init__(
-        self,
-        batcher: StatusBatcher,
-        tasks: TaskHost,
-        changes: ChangeNotifier,
-        *,
-        min_interval: float = 0.25,
-        max_interval: float = 2.0,
-    ) -> None:
-        self._batcher = batcher
-        self._tasks = tasks
-        self._changes = changes
-        self._min = min_interval
-        self._max = max_interval
-        self._watchers: dict[str, int] = {}
-        self._latest: dict[str, AppView | None] = {}
-        self._errors: dict[str, BaseException] = {}
-        self._kick = anyio.Event()
-        self._running = False
-        self.ticks = 0
+    batcher: StatusBatcher
+    tasks: TaskHost
+    changes: ChangeNotifier
+    _: KW_ONLY
+    min_interval: float = 0.25
+    max_interval: float = 2.0
+    #: polling ticks run so far
+    ticks: int = field(default=0, init=False)
+    _watchers: dict[str, int] = field(default_factory=dict, init=False)
+    _latest: dict[str, AppView | None] = field(default_factory=dict, init=False)
+    _errors: dict[str, BaseException] = field(default_factory=dict, init=False)
+    _kick: anyio.Event = field(default_factory=anyio.Event, init=False)
+    _running: bool = field(default=False, init=False)
 
     def watches(self, app_id: str) -> bool:
         """True while some ``wait`` watches ``app_id``."""
@@ -88,7 +83,7 @@ class StatusTracker:
         try:
             if not self._running:
                 self._running = True
-                await self._tasks.start_soon(self._loop, name="slurm-status")
+                await self.tasks.start_soon(self._loop, name="slurm-status")
             self._kick.set()
             yield
         finally:
@@ -106,7 +101,7 @@ class StatusTracker:
             AsyncschedError: the last query failed.
         """
         while True:
-            changed = self._changes.changed(app_id)
+            changed = self.changes.changed(app_id)
             error = self._errors.get(app_id)
             if error is not None:
                 raise error
@@ -115,7 +110,7 @@ class StatusTracker:
             await changed.wait()
 
     async def _loop(self) -> None:
-        interval = self._min
+        interval = self.min_interval
         try:
             while True:
                 if not self._watchers:
@@ -127,11 +122,15 @@ class StatusTracker:
                     continue
                 self.ticks += 1
                 changed = await self._tick(ids)
-                interval = self._min if changed else min(interval * 1.5, self._max)
+                interval = (
+                    self.min_interval
+                    if changed
+                    else min(interval * 1.5, self.max_interval)
+                )
                 pause = interval * random.uniform(0.8, 1.2)
-                await anyio.sleep(min(self._min, pause))
+                await anyio.sleep(min(self.min_interval, pause))
                 # a wait on a new app cuts the rest of the pause short
-                with anyio.move_on_after(max(0.0, pause - self._min)):
+                with anyio.move_on_after(max(0.0, pause - self.min_interval)):
                     await self._kick.wait()
         finally:
             # only cancellation (the scheduler closing) ends the loop
@@ -139,15 +138,15 @@ class StatusTracker:
             closed = SchedulerClosedError("the scheduler was closed during wait()")
             for app_id in list(self._watchers):
                 self._errors[app_id] = closed
-                self._changes.notify(app_id)
+                self.changes.notify(app_id)
 
     async def _tick(self, ids: list[str]) -> bool:
         try:
-            views = await self._batcher.get(ids)
+            views = await self.batcher.get(ids)
         except Exception as exc:  # noqa: BLE001 -- reported to the waiters, who raise it
             for app_id in ids:
                 self._errors[app_id] = exc
-                self._changes.notify(app_id)
+                self.changes.notify(app_id)
             return True
         changed = False
         for app_id in ids:
@@ -157,7 +156,7 @@ class StatusTracker:
             self._latest[app_id] = view
             if first or _state(old) != _state(view):
                 changed = True
-                self._changes.notify(app_id)
+                self.changes.notify(app_id)
         return changed
 
 
