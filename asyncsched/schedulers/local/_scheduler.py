@@ -598,6 +598,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
                     appended=journal.appended.changed,
                     is_open=lambda: not self._closed,
                     check=self._table.check_state_dir,
+                    recent=journal.tail.after,
                 )
             ) as events:
                 async for event in events:
