@@ -15,6 +15,10 @@
     set (and optionally ``ASYNCSCHED_TEST_KUBE_CONTEXT``) ``real`` is that
     cluster instead. The namespace is created through the API and deleted
     afterwards.
+  In a test marked ``manual_clock`` the fake server and its controller
+  share a :class:`~.fakeapi.clock.ManualClock` (``kube_env.clock``; None on
+  a real cluster): watch timeouts, bookmarks, the watch window, the
+  kubelet's ``sleep`` and job TTLs wait until the test advances it.
 * ``kube_controller``: a :class:`FakeController` reconciling that namespace.
   On the fake: Volcano Jobs, batch/v1 Jobs, and a fake kubelet running the
   pods' commands. On the real test cluster it only plays Volcano (pods from
@@ -47,6 +51,7 @@ import pytest
 from kubernetes_asyncio import client
 
 from .fakeapi import FakeKubeServer
+from .fakeapi.clock import ManualClock
 from .fakeapi.controller import FakeController
 from .fakeapi.env import KubeEnv, unique_namespace
 from .realcluster.cluster import (
@@ -262,8 +267,10 @@ async def kube_env(
                     )
                 await core.delete_namespace(namespace, propagation_policy="Background")
         return
+    manual = request.node.get_closest_marker("manual_clock") is not None
+    clock = ManualClock() if manual else None
     async with FakeKubeServer(
-        bookmark_interval=BOOKMARK_INTERVAL, watch_window=WATCH_WINDOW
+        bookmark_interval=BOOKMARK_INTERVAL, watch_window=WATCH_WINDOW, clock=clock
     ) as server:
         path = server.write_kubeconfig(tmp_path / "kubeconfig", namespace=namespace)
         server.create_namespace(namespace)
@@ -276,6 +283,7 @@ async def kube_env(
             requests=server.requests,
             real=False,
             logs_available=True,
+            clock=clock,
         )
 
 
@@ -296,6 +304,7 @@ async def kube_controller(kube_env: KubeEnv) -> AsyncIterator[FakeController]:
         kube_env.kubeconfig,
         kube_env.namespace,
         context=kube_env.context,
+        clock=None if kube_env.server is None else kube_env.server.clock,
         batch_jobs=not kube_env.real,
         kubelet_scheduler="volcano" if kube_env.real else None,
         bind_pods=not kube_env.real,

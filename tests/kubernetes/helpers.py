@@ -11,6 +11,7 @@ import pytest
 from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asyncsched.specs import AppDef, CfgVal, Resource, Role
 
+from .fakeapi.controller import KUBELET_SLEEP
 from .fakeapi.env import KubeEnv
 
 IMAGE = "busybox:1.36"
@@ -50,6 +51,19 @@ def skip_without_indexed_jobs() -> None:
         "Kubernetes 1.20 has no Indexed Jobs nor Job suspend (1.21+):"
         " job_api=indexed is refused there (see test_realcluster.py)"
     )
+
+
+async def let_sleeps_end(env: KubeEnv, sleepers: int, *steps: float) -> None:
+    """In a ``manual_clock`` test on the fake server: wait until ``sleepers``
+    containers run ``sleep``, then move the clock on by each of ``steps`` in
+    turn (each wakes the sleeps due by then). Elsewhere real time does it:
+    returns at once."""
+    clock = env.clock
+    if clock is None:
+        return
+    await clock.wait_sleepers(sleepers, KUBELET_SLEEP)
+    for seconds in steps:
+        await clock.advance(seconds)
 
 
 @asynccontextmanager

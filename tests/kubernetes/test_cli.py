@@ -17,7 +17,8 @@ from .fakeapi.env import KubeEnv
 
 pytestmark = pytest.mark.usefixtures("kube_controller")
 
-#: seconds an app may take to be seen SUCCEEDED or CANCELLED through the CLI
+#: seconds a cancelled app may take to be seen CANCELLED through the CLI (each
+#: poll is a new CLI process: seconds of imports on a loaded machine)
 SETTLE = 60
 
 
@@ -30,37 +31,37 @@ class Cli:
             "NO_COLOR": "1",
         }
 
-    async def __call__(self, *args: str) -> tuple[int, str, str]:
-        with anyio.fail_after(60):
+    async def __call__(self, *args: str, timeout: float = 60) -> tuple[int, str, str]:
+        with anyio.fail_after(timeout):
             done = await anyio.run_process(
                 [sys.executable, "-m", "asyncsched", *args], env=self.env, check=False
             )
         return done.returncode, done.stdout.decode(), done.stderr.decode()
 
 
+@pytest.mark.timeout(300)
 async def test_run_status_log_list_cancel(kube_env: KubeEnv, tmp_path: Path) -> None:
     if not kube_env.logs_available or kube_env.context is not None:
         pytest.skip("needs the fake kubelet and the kubeconfig's current context")
     cli = Cli(kube_env, tmp_path)
     ns = kube_env.namespace
     extra = "".join(f",{k}={v}" for k, v in kube_env.run_cfg.items())
+    # one process waits on its watch for the pod to start and end (on a
+    # loaded node that alone can take tens of seconds): polling `status`
+    # spent a process start, seconds under load, on each look
     code, out, err = await cli(
         "run", "-s", "kubernetes", "-cfg", f"namespace={ns},queue=default{extra}",
-        "--image", "busybox:1.36", "--name", "hello", "--", "sh", "-c", "echo hi there",
+        "--wait", "--image", "busybox:1.36", "--name", "hello",
+        "--", "sh", "-c", "echo hi there",
+        timeout=180,
     )  # fmt: skip
     assert code == 0, err
     handle = out.strip().splitlines()[-1]
     assert handle.startswith("kubernetes://")
     assert f"/{ns}:hello-" in handle
-    # a deadline, not a wait: each poll is a new CLI process (seconds of
-    # imports on a loaded 2-core machine) and a real pod takes seconds to run
-    with anyio.fail_after(SETTLE):
-        while True:
-            code, out, err = await cli("status", handle)
-            assert code == 0, err
-            if "SUCCEEDED" in out:
-                break
-            await anyio.sleep(0.1)
+    code, out, err = await cli("status", handle)
+    assert code == 0, err
+    assert "SUCCEEDED" in out
     code, out, err = await cli("log", f"{handle}/hello")
     assert code == 0, err
     assert "hi there" in out
@@ -78,6 +79,7 @@ async def test_run_status_log_list_cancel(kube_env: KubeEnv, tmp_path: Path) -> 
     sleeper = out.strip().splitlines()[-1]
     code, out, err = await cli("cancel", sleeper)
     assert code == 0, err
+    # the cancel decides the app at once (the pod stops in its grace)
     with anyio.fail_after(SETTLE):
         while "CANCELLED" not in (await cli("status", sleeper))[1]:
             await anyio.sleep(0.1)

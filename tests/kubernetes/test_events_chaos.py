@@ -9,6 +9,7 @@ boundaries (:func:`tests.events.chaos.check_delivery`).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -96,11 +97,26 @@ async def _delivered(reader: ChaosReader, app_ids: set[str], timeout: float) -> 
             done = {
                 e["app_id"]
                 for e in reader.events()
-                if e["state"] in TERMINAL and e["kind"] in ("app", "current")
+                if e["state"] in TERMINAL
+                and e["kind"] in ("app", "current", "submitted")
             }
             if app_ids <= done:
                 return
             await anyio.sleep(0.2)
+
+
+#: the API server restarts once the reader has seen this many apps RUNNING
+RESTART_AFTER_RUNNING = 5
+
+
+async def _running_apps_seen(reader: ChaosReader, count: int, timeout: float) -> None:
+    """Wait until the reader wrote a RUNNING change of ``count`` apps."""
+    with anyio.fail_after(timeout):
+        while True:
+            running = {e["app_id"] for e in reader.events() if e["state"] == "RUNNING"}
+            if len(running) >= count:
+                return
+            await anyio.sleep(0.2)  # the reader is another process: read its file
 
 
 async def _chaos(
@@ -110,20 +126,18 @@ async def _chaos(
     *,
     kills: int,
     timeout: float,
-    restart_server: Any = None,
+    restart_server: Callable[[ChaosReader], Coroutine[Any, Any, None]] | None = None,
 ) -> list[dict[str, Any]]:
     params = {"kubeconfig": kube_env.kubeconfig, "namespace": kube_env.namespace}
     reader = ChaosReader("kubernetes", "chaos", tmp_path, params)
     await reader.start()
-    # fail_fast off: under the default the failed job is terminated and its
-    # pod may go before its exit code is read (a known gap, see the note)
-    cfg = {**cfg_for(kube_env, "volcano"), "fail_fast": False}
+    cfg = cfg_for(kube_env, "volcano")
     try:
         async with scheduler(kube_env) as sched:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(kill_at_random, reader, kills)
                 if restart_server is not None:
-                    tg.start_soon(restart_server)
+                    tg.start_soon(restart_server, reader)
                 finals, failed, restarts = await _run_apps(sched, cfg, n, timeout)
             await _delivered(reader, set(finals), timeout=90)
     finally:
@@ -176,8 +190,9 @@ async def test_an_api_server_restart_gives_resync_and_no_gap(
     if cluster is None:
         pytest.skip("restarts the API server of the test cluster")
 
-    async def restart() -> None:
-        await anyio.sleep(8)  # apps are running: their changes go on meanwhile
+    async def restart(reader: ChaosReader) -> None:
+        # once apps run: their changes go on while the server is down
+        await _running_apps_seen(reader, RESTART_AFTER_RUNNING, timeout=240)
         await anyio.to_thread.run_sync(cluster.restart_apiserver, 2.0, 240)
 
     events = await _chaos(

@@ -47,10 +47,11 @@ def _terminal(app_id: str) -> Callable[[AppEvent], bool]:
 
 
 def _failed_with(app_id: str, code: int) -> Callable[[AppEvent], bool]:
-    """The app failed and its replica's exit code is known (the pods' and the
-    Jobs' watches are two streams: either may tell first)."""
+    """The app's own FAILED change, its replica's exit code known (the Jobs'
+    and the pods' watches are two streams: the app's end waits for the pods)."""
     return lambda e: (
         e.app_id == app_id
+        and e.kind == EventKind.APP
         and e.state == AppState.FAILED
         and any(r.exit_code == code for r in e.replicas)
     )

@@ -52,6 +52,13 @@ async def test_builtins_printf_sleep_seq_hostname_assignments() -> None:
     assert out == "x=5\ny=6\n<sleep 0.5>1\n2\npod-0\n"
 
 
+async def test_test_compares_strings_so_one_replica_can_exit_differently() -> None:
+    script = "test $R = 1 && exit 3; echo runs"
+    assert await _run(["sh", "-c", f"R=1; {script}"]) == (3, "")
+    assert await _run(["sh", "-c", f"R=0; {script}"]) == (0, "runs\n")
+    assert await _run(["sh", "-c", "test a != b && test -n a && test -z ''"]) == (0, "")
+
+
 async def test_redirections_share_the_log_or_discard() -> None:
     code, out = await _run(
         ["sh", "-c", "echo err >&2; echo gone >/dev/null; echo ok 2>&1"]

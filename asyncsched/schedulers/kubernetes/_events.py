@@ -31,7 +31,7 @@ import contextlib
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -48,16 +48,24 @@ from asyncsched.schedulers.kit import (
     TaskHost,
     decode_cursor,
     encode_cursor,
+    stamp_burst,
 )
 from asyncsched.schedulers.kubernetes._caches import Caches
 from asyncsched.schedulers.kubernetes._connector import Connector
-from asyncsched.schedulers.kubernetes._found import Found, deleting, snapshot_of
+from asyncsched.schedulers.kubernetes._found import (
+    Found,
+    deleting,
+    found_of,
+    pods_behind,
+    snapshot_of,
+)
 from asyncsched.schedulers.kubernetes._names import namespace_problem
 from asyncsched.schedulers.kubernetes._registry import CacheSettings
 from asyncsched.schedulers.kubernetes._resumable import (
     ResumableInformer,
     version_number,
 )
+from asyncsched.specs import is_terminal
 
 __all__ = ["KubeEvents", "read_cursor"]
 
@@ -99,25 +107,20 @@ def read_cursor(cursor: str, source: str) -> dict[str, list[str]] | None:
     return out
 
 
+@dataclass(eq=False, repr=False)
 class KubeEvents:
     """Follows the apps of some namespaces; one per ``events()`` call."""
 
-    def __init__(
-        self,
-        source: str,
-        connector: Connector,
-        tasks: TaskHost,
-        settings: CacheSettings,
-        namespaces: Callable[[], set[str]],
-    ) -> None:
-        self._source = source
-        self._connector = connector
-        self._tasks = tasks
-        self._settings = settings
-        self._namespaces = namespaces
-        self._differ = SnapshotDiffer()
-        self._caches: dict[str, Caches] = {}
-        self._send: MemoryObjectSendStream[AppEvent] | None = None
+    _source: str
+    _connector: Connector
+    _tasks: TaskHost
+    _settings: CacheSettings
+    _namespaces: Callable[[], set[str]]
+    _differ: SnapshotDiffer = field(default_factory=SnapshotDiffer, init=False)
+    _caches: dict[str, Caches] = field(default_factory=dict, init=False)
+    _send: MemoryObjectSendStream[AppEvent] | None = field(default=None, init=False)
+    #: terminal apps whose pods the pods cache has not caught up with yet
+    _held: set[str] = field(default_factory=set, init=False)
 
     # -- the stream -------------------------------------------------------------
 
@@ -161,19 +164,28 @@ class KubeEvents:
             if any(i.expired_at_start for i in self._all_informers()):
                 positions = None  # a version was compacted away: start over
             if since is None or positions is None:
-                if since is not None:
-                    yield self._resync(observed, since)
                 self._differ.relist(snapshots, observed=observed)
-                for event in self._current(since):
+                resync = None if since is None else self._resync(observed)
+                for event in self._current(resync):
                     yield event
             else:
                 # resumed: the caches hold what did not change since the
-                # cursor; the watches replay the rest
-                self._differ.relist(snapshots, observed=observed)
+                # cursor; the watches replay the rest. An app whose end came
+                # before its pods is not known yet: it is told in full once
+                # they come (a change held back before the cursor was taken).
+                # Namespaces the cursor does not name send their apps' state
+                # (resuming from ``since`` again gives this burst again)
+                self._differ.relist(
+                    [s for s in snapshots if not self._behind(s)], observed=observed
+                )
                 fresh = set(wanted) - set(positions)
-                for event in self._current():
-                    if event.app_id.partition(":")[0] in fresh:
-                        yield event
+                drafts = [
+                    e
+                    for e in self._differ.current()
+                    if e.app_id.partition(":")[0] in fresh
+                ]
+                for event in stamp_burst(drafts, self._cursor(), restart=since):
+                    yield event
             for informer in self._all_informers():
                 informer.gate.set()
             with receive:
@@ -193,12 +205,26 @@ class KubeEvents:
 
     def changed(self, informer: ResumableInformer, key: str, before: str) -> None:
         """Diff the app of ``key`` after one applied watch event."""
+        self._diff(informer, key, before)
+        if self._held:
+            self.advanced(informer)
+
+    def advanced(self, informer: ResumableInformer) -> None:
+        """The pods cache moved on (a change, a bookmark): diff the apps held
+        back while it was behind their Jobs."""
+        for key in sorted(self._held):
+            self._diff(informer, key, informer.resource_version)
+
+    def _diff(self, informer: ResumableInformer, key: str, before: str) -> None:
         namespace = key.partition(":")[0]
         caches = self._caches.get(namespace)
         if caches is None:
             return
         observed = time.time()
         snapshot = _snapshot(caches, key)
+        self._held.discard(key)
+        if snapshot is not None and self._behind(snapshot):
+            return
         if snapshot is None:
             gone = self._differ.forget(key, observed=observed)
             drafts = [] if gone is None else [gone]
@@ -219,11 +245,9 @@ class KubeEvents:
         observed = time.time()
         snapshots = list(self._snapshots())
         if gone:
-            stale = self._cursor({id(informer): informer.before_relist})
-            self._emit(self._resync(observed, stale))
             self._differ = SnapshotDiffer()
             self._differ.relist(snapshots, observed=observed)
-            for event in self._current(stale):
+            for event in self._current(self._resync(observed)):
                 self._emit(event)
             return
         cursor = self._cursor()
@@ -231,6 +255,14 @@ class KubeEvents:
             self._emit(replace(draft, cursor=cursor))
 
     # -- helpers -------------------------------------------------------------------
+
+    def _behind(self, snapshot: AppSnapshot) -> bool:
+        """Hold a terminal app whose end came before the pod changes that
+        caused it (two watches): its replicas' outcomes follow on the pods'."""
+        if is_terminal(snapshot.state) and pods_behind(found_of(snapshot)):
+            self._held.add(snapshot.app_id)
+            return True
+        return False
 
     def _emit(self, event: AppEvent) -> None:
         if self._send is not None:
@@ -240,27 +272,21 @@ class KubeEvents:
             ):
                 self._send.send_nowait(event)
 
-    def _resync(self, observed: float, stale: str) -> AppEvent:
-        """RESYNC with the ``stale`` position: resuming there resyncs again
-        (a reader stopped before the CURRENT events that follow misses none)."""
+    def _resync(self, observed: float) -> AppEvent:
+        """RESYNC, before the CURRENT events of every app."""
         return AppEvent(
-            stale,
+            "",
             EventKind.RESYNC,
             observed=observed,
             msg="resourceVersion too old (history compacted or API server"
             " restarted): current state follows",
         )
 
-    def _current(self, stale: str | None = None) -> list[AppEvent]:
-        """CURRENT of every app; after a RESYNC, all but the last carry the
-        ``stale`` position (resuming there gives RESYNC and all of them again)."""
-        cursor = self._cursor()
-        events = self._differ.current()
-        last = len(events) - 1
-        return [
-            replace(e, cursor=cursor if stale is None or i == last else stale)
-            for i, e in enumerate(events)
-        ]
+    def _current(self, resync: AppEvent | None = None) -> list[AppEvent]:
+        """CURRENT of every app (after ``resync``): a burst, whose events but
+        the last restart it (resuming there gives all of them again)."""
+        first = [] if resync is None else [resync]
+        return stamp_burst([*first, *self._differ.current()], self._cursor())
 
     def _cursor(self, override: dict[int, str] | None = None, part: int = 0) -> str:
         """The position now (``override``: an informer's version instead);

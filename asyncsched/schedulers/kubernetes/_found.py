@@ -20,9 +20,22 @@ from asyncsched.errors import SchedulerError
 from asyncsched.schedulers.kit import AppSnapshot
 from asyncsched.schedulers.kubernetes._caches import Caches, app_key, expired_state
 from asyncsched.schedulers.kubernetes._job_names import LABEL_APP_NAME
-from asyncsched.schedulers.kubernetes._state import describe_indexed, describe_volcano
+from asyncsched.schedulers.kubernetes._resumable import version_number
+from asyncsched.schedulers.kubernetes._state import (
+    describe_indexed,
+    describe_volcano,
+    volcano_pods_unseen,
+)
 
-__all__ = ("Found", "JobApi", "deleting", "found_of", "labels", "snapshot_of")
+__all__ = (
+    "Found",
+    "JobApi",
+    "deleting",
+    "found_of",
+    "labels",
+    "pods_behind",
+    "snapshot_of",
+)
 
 JSON = dict[str, Any]
 #: how the app runs: one Volcano Job, or one Indexed Job per role
@@ -79,3 +92,28 @@ def snapshot_of(app_id: str, found: Found) -> AppSnapshot:
     snapshot.change_key = key
     snapshot.native = found
     return snapshot
+
+
+def pods_behind(found: Found) -> bool:
+    """True when the pods cache has not caught up with the app's Job yet.
+
+    The Job's status is written after the pod changes it counts, and the two
+    come on separate watches: a Volcano Job that counts an ended pod
+    (``taskStatusCount``) of a task the cache shows no pod of is ahead of
+    the pods cache -- unless that cache's version is past the
+    Job's already (then what it shows is the truth: the pod was deleted).
+    A cache that is not live (a one-shot read: the pods listed after the
+    Job) is never behind.
+    """
+    ns = found.caches
+    if not ns.live or found.job_api != "volcano" or expired_state(found.jobs):
+        return False
+    job = found.jobs[0]
+    pods_at = version_number(ns.pods.resource_version)
+    job_at = version_number(str((job.get("metadata") or {}).get("resourceVersion")))
+    if pods_at is not None and job_at is not None and pods_at >= job_at:
+        return False
+    key = found.key
+    return volcano_pods_unseen(
+        job, ns.pods.with_key(key), ns.pods.deleted_with_key(key)
+    )

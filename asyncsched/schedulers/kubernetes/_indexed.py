@@ -6,11 +6,8 @@ Job whose completion index is the replica id. There is no gang scheduling;
 fitted to the server by :func:`fit_to_server`.
 
 Example:
-    >>> job = {"spec": {"backoffLimit": 4, "backoffLimitPerIndex": 2,
-    ...                 "maxFailedIndexes": 0, "podFailurePolicy": {}}}
-    >>> fit_to_server(job, (1, 25))
-    >>> job
-    {'spec': {'backoffLimit': 2}}
+    >>> _kueue_labels({"queue": "team-a"})
+    {'kueue.x-k8s.io/queue-name': 'team-a'}
 """
 
 from __future__ import annotations

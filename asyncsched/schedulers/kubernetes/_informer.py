@@ -38,6 +38,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 import anyio
@@ -66,6 +67,7 @@ def _rv(obj: JSON) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
+@dataclass(eq=False, repr=False)
 class Informer:
     """List+watch cache of ``path`` (a collection URL) filtered by ``selector``.
 
@@ -93,54 +95,40 @@ class Informer:
     :attr:`stale` and is retried with backoff.
     """
 
-    def __init__(
-        self,
-        api: KubeApi,
-        path: str,
-        selector: str,
-        *,
-        key: Callable[[JSON], str],
-        changes: ChangeNotifier | None = None,
-        resync: float = 600.0,
-        watch_timeout: int = 290,
-        backoff: float = 0.1,
-        optional: bool = False,
-        slim: Callable[[JSON], JSON] | None = None,
-        admit: Callable[[JSON], bool] | None = None,
-        page_size: int = DEFAULT_PAGE_SIZE,
-        keep_deleted: int = 0,
-    ) -> None:
-        self.api = api
-        self.path = path
-        self.selector = selector
-        self.key = key
-        self.resync = resync
-        self.watch_timeout = watch_timeout
-        self.backoff = backoff
-        self.objects: dict[str, JSON] = {}
-        self.by_key: dict[str, dict[str, JSON]] = {}
-        self.keep_deleted = keep_deleted
-        #: the last seen version of deleted objects, oldest first, by name
-        self.deleted: dict[str, JSON] = {}
-        self._deleted_by_key: dict[str, dict[str, JSON]] = {}
-        self.resource_version = ""
-        self.optional = optional
-        self.slim = slim
-        self.admit = admit
-        self.page_size = page_size
-        #: the server does not serve this type (404 on list, e.g. no Volcano
-        #: CRD), or, when ``optional``, does not let us list it (401/403)
-        self.absent = False
-        self.denied = False
-        #: a list succeeded once (later refusals keep the cache, stale)
-        self.listed = False
-        #: the last re-list failed: the cache may miss changes; look objects up
-        self.stale = False
-        self.lists = 0
-        #: list requests, pages included
-        self.pages = 0
-        self.watches = 0
-        self.changes = changes if changes is not None else ChangeNotifier()
+    api: KubeApi
+    path: str
+    selector: str
+    _: KW_ONLY
+    key: Callable[[JSON], str]
+    changes: ChangeNotifier = field(default_factory=ChangeNotifier)
+    resync: float = 600.0
+    watch_timeout: int = 290
+    backoff: float = 0.1
+    optional: bool = False
+    slim: Callable[[JSON], JSON] | None = None
+    admit: Callable[[JSON], bool] | None = None
+    page_size: int = DEFAULT_PAGE_SIZE
+    keep_deleted: int = 0
+    objects: dict[str, JSON] = field(default_factory=dict, init=False)
+    by_key: dict[str, dict[str, JSON]] = field(default_factory=dict, init=False)
+    #: the last seen version of deleted objects, oldest first, by name
+    deleted: dict[str, JSON] = field(default_factory=dict, init=False)
+    _deleted_by_key: dict[str, dict[str, JSON]] = field(
+        default_factory=dict, init=False
+    )
+    resource_version: str = field(default="", init=False)
+    #: the server does not serve this type (404 on list, e.g. no Volcano
+    #: CRD), or, when ``optional``, does not let us list it (401/403)
+    absent: bool = field(default=False, init=False)
+    denied: bool = field(default=False, init=False)
+    #: a list succeeded once (later refusals keep the cache, stale)
+    listed: bool = field(default=False, init=False)
+    #: the last re-list failed: the cache may miss changes; look objects up
+    stale: bool = field(default=False, init=False)
+    lists: int = field(default=0, init=False)
+    #: list requests, pages included
+    pages: int = field(default=0, init=False)
+    watches: int = field(default=0, init=False)
 
     # -- reading ---------------------------------------------------------------
 
@@ -385,14 +373,8 @@ class Informer:
 
     def _forget_deleted(self, name: str) -> None:
         old = self.deleted.pop(name, None)
-        if old is None:
-            return
-        key = self.key(old)
-        bucket = self._deleted_by_key.get(key)
-        if bucket is not None:
-            bucket.pop(name, None)
-            if not bucket:
-                del self._deleted_by_key[key]
+        if old is not None:
+            _drop(self._deleted_by_key, self.key(old), name)
 
     def _store(self, name: str, obj: JSON) -> None:
         if self.deleted:
@@ -419,12 +401,7 @@ class Informer:
             self.changes.notify(self.key(old))
 
     def _unindex(self, name: str, obj: JSON) -> None:
-        key = self.key(obj)
-        bucket = self.by_key.get(key)
-        if bucket is not None:
-            bucket.pop(name, None)
-            if not bucket:
-                del self.by_key[key]
+        _drop(self.by_key, self.key(obj), name)
 
     def _replace(self, items: dict[str, JSON], rv: str) -> None:
         self.objects = items
@@ -437,6 +414,15 @@ class Informer:
     def _delay(self, failures: int) -> float:
         delay: float = min(self.backoff * 2 ** (failures - 1), 30.0)
         return delay * random.uniform(0.5, 1.5)
+
+
+def _drop(index: dict[str, dict[str, JSON]], key: str, name: str) -> None:
+    """Take ``name`` out of ``index[key]`` (and the key, once empty)."""
+    bucket = index.get(key)
+    if bucket is not None:
+        bucket.pop(name, None)
+        if not bucket:
+            del index[key]
 
 
 def _refused(exc: Exception, optional: bool) -> bool:

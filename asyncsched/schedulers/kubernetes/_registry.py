@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import anyio
@@ -73,26 +73,22 @@ class CacheSettings:
     retention: float | None = DEFAULT_CACHE_RETENTION
 
 
+@dataclass(eq=False, repr=False)
 class NamespaceRegistry:
     """The running caches of each namespace, started on first use."""
 
-    def __init__(
-        self,
-        connector: Connector,
-        tasks: TaskHost,
-        changes: ChangeNotifier,
-        settings: CacheSettings,
-    ) -> None:
-        self._connector = connector
-        self._tasks = tasks
-        self._changes = changes
-        self.settings = settings
-        self._running: dict[str, Caches] = {}
-        # namespaces whose caches failed to start: (retry after, the error)
-        self._failed: dict[str, tuple[float, Exception]] = {}
-        #: namespaces the scheduler submitted to (``list()`` shows them too)
-        self.submitted_to: set[str] = set()
-        self._lock = anyio.Lock()
+    _connector: Connector
+    _tasks: TaskHost
+    _changes: ChangeNotifier
+    settings: CacheSettings
+    _running: dict[str, Caches] = field(default_factory=dict, init=False)
+    #: namespaces whose caches failed to start: (retry after, the error)
+    _failed: dict[str, tuple[float, Exception]] = field(
+        default_factory=dict, init=False
+    )
+    #: namespaces the scheduler submitted to (``list()`` shows them too)
+    submitted_to: set[str] = field(default_factory=set, init=False)
+    _lock: anyio.Lock = field(default_factory=anyio.Lock, init=False)
 
     def running(self, namespace: str) -> Caches | None:
         """The caches of ``namespace`` if they run."""

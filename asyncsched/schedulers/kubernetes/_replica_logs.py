@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 import anyio
@@ -40,26 +41,19 @@ JSON = dict[str, Any]
 _LOG_START_RECHECK = 30.0
 
 
+@dataclass
 class ReplicaLogs:
     """Replicas' logs over one connection, waiting on the namespaces' caches.
 
     ``changed(key)`` is the scheduler's change signal of an app.
     """
 
-    def __init__(
-        self,
-        connector: Connector,
-        registry: NamespaceRegistry,
-        changed: Callable[[str], anyio.Event],
-        *,
-        idle_timeout: float | None,
-        max_line_bytes: int,
-    ) -> None:
-        self._connector = connector
-        self._registry = registry
-        self._changed = changed
-        self.idle_timeout = idle_timeout
-        self.max_line_bytes = max_line_bytes
+    _connector: Connector
+    _registry: NamespaceRegistry
+    _changed: Callable[[str], anyio.Event]
+    _: KW_ONLY
+    idle_timeout: float | None
+    max_line_bytes: int
 
     async def lines(
         self,

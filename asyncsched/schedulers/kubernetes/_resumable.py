@@ -10,8 +10,9 @@ source runs. It differs in three ways:
   (:attr:`ResumableInformer.expired_at_start`, or a ``gone`` re-list);
 * ``gate``: its watch waits until the gate is set, so the source can take
   the state of every cache before the first change is applied;
-* ``listener``: told of every applied change (with the version before it)
-  and of every re-list, and whether that re-list followed a 410 (a gap).
+* ``listener``: told of every applied change (with the version before it),
+  of every bookmark, and of every re-list, and whether that re-list followed
+  a 410 (a gap).
 
 Example:
     >>> async def main(api: KubeApi, listener: InformerListener) -> None:
@@ -45,6 +46,9 @@ class InformerListener(Protocol):
 
     def relisted(self, informer: ResumableInformer, gone: bool) -> None:
         """The informer listed again; ``gone``: its version was too old (410)."""
+
+    def advanced(self, informer: ResumableInformer) -> None:
+        """The informer's version moved on without a change (a bookmark)."""
 
 
 def version_number(rv: str) -> int | None:
@@ -121,6 +125,8 @@ class ResumableInformer(Informer):
             return False
         obj = event.get("object") or {}
         listener = self.listener
+        if listener is not None and event.get("type") == "BOOKMARK":
+            listener.advanced(self)
         if (
             listener is not None
             and event.get("type") in _CHANGES

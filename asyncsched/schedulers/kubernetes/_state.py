@@ -49,6 +49,7 @@ __all__ = [
     "describe_indexed",
     "describe_volcano",
     "indexed_state",
+    "volcano_pods_unseen",
     "volcano_state",
 ]
 
@@ -89,6 +90,8 @@ POD_STATE: dict[str, AppState] = {
 }
 
 _LIVE_JOB = frozenset({AppState.PENDING, AppState.RUNNING})
+#: the Volcano task a pod was made for (its key in ``taskStatusCount``)
+_TASK_SPEC = "volcano.sh/task-spec"
 
 #: container waiting reasons that will not fix themselves (reported in ``msg``)
 _STUCK = frozenset(
@@ -341,6 +344,32 @@ def describe_volcano(
         roles.setdefault(index, (role, []))[1].append(replica)
     retries = int(status.get("retryCount") or 0)
     return _snapshot(app_id, [job], state, roles, pods, retries)
+
+
+def volcano_pods_unseen(job: JSON, pods: list[JSON], deleted: Iterable[JSON]) -> bool:
+    """True when the Job's ``taskStatusCount`` counts an ended pod (Failed,
+    Succeeded) of a task of which the pods at hand show no pod at all.
+
+    The Job's status and the pods travel on two watches: under load the
+    Job's last status (e.g. Terminated, written once a replica failed) can
+    arrive before the client has seen any pod of the task. Until a pod of it
+    shows up, the replica's outcome and exit code are not known yet.
+
+    Example:
+        >>> job = {"status": {"taskStatusCount": {"w-1": {"phase": {"Failed": 1}}}}}
+        >>> volcano_pods_unseen(job, [], [])
+        True
+    """
+    counts = (job.get("status") or {}).get("taskStatusCount") or {}
+    seen = {
+        str(((pod.get("metadata") or {}).get("annotations") or {}).get(_TASK_SPEC))
+        for pod in [*pods, *deleted]
+    }
+    return any(
+        phase in ("Failed", "Succeeded") and int(n or 0) > 0 and str(task) not in seen
+        for task, count in counts.items()
+        for phase, n in ((count or {}).get("phase") or {}).items()
+    )
 
 
 def _by_replica(pods: Iterable[JSON]) -> dict[tuple[str, str], list[JSON]]:

@@ -17,8 +17,9 @@ expansion, see :func:`kubelet_expand`) run as:
 Built-in commands: ``echo [-n] [-e]``, ``printf FMT ARGS`` (``%s %d %i %%``
 and ``\\n \\t \\\\`` escapes), ``exit [N]``, ``sleep S``, ``true``, ``false``,
 ``:``, ``env``/``printenv [VAR]``, ``hostname``, ``seq [FIRST] LAST``,
-``export``. An unknown command in a script prints ``sh: X: not found`` and
-has status 127. No pipes, loops, conditionals or subshells.
+``export``, ``test A = B`` (also ``!=``, ``-n S``, ``-z S``). An unknown
+command in a script prints ``sh: X: not found`` and has status 127. No
+pipes, loops, ``if`` or subshells (``test ... && exit 3`` does).
 
 Example::
 
@@ -296,7 +297,7 @@ class Shell:
     def _builtin(self, name: str) -> bool:
         return name in {
             "echo", "printf", "exit", "sleep", "true", "false", ":", "env",
-            "printenv", "hostname", "seq", "export",
+            "printenv", "hostname", "seq", "export", "test",
         }  # fmt: skip
 
     async def _call(self, argv: list[str], discard: bool) -> int:
@@ -367,6 +368,8 @@ class Shell:
             )
             await out("".join(f"{i}\n" for i in range(first, last + 1)))
             return 0
+        if name == "test":
+            return _test(args)
         if name == "export":
             for item in args:
                 key, eq, value = item.partition("=")
@@ -375,3 +378,14 @@ class Shell:
             return 0
         await self.write(f"sh: {name}: not found\n")
         return 127
+
+
+def _test(args: list[str]) -> int:
+    """``test``: string (in)equality and emptiness; 0 true, 1 false, 2 misuse."""
+    if len(args) == 3 and args[1] in ("=", "!="):
+        return int((args[0] == args[2]) != (args[1] == "="))
+    if len(args) == 2 and args[0] in ("-n", "-z"):
+        return int(bool(args[1]) != (args[0] == "-n"))
+    if len(args) == 1:
+        return int(not args[0])
+    return 2

@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import secrets
 from collections.abc import Callable, Coroutine
@@ -82,10 +83,13 @@ import aiohttp
 from kubernetes_asyncio import client, config, watch
 
 from .busybox import Shell, StartError, kubelet_expand
+from .clock import Clock
 from .jsoncopy import copy_json
 
 JSON = dict[str, Any]
 CONTROLLER_AGENT = "asyncsched-fake-controller/1.0"
+#: what a container's ``sleep`` is named on the clock (``ManualClock.sleepers``)
+KUBELET_SLEEP = "kubelet"
 MERGE = "application/merge-patch+json"
 VOLCANO = ("batch.volcano.sh", "v1alpha1", "jobs")
 _TERMINAL_POD = ("Succeeded", "Failed")
@@ -191,7 +195,10 @@ class FakeController:
         start_delay: float = 0.0,
         node_capacity: dict[str, str] | None = None,
         missing_image: Callable[[str], bool] | None = None,
+        clock: Clock | None = None,
     ) -> None:
+        #: what pods' ``sleep``, ``start_delay`` and job TTLs wait on
+        self.clock = clock or Clock()
         self.kubeconfig = kubeconfig
         self.namespace = namespace
         self.context = context
@@ -529,7 +536,7 @@ class FakeController:
         self._spawn(self._delete_after(kind, key[1], float(ttl)))
 
     async def _delete_after(self, kind: str, name: str, ttl: float) -> None:
-        await asyncio.sleep(ttl)
+        await self.clock.sleep(ttl)
         try:
             await self._call(
                 "DELETE",
@@ -1100,7 +1107,7 @@ class FakeController:
                 await self._image_pull_failure(name, missing, statuses)
                 return
             if self.start_delay:
-                await asyncio.sleep(self.start_delay)
+                await self.clock.sleep(self.start_delay)
             started = _now()
             ok = await self._patch_pod(
                 name,
@@ -1317,7 +1324,12 @@ class FakeController:
         async def write(text: str) -> None:
             await self._write_log(name, cname, text)
 
-        shell = Shell(env, write, hostname=env["HOSTNAME"])
+        shell = Shell(
+            env,
+            write,
+            hostname=env["HOSTNAME"],
+            sleep=functools.partial(self.clock.sleep, what=KUBELET_SLEEP),
+        )
         try:
             code = await shell.run(argv) if argv else 0
         except StartError as exc:

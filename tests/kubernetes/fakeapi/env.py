@@ -16,6 +16,7 @@ from typing import Any
 
 from kubernetes_asyncio import config
 
+from .clock import ManualClock
 from .faults import Faults, RequestLog
 from .server import FakeKubeServer
 
@@ -47,6 +48,8 @@ class KubeEnv:
     nodes: bool = False
     indexed_jobs: bool = True
     run_cfg: dict[str, Any] = field(default_factory=dict)
+    #: the fake server's clock in a ``manual_clock`` test (else None)
+    clock: ManualClock | None = None
 
     def fake_server(self) -> FakeKubeServer:
         """The fake server; skips the test on a real cluster."""

@@ -13,6 +13,8 @@ requests arrive:
 * ``drop_next_watch(after_events=N, abrupt=True)``: cut the next watch
   stream after N events -- abruptly (the connection is reset mid-chunk, so
   aiohttp raises ``ClientPayloadError``) or cleanly (a normal end of stream);
+* ``delay_watch(resource, seconds)``: client watches of ``resource`` get
+  every live event ``seconds`` late (a watch lagging under load);
 * ``limit_rate(per_second, retry_after=1)``: API Priority and Fairness in
   miniature -- more than ``per_second`` client requests within one second
   are rejected with ``429 TooManyRequests`` and a ``Retry-After``
@@ -160,6 +162,8 @@ class Faults:
     drops: list[WatchDrop] = field(default_factory=list)
     hangs: list[FailRule] = field(default_factory=list)
     rate_limit: RateLimit | None = None
+    #: plural -> seconds each live event reaches a client's watch late
+    watch_delays: dict[str, float] = field(default_factory=dict)
 
     def fail_next(
         self,
@@ -225,6 +229,15 @@ class Faults:
         """Cut the next watch stream after ``after_events`` events."""
         self.drops.append(WatchDrop(after_events, abrupt))
 
+    def delay_watch(self, resource: str, seconds: float) -> None:
+        """Client watches of ``resource`` (a plural) get each live event
+        ``seconds`` late, as a watch lagging under load (the fixture
+        controller's are not); ``0`` lifts it."""
+        if seconds > 0:
+            self.watch_delays[resource] = seconds
+        else:
+            self.watch_delays.pop(resource, None)
+
     def limit_rate(self, per_second: int | None, *, retry_after: int = 1) -> None:
         """Reject client requests beyond ``per_second`` in a second (429 + Retry-After).
 
@@ -249,6 +262,7 @@ class Faults:
         self.expire_watches = 0
         self.drops.clear()
         self.rate_limit = None
+        self.watch_delays.clear()
 
     # -- used by the server --------------------------------------------------
     def take_failure(self, req: Request) -> ApiError | None:

@@ -74,6 +74,7 @@ import yaml
 from aiohttp import web
 
 from .admission import admit_create, admit_update, check_update_precondition
+from .clock import Clock
 from .faults import Faults, Received, Request, RequestLog
 from .kinds import (
     JSON,
@@ -190,7 +191,11 @@ class FakeKubeServer:
         volcano: bool = True,
         watch_window: float | None = None,
         managed_fields: bool = True,
+        clock: Clock | None = None,
     ) -> None:
+        #: what watch timeouts, bookmarks and the watch window run on (a
+        #: test's :class:`ManualClock` moves only when advanced)
+        self.clock = clock or Clock()
         self.token = token
         self.token_state: Path | None = None
         #: epoch seconds token expiries are compared with
@@ -211,7 +216,10 @@ class FakeKubeServer:
         #: lists with a continue token still to answer 410 (expire_next_continue)
         self._expire_continues = 0
         self.store = Store(
-            history_limit, watch_window=watch_window, managed_fields=managed_fields
+            history_limit,
+            watch_window=watch_window,
+            managed_fields=managed_fields,
+            clock=self.clock,
         )
         self.logs = LogStore(self.store.changed)
         self.faults = Faults()
@@ -477,7 +485,7 @@ class FakeKubeServer:
             name,
             controller=agent.startswith(CONTROLLER_AGENT_PREFIX),
             path=request.path,
-            at=time.monotonic(),
+            at=self.clock.now(),
         )
         throttle = self.faults.take_throttle(req)
         if throttle is not None:
@@ -934,9 +942,10 @@ class FakeKubeServer:
             await resp.write_eof()
             return resp
         drop = None if controller else self.faults.take_drop()
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        next_bookmark = loop.time() + self.bookmark_interval
+        lag = 0.0 if controller else self.faults.watch_delays.get(kind.plural, 0.0)
+        clock = self.clock
+        deadline = None if timeout is None else clock.now() + timeout
+        next_bookmark = clock.now() + self.bookmark_interval
         sent = 0
 
         def matches(obj: JSON) -> bool:
@@ -964,9 +973,17 @@ class FakeKubeServer:
                         return resp
                     break
                 if not pending:
-                    now = loop.time()
+                    now = clock.now()
                     if deadline is not None and now >= deadline:
                         break
+                    if not watcher.queue.empty():
+                        # events first: a bookmark's version says every event
+                        # before it was sent
+                        if lag:  # a lagging watch (faults.delay_watch)
+                            await clock.sleep(lag)
+                        while not watcher.queue.empty():
+                            pending.append(watcher.queue.get_nowait())
+                        continue
                     if bookmarks and now >= next_bookmark:
                         next_bookmark = now + self.bookmark_interval
                         await send(
@@ -988,9 +1005,9 @@ class FakeKubeServer:
                         if x is not None
                     )
                     with contextlib.suppress(TimeoutError):
-                        pending.append(
-                            await asyncio.wait_for(watcher.queue.get(), max(wait, 0))
-                        )
+                        pending.append(await clock.wait_for(watcher.queue.get(), wait))
+                        if lag:  # a lagging watch (faults.delay_watch)
+                            await clock.sleep(lag)
                         # and whatever queued meanwhile: one write for them all
                         while not watcher.queue.empty():
                             pending.append(watcher.queue.get_nowait())

@@ -20,13 +20,13 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from .clock import Clock
 from .fieldsets import with_managed_fields
 from .jsoncopy import copy_json
 from .kinds import JSON, KINDS, Kind, expired
@@ -89,7 +89,10 @@ class Store:
         *,
         watch_window: float | None = None,
         managed_fields: bool = True,
+        clock: Clock | None = None,
     ) -> None:
+        #: when events were recorded (the watch window's expiry)
+        self.clock = clock or Clock()
         self.rv = 0
         self.objects: dict[ObjKey, JSON] = {}
         self.history: deque[Event] = deque()
@@ -150,7 +153,7 @@ class Store:
     ) -> None:
         event = Event(self.rv, kind, type_, obj, old)
         self.history.append(event)
-        self._recorded_at.append(time.monotonic())
+        self._recorded_at.append(self.clock.now())
         while len(self.history) > self.history_limit:
             self.compacted_rv = self.history.popleft().rv
             self._recorded_at.popleft()
@@ -164,7 +167,7 @@ class Store:
         """Drop the events older than ``watch_window`` (their versions get 410)."""
         if self.watch_window is None:
             return
-        oldest = time.monotonic() - self.watch_window
+        oldest = self.clock.now() - self.watch_window
         while self._recorded_at and self._recorded_at[0] < oldest:
             self._recorded_at.popleft()
             self.compacted_rv = self.history.popleft().rv
