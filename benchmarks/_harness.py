@@ -5,7 +5,8 @@ process of its own (:func:`run_child`), the child measures itself with
 :class:`LoopLagSampler` and :func:`peak_rss_bytes` and prints one
 :class:`Measurement` as JSON (:func:`emit`), and the parent prints the results
 side by side with :func:`results_table`, :func:`ratio_table` and
-:func:`targets_table`.
+:func:`targets_table`. The web benchmarks serve the example app with
+:func:`with_example_server` (its child runs :func:`serve_example`).
 
 Example:
     >>> async def child() -> Measurement:
@@ -54,9 +55,13 @@ __all__ = [
     "ratio_table",
     "results_table",
     "run_child",
+    "serve_example",
     "source_state",
+    "stats_ms",
+    "stats_row",
     "targets_table",
     "time_calls",
+    "with_example_server",
 ]
 
 #: Prefix of the one stdout line a child uses to hand its result to the parent.
@@ -522,3 +527,120 @@ def targets_table(targets: Sequence[Target]) -> str:
         for t in targets
     ]
     return _markdown(["target", "measured", "goal", "result"], rows)
+
+
+# -- the web example under one uvicorn worker ------------------------------------
+
+#: the server's lag probe: a ticker sleeping this long in a loop
+TICK_S = 0.005
+
+
+def stats_ms(ms: Sequence[float]) -> dict[str, float]:
+    """p50, p99 and max of ``ms``."""
+    return {
+        "p50": percentile(ms, 50),
+        "p99": percentile(ms, 99),
+        "max": max(ms, default=float("nan")),
+    }
+
+
+def stats_row(name: str, stats: Mapping[str, float], digits: int = 0) -> str:
+    """A markdown row ``| name | p50 | p99 | max |`` of :func:`stats_ms`."""
+    p50, p99, top = (f"{stats[k]:.{digits}f}" for k in ("p50", "p99", "max"))
+    return f"| {name} | {p50} | {p99} | {top} |"
+
+
+def serve_example(fd: int) -> None:
+    """Run the web example under uvicorn on the inherited socket ``fd``, with a
+    lag probe.
+
+    A ticker task, started in the lifespan, sleeps 5 ms in a loop and records
+    ``(time.monotonic(), lateness)``; ``GET /_bench/lag?start=&end=`` answers
+    the statistics of the ticks in that window (monotonic clock seconds, the
+    same clock in every process) and the server's peak RSS.
+    """
+    import socket
+    from contextlib import asynccontextmanager
+
+    import anyio
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+
+    from docs.examples.asgi_app import app
+
+    ticks: list[tuple[float, float]] = []
+
+    async def ticker() -> None:
+        while True:
+            expected = time.monotonic() + TICK_S
+            await anyio.sleep(TICK_S)
+            now = time.monotonic()
+            ticks.append((now, max(0.0, now - expected)))
+
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(a: Starlette) -> Any:
+        async with inner(a) as state, anyio.create_task_group() as tg:
+            tg.start_soon(ticker)
+            yield state
+            tg.cancel_scope.cancel()
+
+    async def lag(request: Request) -> Response:
+        start = float(request.query_params.get("start", "0"))
+        end = float(request.query_params.get("end", "inf"))
+        ms = [late * 1000.0 for t, late in ticks if start <= t <= end]
+        stats = {"samples": len(ms), **stats_ms(ms)}
+        return JSONResponse({**stats, "peak_rss_mb": peak_rss_bytes() / MiB})
+
+    app.router.lifespan_context = lifespan
+    app.add_route("/_bench/lag", lag)
+    raise_nofile_limit()
+    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2)
+    uvicorn.Server(config).run(sockets=[socket.socket(fileno=fd)])
+
+
+def with_example_server(
+    script: str,
+    load: Callable[[str, int], Any],
+    *,
+    backlog: int,
+    env: Mapping[str, str] | None = None,
+    stop_timeout: float = 60.0,
+) -> dict[str, Any]:
+    """Serve the web example from a child (``script --serve FD``, or the
+    command in ``$BENCH_SERVER``) on a loopback socket bound here, with its own
+    state dir; ``asyncio.run(load(url, server_pid))``; stop the child."""
+    import signal
+    import socket
+    import tempfile
+
+    raise_nofile_limit()
+    root = Path(script).resolve().parent.parent
+    with tempfile.TemporaryDirectory(prefix="asyncsched-web-bench-") as tmp:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(backlog)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        child_env = {
+            **os.environ,
+            "ASYNCSCHED_STATE_DIR": str(Path(tmp) / "state"),
+            **(env or {}),
+        }
+        server = os.environ.get("BENCH_SERVER", f"{script} --serve").split()
+        proc = subprocess.Popen(
+            [sys.executable, *server, str(sock.fileno())],
+            cwd=root,
+            env=child_env,
+            pass_fds=[sock.fileno()],
+        )
+        sock.close()
+        try:
+            result: dict[str, Any] = asyncio.run(load(url, proc.pid))
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=stop_timeout)
+    result["machine"] = machine_info()
+    return result

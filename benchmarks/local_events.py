@@ -13,7 +13,8 @@ reports, once it has the terminal event of every app:
 
 and this process adds the journal's size on disk, and whether every
 terminal change arrived. ``--in-process`` runs the reader in this process
-instead (the writer's signal wakes it; no cross-process poll).
+instead, on the scheduler that runs the apps (the writer hands it its lines
+and wakes it; no cross-process poll, no read of the file).
 
 Usage:
     python benchmarks/local_events.py [--apps 10000] [--concurrency 64]
@@ -23,6 +24,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -48,8 +50,11 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def follow(apps: int, ready: Any = None) -> dict[str, Any]:
-    """Read events until ``apps`` apps had their terminal event; the numbers."""
+async def follow(
+    apps: int, ready: Any = None, sched: LocalScheduler | None = None
+) -> dict[str, Any]:
+    """Read events until ``apps`` apps had their terminal event; the numbers
+    (``sched``: read the scheduler that runs the apps, else a new one)."""
     latencies: list[float] = []
     lags: list[float] = []
     done: set[str] = set()
@@ -61,7 +66,10 @@ async def follow(apps: int, ready: Any = None) -> dict[str, Any]:
             await anyio.sleep(0.01)
             lags.append(time.perf_counter() - start - 0.01)
 
-    async with LocalScheduler(SESSION) as sched, sched.events() as stream:
+    async with contextlib.AsyncExitStack() as stack:
+        if sched is None:
+            sched = await stack.enter_async_context(LocalScheduler(SESSION))
+        stream = await stack.enter_async_context(sched.events())
         async with anyio.create_task_group() as tg:
             tg.start_soon(ticker)
             if ready is not None:
@@ -89,11 +97,17 @@ async def follow(apps: int, ready: Any = None) -> dict[str, Any]:
     }
 
 
-async def run_apps(apps: int, concurrency: int) -> float:
+async def run_apps(
+    apps: int, concurrency: int, sched: LocalScheduler | None = None
+) -> float:
     app = AppDef("e", roles=[Role("r", image="/", entrypoint="true")])
     limiter = anyio.Semaphore(concurrency)
     start = time.perf_counter()
-    async with LocalScheduler(SESSION, retention=None) as sched:
+    async with contextlib.AsyncExitStack() as stack:
+        if sched is None:
+            sched = await stack.enter_async_context(
+                LocalScheduler(SESSION, retention=None)
+            )
 
         async def one() -> None:
             async with limiter:
@@ -112,17 +126,19 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     state = tempfile.mkdtemp(prefix="bench-events-")
     os.environ["ASYNCSCHED_STATE_DIR"] = state
     result: dict[str, Any] = {"apps": args.apps, "in_process": args.in_process}
-    if args.in_process:
-        async with anyio.create_task_group() as tg:
+    if args.in_process:  # one scheduler runs the apps and reads their events
+        sched = LocalScheduler(SESSION, retention=None)
+        async with sched, anyio.create_task_group() as tg:
             started = anyio.Event()
             got: dict[str, Any] = {}
 
             async def reader() -> None:
-                got.update(await follow(args.apps, started.set))
+                got.update(await follow(args.apps, started.set, sched))
 
             tg.start_soon(reader)
             await started.wait()
-            result["wall_s"] = round(await run_apps(args.apps, args.concurrency), 1)
+            wall = await run_apps(args.apps, args.concurrency, sched)
+            result["wall_s"] = round(wall, 1)
         result.update(got)
     else:
         code = (

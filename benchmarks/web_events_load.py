@@ -32,12 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -49,8 +44,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT)]
 
-from _harness import machine_info, raise_nofile_limit
-from web_sse_load import _row, _stats, serve
+from _harness import serve_example, stats_ms, stats_row, with_example_server
 
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
 
@@ -196,11 +190,11 @@ async def load(url: str, args: argparse.Namespace, server_pid: int) -> dict[str,
         "streams": args.num_clients,
         "apps_before": args.apps,
         "open_s": opened - open_start,
-        "first_event_ms": _stats(first_ms),
+        "first_event_ms": stats_ms(first_ms),
         "ramp_s": args.ramp,
         "changes": args.changes,
-        "change_to_delivery_ms": _stats(change_ms),
-        "fan_out_spread_ms": _stats(spread_ms),
+        "change_to_delivery_ms": stats_ms(change_ms),
+        "fan_out_spread_ms": stats_ms(spread_ms),
         "lag_ms": {
             k: {x: v[x] for x in ("samples", "p50", "p99", "max")}
             for k, v in lags.items()
@@ -224,20 +218,20 @@ def report(r: dict[str, Any]) -> str:
             "",
             "| ms | p50 | p99 | max |",
             "|---|---:|---:|---:|",
-            _row("time to first event, from the request", r["first_event_ms"]),
-            _row(
+            stats_row("time to first event, from the request", r["first_event_ms"]),
+            stats_row(
                 "an app's end at every stream, from its POST",
                 r["change_to_delivery_ms"],
             ),
-            _row(
+            stats_row(
                 "first to last stream getting the same change", r["fan_out_spread_ms"]
             ),
-            _row(
+            stats_row(
                 f"server loop lag, streams opening ({lag['opening']['samples']} ticks)",
                 lag["opening"],
                 1,
             ),
-            _row(
+            stats_row(
                 f"server loop lag, all streaming ({lag['change']['samples']} ticks)",
                 lag["change"],
                 1,
@@ -269,36 +263,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--serve", type=int, metavar="FD", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve is not None:
-        serve(args.serve)
+        serve_example(args.serve)
         return 0
-    raise_nofile_limit()
-    with tempfile.TemporaryDirectory(prefix="asyncsched-events-bench-") as tmp:
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(4096)
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        env = {
-            **os.environ,
-            "ASYNCSCHED_STATE_DIR": str(Path(tmp) / "state"),
-            "ASYNCSCHED_WEB_MAX_STREAMS": str(args.num_clients + 16),
-        }
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                *os.environ.get("BENCH_SERVER", f"{__file__} --serve").split(),
-                str(sock.fileno()),
-            ],
-            cwd=ROOT,
-            env=env,
-            pass_fds=[sock.fileno()],
-        )
-        sock.close()
-        try:
-            result = asyncio.run(load(url, args, proc.pid))
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=60)
-    result["machine"] = machine_info()
+
+    def run(url: str, server_pid: int) -> Any:
+        return load(url, args, server_pid)
+
+    env = {"ASYNCSCHED_WEB_MAX_STREAMS": str(args.num_clients + 16)}
+    result = with_example_server(__file__, run, backlog=4096, env=env)
     print(report(result))
     if result["errors"]:
         print("first errors:", *result["errors"], sep="\n  ")

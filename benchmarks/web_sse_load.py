@@ -32,16 +32,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,69 +44,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT)]
 
-from _harness import (
-    machine_info,
-    peak_rss_bytes,
-    percentile,
-    raise_nofile_limit,
-)
-
-MiB = 1024 * 1024
-
-
-# -- the server (child process) ------------------------------------------------
-
-
-TICK_S = 0.005
-
-
-def serve(fd: int) -> None:
-    """Run the example under uvicorn on the inherited socket ``fd``, with a lag probe.
-
-    A ticker task, started in the lifespan, sleeps 5 ms in a loop and records
-    ``(time.monotonic(), lateness)``; ``GET /_bench/lag?start=&end=`` answers
-    the statistics of the ticks in that window (monotonic clock seconds, the
-    same clock in every process).
-    """
-    import anyio
-    import uvicorn
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response
-
-    from docs.examples.asgi_app import app
-
-    ticks: list[tuple[float, float]] = []
-
-    async def ticker() -> None:
-        while True:
-            expected = time.monotonic() + TICK_S
-            await anyio.sleep(TICK_S)
-            now = time.monotonic()
-            ticks.append((now, max(0.0, now - expected)))
-
-    inner = app.router.lifespan_context
-
-    @asynccontextmanager
-    async def lifespan(a: Starlette) -> AsyncIterator[Any]:
-        async with inner(a) as state, anyio.create_task_group() as tg:
-            tg.start_soon(ticker)
-            yield state
-            tg.cancel_scope.cancel()
-
-    async def lag(request: Request) -> Response:
-        start = float(request.query_params.get("start", "0"))
-        end = float(request.query_params.get("end", "inf"))
-        ms = [lag * 1000.0 for t, lag in ticks if start <= t <= end]
-        stats = {"samples": len(ms), **_stats(ms)}
-        return JSONResponse({**stats, "peak_rss_mb": peak_rss_bytes() / MiB})
-
-    app.router.lifespan_context = lifespan
-    app.add_route("/_bench/lag", lag)
-    raise_nofile_limit()
-    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2)
-    uvicorn.Server(config).run(sockets=[socket.socket(fileno=fd)])
-
+from _harness import serve_example, stats_ms, stats_row, with_example_server
 
 # -- the load generator (parent) -----------------------------------------------
 
@@ -213,9 +145,9 @@ async def load(url: str, args: argparse.Namespace, server_pid: int) -> dict[str,
         "lines_expected": args.num_clients * args.lines,
         "succeeded": sum(c.state == "SUCCEEDED" for c in clients),
         "errors": [c.error for c in clients if c.error][:5],
-        "submit_ms": _stats([s * 1000.0 for s in submit]),
-        "first_line_ms": _stats([s * 1000.0 for s in first]),
-        "first_line_after_open_ms": _stats([s * 1000.0 for s in after_open]),
+        "submit_ms": stats_ms([s * 1000.0 for s in submit]),
+        "first_line_ms": stats_ms([s * 1000.0 for s in first]),
+        "first_line_after_open_ms": stats_ms([s * 1000.0 for s in after_open]),
         "lag_ms": {
             window: {k: v for k, v in stats.items() if k != "peak_rss_mb"}
             for window, stats in lags.items()
@@ -225,25 +157,12 @@ async def load(url: str, args: argparse.Namespace, server_pid: int) -> dict[str,
     }
 
 
-def _stats(ms: list[float]) -> dict[str, float]:
-    return {
-        "p50": percentile(ms, 50),
-        "p99": percentile(ms, 99),
-        "max": max(ms, default=float("nan")),
-    }
-
-
 LAG_WINDOWS = {
     "idle": "idle, 1 s before",
     "load": "whole load",
     "submits": "until every POST answered",
     "streaming": "after that (streaming only)",
 }
-
-
-def _row(name: str, stats: dict[str, float], digits: int = 0) -> str:
-    p50, p99, top = (f"{stats[k]:.{digits}f}" for k in ("p50", "p99", "max"))
-    return f"| {name} | {p50} | {p99} | {top} |"
 
 
 def report(r: dict[str, Any]) -> str:
@@ -258,14 +177,14 @@ def report(r: dict[str, Any]) -> str:
             "",
             "| ms | p50 | p99 | max |",
             "|---|---:|---:|---:|",
-            _row("submit (POST /apps)", r["submit_ms"]),
-            _row("time to first line, from the POST", r["first_line_ms"]),
-            _row(
+            stats_row("submit (POST /apps)", r["submit_ms"]),
+            stats_row("time to first line, from the POST", r["first_line_ms"]),
+            stats_row(
                 "time to first line, from opening the stream",
                 r["first_line_after_open_ms"],
             ),
             *(
-                _row(
+                stats_row(
                     f"server loop lag, {name} ({lag[key]['samples']} ticks)",
                     lag[key],
                     1,
@@ -290,29 +209,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--serve", type=int, metavar="FD", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve is not None:
-        serve(args.serve)
+        serve_example(args.serve)
         return 0
 
-    raise_nofile_limit()
-    with tempfile.TemporaryDirectory(prefix="asyncsched-web-bench-") as tmp:
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(1024)
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        env = {**os.environ, "ASYNCSCHED_STATE_DIR": str(Path(tmp) / "state")}
-        proc = subprocess.Popen(
-            [sys.executable, __file__, "--serve", str(sock.fileno())],
-            cwd=ROOT,
-            env=env,
-            pass_fds=[sock.fileno()],
-        )
-        sock.close()
-        try:
-            result = asyncio.run(load(url, args, proc.pid))
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=30)
-    result["machine"] = machine_info()
+    def run(url: str, server_pid: int) -> Any:
+        return load(url, args, server_pid)
+
+    result = with_example_server(__file__, run, backlog=1024, stop_timeout=30)
     print(report(result))
     if result["errors"]:
         print("first errors:", *result["errors"], sep="\n  ")

@@ -24,6 +24,7 @@ import anyio
 from asyncsched.schedulers.events import AppEvent
 from asyncsched.schedulers.shared.arguments import check_app_ids
 from asyncsched.schedulers.shared.changes import ChangeNotifier
+from asyncsched.schedulers.shared.current_burst import burst_restart, restarted_burst
 from asyncsched.schedulers.shared.cursor import decode_cursor
 from asyncsched.schedulers.shared.event_stream import EventStream
 from asyncsched.schedulers.shared.poll_events import PolledEvents
@@ -104,7 +105,9 @@ class ChangeFeed:
         it happens. With ``since`` (an :attr:`AppEvent.cursor` saved earlier,
         possibly by another process): every change after it, even changes
         made while nobody read; a cursor the backend can no longer honour
-        yields RESYNC then CURRENT of every app (never a silent gap).
+        yields RESYNC then CURRENT of every app (never a silent gap). The
+        CURRENT events of a burst but the last carry a cursor that sends the
+        whole burst again (see :mod:`~asyncsched.schedulers.shared.current_burst`).
         ``app_ids`` keeps only those apps' events (RESYNC always passes).
         The iterator ends when the scheduler closes; use it as
         ``async with`` to release it as soon as you stop reading. Delivery is
@@ -124,9 +127,16 @@ class ChangeFeed:
         """
         self._check_open()
         wanted = check_app_ids(app_ids)
-        if since is not None:
-            self._check_cursor(since)
-        return EventStream(self._events(since), wanted, self._handle)
+        if since is None:
+            return EventStream(self._events(None), wanted, self._handle)
+        decode_cursor(since, self.event_source)
+        restart = burst_restart(since)
+        self._check_cursor(since if restart is None else restart.base)
+        if restart is None:
+            return EventStream(self._events(since), wanted, self._handle)
+        # inside a CURRENT burst: the backend's stream starts afresh
+        source = restarted_burst(self._events(None), restart, since)
+        return EventStream(source, wanted, self._handle)
 
     @property
     def event_source(self) -> str:

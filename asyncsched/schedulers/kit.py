@@ -27,7 +27,10 @@ blocks below are the ones the built-in backends use:
   :func:`encode_cursor`/:func:`decode_cursor` for a source's cursors,
   :class:`SnapshotDiffer` (states into change events, for re-lists and
   polls), :class:`EventHistory` (an in-process resumable log) and
-  :class:`PolledEvents` (the fallback ``_events`` hook built from both).
+  :class:`PolledEvents` (the fallback ``_events`` hook built from both);
+  :func:`stamp_burst` gives a CURRENT burst its cursors (all but the last
+  restart the burst: ``Scheduler.events`` sends it whole again, see
+  :func:`burst_restart`, :func:`restart_cursor`).
 
 Every built-in backend imports these names from here (or from its own
 package); ``docs/scheduler-contract.md`` walks through a complete plugin.
@@ -55,6 +58,11 @@ from asyncsched.schedulers.shared.changes import ChangeNotifier, ChangeSignal
 from asyncsched.schedulers.shared.closing_iterator import (
     ClosingIterator,
     aclose_iterator,
+)
+from asyncsched.schedulers.shared.current_burst import (
+    burst_restart,
+    restart_cursor,
+    stamp_burst,
 )
 from asyncsched.schedulers.shared.cursor import (
     cursor_source,
@@ -128,6 +136,7 @@ __all__ = (
     "all_or_nothing",
     "app_failure_message",
     "assemble_lines",
+    "burst_restart",
     "check_max_line_bytes",
     "cursor_source",
     "decode_cursor",
@@ -142,6 +151,8 @@ __all__ = (
     "render_off_loop",
     "replica_exit_message",
     "replica_key",
+    "restart_cursor",
     "split_lines",
     "split_lines_iterator",
+    "stamp_burst",
 )

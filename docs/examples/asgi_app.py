@@ -115,6 +115,7 @@ from asyncsched.errors import (
     WaitTimeoutError,
 )
 from asyncsched.runner import Runner
+from asyncsched.schedulers.kit import burst_restart, stamp_burst
 from asyncsched.schedulers.shared.state_dir import check_state_dir, default_state_dir
 from asyncsched.specs import AppDef, AppStatus, is_terminal, make_app_handle
 from asyncsched.specs.serialize import app_from_dict
@@ -1025,7 +1026,7 @@ class EventHub:
         self.started = False
         self._waiting: set[anyio.Event] = set()  # one per idle client
         self._pending = anyio.Event()  # set when there is news for the idle clients
-        self._snapshot: tuple[tuple[int, int], bytes] = ((-1, -1), b"")
+        self._snapshot: tuple[tuple[int, int, bool], bytes] = ((-1, -1, False), b"")
 
     def start(self) -> None:
         if not self.started:
@@ -1091,19 +1092,24 @@ class EventHub:
         self._pending.set()
 
     def position(self, since: str | None) -> int | None:
-        """Where a client resumes: 0 for a new one (from the current state);
-        None when the hub does not hold ``since``."""
+        """Where a client resumes: 0 for a new one (from the current state)
+        and for one that stopped inside the ``current`` events it was sent
+        (their cursors but the last restart them); None when the hub does
+        not hold ``since``."""
         return 0 if since is None else self.by_cursor.get(since)
 
-    def _current(self) -> bytes:
-        """Every app's latest event as ``current`` frames (encoded once per change)."""
+    def _current(self, resync: bool = False) -> bytes:
+        """Every app's latest event as ``current`` frames (after ``resync``),
+        encoded once per change; every frame but the last carries a cursor
+        that sends them all again (see ``stamp_burst``)."""
         key, frames = self._snapshot
-        if key != (self.epoch, self.seq):
-            frames = b"".join(
-                _event_frame(replace(e, kind=EventKind.CURRENT, cursor=self.cursor))
-                for e in self.apps.values()
-            )
-            self._snapshot = ((self.epoch, self.seq), frames)
+        if key != (self.epoch, self.seq, resync):
+            first = [AppEvent("", EventKind.RESYNC, msg="resync")] if resync else []
+            drafts = [replace(e, kind=EventKind.CURRENT) for e in self.apps.values()]
+            events = [*first, *drafts]
+            burst = stamp_burst(events, self.cursor) if self.cursor else events
+            frames = b"".join(_event_frame(e) for e in burst)
+            self._snapshot = ((self.epoch, self.seq, resync), frames)
         return frames
 
     async def follow(
@@ -1122,8 +1128,7 @@ class EventHub:
         while True:
             if epoch != self.epoch or pos < self.seq - self.history:  # lost: start over
                 epoch, pos = self.epoch, self.seq
-                resync = AppEvent(self.cursor, EventKind.RESYNC, msg="resync")
-                await out.put(_event_frame(resync) + self._current())
+                await out.put(self._current(resync=True))
             if pos < self.seq:
                 ready = [self.frames.get(n, b"") for n in range(pos + 1, self.seq + 1)]
                 pos = self.seq
@@ -1137,6 +1142,8 @@ async def all_events(request: Request) -> Response:
     runner: Runner = _runner(request)
     hub: EventHub = request.app.state.hub
     since = resume_cursor(request)
+    if since is not None and burst_restart(since) is not None:
+        since = None  # stopped inside the hub's current events: all of them again
     own = runner.events([SCHEDULER], since=since)  # 400: a bad cursor
     hub.start()
     pos = hub.position(since)

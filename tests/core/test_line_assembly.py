@@ -108,6 +108,25 @@ def test_only_newline_ends_a_line_whatever_other_breaks_the_text_holds() -> None
     ]
 
 
+def test_a_big_chunk_is_cut_on_newlines_only_with_bad_utf8_replaced() -> None:
+    # one read of a log file is many KiB: the same lines as line by line
+    lines = [
+        "a\rb\n",
+        "c\x0bd\x0c\x1c\x1d\x1e\n",
+        "\x85\u2028\u2029 \u20ac\n",
+        "win\r\n",
+        "\n",
+    ]
+    text = "".join(lines) * 2000
+    bad = b"ok\xff\xe2\x82\n" * 2000
+    assert (
+        _assemble([text.encode() + bad], MiB)
+        == lines * 2000 + ["ok\ufffd\ufffd\n"] * 2000
+    )
+    s = LineSplitter()
+    assert s.feed("a\udcff\r\n" * 5000) == ["a\udcff\r\n"] * 5000
+
+
 def test_invalid_utf8_is_replaced_not_dropped() -> None:
     assert _assemble([b"ok\xff\n", b"\xe2\x82\n"], 1024) == ["ok\ufffd\n", "\ufffd\n"]
 

@@ -258,6 +258,38 @@ async def test_log_iter_checks_arguments_eagerly_and_filters() -> None:
         sched.log_iter("a", "r", since=datetime(2020, 1, 1))
 
 
+async def test_log_iter_yields_a_batching_backends_lines_one_by_one_and_closes_it() -> (
+    None
+):
+    closed = anyio.Event()
+
+    class BatchedLogs(RecordingScheduler):
+        async def _log_batches(
+            self, app: AppSnapshot, query: LogQuery
+        ) -> AsyncIterator[builtins.list[str]]:
+            try:
+                yield ["alpha\n", "beta\n"]
+                yield ["gamma\n", "delta"]
+                await anyio.sleep_forever()  # a followed log with nothing new
+            finally:
+                closed.set()
+
+    sched = BatchedLogs()
+    app_id = await sched.submit(_app(), {"foo": "x"})
+    lines = sched.log_iter(app_id, "trainer", regex="^.e")
+    assert [await anext(lines), await anext(lines)] == ["beta\n", "delta"]
+    await lines.aclose()
+    assert closed.is_set()
+    lines = sched.log_iter(app_id, "trainer")
+    assert [await anext(lines) for _ in range(4)] == [
+        "alpha\n",
+        "beta\n",
+        "gamma\n",
+        "delta",
+    ]
+    await lines.aclose()
+
+
 async def test_log_iter_and_log_lines_take_torchx_keyword_arguments() -> None:
     sched = RecordingScheduler()
     app_id = await sched.submit(_app(), {"foo": "x"})

@@ -198,3 +198,29 @@ async def test_watch_maps_handles_of_another_session_spelling(
     seen = [s async for _, s in local_runner.watch([unknown])]
     assert seen == [None]
     assert parse_app_handle(unknown).app_id == "never-existed"
+
+
+async def test_resuming_inside_the_current_events_gives_every_app_of_every_scheduler() -> (
+    None
+):
+    async with two_runner() as runner:
+        handles = {
+            await runner.run(sh_app(f"exit {code}"), name)
+            for name in ("a", "b")
+            for code in (0, 3)
+        }
+        for handle in handles:
+            await runner.wait(handle)
+        with anyio.fail_after(20):
+            async with runner.events(["a", "b"]) as stream:
+                first = await anext(stream)
+        assert first.kind is EventKind.CURRENT
+        with anyio.fail_after(20):
+            async with runner.events(["a", "b"], since=first.cursor) as stream:
+                current: dict[str, AppState] = {}
+                async for event in stream:
+                    if event.kind is EventKind.CURRENT:
+                        current[event.handle] = event.state
+                    if set(current) == handles:
+                        break
+    assert sorted(current.values()) == sorted([AppState.SUCCEEDED, AppState.FAILED] * 2)

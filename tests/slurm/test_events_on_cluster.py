@@ -16,7 +16,8 @@ import anyio
 import pytest
 
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
-from asyncsched.specs import AppDef, Resource, Role
+from asyncsched.specs import AppDef, AppState, Resource, Role
+from tests.events.burst import check_resume_inside_burst
 from tests.events.chaos import ChaosReader, check_delivery, kill_at_random
 
 from .cluster import Cluster
@@ -212,3 +213,21 @@ async def _resume(reader: ChaosReader, sched: SlurmScheduler, before: str) -> No
     check_delivery(
         resumed, final, final_states=final, failed_replicas={bad: {("worker", 0)}}
     )
+
+
+async def test_resuming_from_a_current_event_but_the_last_sends_every_app_again(
+    sched: SlurmScheduler,
+) -> None:
+    codes = (0, 3, 0)
+    ids = [await sched.submit(_app(f"burst{c}", f"exit {c}"), {}) for c in codes]
+    for app_id in ids:
+        await sched.wait(app_id, timeout=SETTLE)
+    states = {
+        a: AppState.SUCCEEDED if c == 0 else AppState.FAILED
+        for a, c in zip(ids, codes, strict=True)
+    }
+
+    async def submit() -> str:
+        return await sched.submit(_app("later", "exit 0"), {})
+
+    await check_resume_inside_burst(sched, states, submit, k=2, timeout=SETTLE)

@@ -142,3 +142,29 @@ async def test_a_silent_stream_sends_keep_alives_and_a_bad_cursor_answers_400(
                         if len(comments) >= 2:
                             break
             assert comments == ["keep-alive", "keep-alive"]
+
+
+async def test_a_browser_that_stopped_inside_the_current_events_gets_all_of_them_again(
+    client: httpx2.AsyncClient,
+) -> None:
+    apps = [await submit(client, f"exit {code}") for code in (0, 3, 0)]
+    for app_id in apps:
+        await until_final(client, app_id)
+    current: list[Frame] = []
+    with anyio.fail_after(30):
+        async with client.stream("GET", "/events") as response:
+            async for frame in frames(response):
+                if frame.event == "current" and frame.data["app_id"] in apps:
+                    current.append(frame)
+                if len(current) == len(apps):
+                    break
+    stopped_at = current[0].id  # the connection dropped after the first one
+    assert stopped_at
+    later = await submit(client, "exit 0")
+    resumed = await until_final(client, later, {"Last-Event-ID": stopped_at})
+    states = {
+        f.data["app_id"]: f.data["state"] for f in resumed if f.event == "current"
+    }
+    assert {a: states.get(a) for a in apps} == dict(
+        zip(apps, ("SUCCEEDED", "FAILED", "SUCCEEDED"), strict=True)
+    )

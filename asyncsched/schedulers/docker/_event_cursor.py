@@ -8,9 +8,9 @@ delivered, so a reader in a new process asks the daemon for
 ``since=<timeNano>`` and skips the first ``n`` events at that instant.
 ``n`` = 0 is an anchor at a daemon time with no event of ours.
 
-A cursor with ``current`` set resumes by sending the current state of every
-app again (it is given to the events of a CURRENT burst but the last one, so
-a reader killed in the middle of that burst sees every app).
+A cursor with ``current`` set (written by earlier releases to the events of
+a CURRENT burst but the last one) resumes by sending the current state of
+every app again; bursts now carry the kit's restart cursors instead.
 
 Example:
     >>> c = encode_position(Position("engine-1", 1_700_000_000_000_000_123, 2))

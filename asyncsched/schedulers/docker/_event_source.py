@@ -44,6 +44,7 @@ from asyncsched.schedulers.kit import (
     EventKind,
     ReplicaSnapshot,
     SnapshotDiffer,
+    stamp_burst,
 )
 from asyncsched.schedulers.shared.docker_errors import docker_errors, is_not_found
 from asyncsched.schedulers.shared.labels import LABEL_APP_ID, LABEL_SESSION
@@ -462,8 +463,7 @@ class DockerEventSource:
         for snapshot in listed.values():
             reader.differ.update(snapshot, observed=observed)
         drafts.extend(e for e in reader.differ.current() if e.app_id in listed)
-        restart = replace(anchor, current=True)
-        return _stamp(drafts, restart, anchor)
+        return stamp_burst(drafts, encode_position(anchor))
 
     def _catch_up(
         self,

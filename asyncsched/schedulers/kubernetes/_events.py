@@ -48,6 +48,7 @@ from asyncsched.schedulers.kit import (
     TaskHost,
     decode_cursor,
     encode_cursor,
+    stamp_burst,
 )
 from asyncsched.schedulers.kubernetes._caches import Caches
 from asyncsched.schedulers.kubernetes._connector import Connector
@@ -163,23 +164,28 @@ class KubeEvents:
             if any(i.expired_at_start for i in self._all_informers()):
                 positions = None  # a version was compacted away: start over
             if since is None or positions is None:
-                if since is not None:
-                    yield self._resync(observed, since)
                 self._differ.relist(snapshots, observed=observed)
-                for event in self._current(since):
+                resync = None if since is None else self._resync(observed)
+                for event in self._current(resync):
                     yield event
             else:
                 # resumed: the caches hold what did not change since the
                 # cursor; the watches replay the rest. An app whose end came
                 # before its pods is not known yet: it is told in full once
-                # they come (a change held back before the cursor was taken)
+                # they come (a change held back before the cursor was taken).
+                # Namespaces the cursor does not name send their apps' state
+                # (resuming from ``since`` again gives this burst again)
                 self._differ.relist(
                     [s for s in snapshots if not self._behind(s)], observed=observed
                 )
                 fresh = set(wanted) - set(positions)
-                for event in self._current():
-                    if event.app_id.partition(":")[0] in fresh:
-                        yield event
+                drafts = [
+                    e
+                    for e in self._differ.current()
+                    if e.app_id.partition(":")[0] in fresh
+                ]
+                for event in stamp_burst(drafts, self._cursor(), restart=since):
+                    yield event
             for informer in self._all_informers():
                 informer.gate.set()
             with receive:
@@ -239,11 +245,9 @@ class KubeEvents:
         observed = time.time()
         snapshots = list(self._snapshots())
         if gone:
-            stale = self._cursor({id(informer): informer.before_relist})
-            self._emit(self._resync(observed, stale))
             self._differ = SnapshotDiffer()
             self._differ.relist(snapshots, observed=observed)
-            for event in self._current(stale):
+            for event in self._current(self._resync(observed)):
                 self._emit(event)
             return
         cursor = self._cursor()
@@ -268,27 +272,21 @@ class KubeEvents:
             ):
                 self._send.send_nowait(event)
 
-    def _resync(self, observed: float, stale: str) -> AppEvent:
-        """RESYNC with the ``stale`` position: resuming there resyncs again
-        (a reader stopped before the CURRENT events that follow misses none)."""
+    def _resync(self, observed: float) -> AppEvent:
+        """RESYNC, before the CURRENT events of every app."""
         return AppEvent(
-            stale,
+            "",
             EventKind.RESYNC,
             observed=observed,
             msg="resourceVersion too old (history compacted or API server"
             " restarted): current state follows",
         )
 
-    def _current(self, stale: str | None = None) -> list[AppEvent]:
-        """CURRENT of every app; after a RESYNC, all but the last carry the
-        ``stale`` position (resuming there gives RESYNC and all of them again)."""
-        cursor = self._cursor()
-        events = self._differ.current()
-        last = len(events) - 1
-        return [
-            replace(e, cursor=cursor if stale is None or i == last else stale)
-            for i, e in enumerate(events)
-        ]
+    def _current(self, resync: AppEvent | None = None) -> list[AppEvent]:
+        """CURRENT of every app (after ``resync``): a burst, whose events but
+        the last restart it (resuming there gives all of them again)."""
+        first = [] if resync is None else [resync]
+        return stamp_burst([*first, *self._differ.current()], self._cursor())
 
     def _cursor(self, override: dict[int, str] | None = None, part: int = 0) -> str:
         """The position now (``override``: an informer's version instead);

@@ -225,6 +225,8 @@ class JournalFile:
         self.segments = segments
         #: a batch was lost since the last write: the next one starts with a gap
         self.lost = False
+        #: after an append: (journal id, segment name, size after it)
+        self.written: tuple[str, str, int] | None = None
 
     def ensure(self) -> JournalInfo:
         """Create the journal if there is none; where it stands."""
@@ -283,8 +285,10 @@ class JournalFile:
                 for event in events:
                     seq += 1
                     parts.append(_dump({"s": seq, **event}))
-                _write_all(fd, b"".join(parts))
+                payload = b"".join(parts)
+                _write_all(fd, payload)
                 self.lost = False
+                self.written = (info.journal_id, names[-1], size + len(payload))
                 return seq
             finally:
                 if fd >= 0:

@@ -20,7 +20,7 @@ import contextlib
 import os
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -35,6 +35,7 @@ from asyncsched.schedulers.kit import (
     SnapshotDiffer,
     decode_cursor,
     encode_cursor,
+    stamp_burst,
 )
 from asyncsched.schedulers.local._journal import (
     JournalFile,
@@ -54,6 +55,11 @@ _CHUNK = 256 << 10
 #: events yielded between two checkpoints (a reader catching up never
 #: holds the loop for long)
 _BATCH = 64
+
+
+#: ``JournalTail.after``: this process's lines after a number, and where
+#: they end in the file
+Recent = Callable[[str, int], tuple[list[dict[str, Any]], tuple[str, int]] | None]
 
 
 def encode_position(journal_id: str, seq: int) -> str:
@@ -88,6 +94,8 @@ class _Reader:
     partial: bytes = b""
     header_seen: bool = False
     done: bool = field(default=False)
+    #: (segment, offset) to read on from: lines before it were delivered
+    seek: tuple[str, int] | None = None
 
     def open_at(self, seq: int) -> None:
         """Read from the segment that holds event ``seq + 1``."""
@@ -121,8 +129,14 @@ class _Reader:
     def read_events(self) -> list[tuple[int, bool, AppEvent | None]]:
         """(number, gap mark?, event or None if unreadable) of each new line,
         built here, in the worker thread."""
+        return self.events_of(self.read())
+
+    def events_of(
+        self, lines: list[dict[str, Any]]
+    ) -> list[tuple[int, bool, AppEvent | None]]:
+        """(number, gap mark?, event or None if unreadable) of each line."""
         out: list[tuple[int, bool, AppEvent | None]] = []
-        for line in self.read():
+        for line in lines:
             event: AppEvent | None = None
             gap = line.get("k") == "gap"
             if not gap:
@@ -134,6 +148,13 @@ class _Reader:
 
     def read(self) -> list[dict[str, Any]]:
         """The complete lines written since the last read ([] when none)."""
+        if self.seek is not None:
+            name, offset = self.seek
+            self.seek = None
+            if self.fd < 0 or segment_first(name) != self.first:
+                self._open(name)
+            if self.fd >= 0 and segment_first(name) == self.first:
+                self.offset, self.partial, self.header_seen = offset, b"", True
         if self.fd < 0:
             self.open_at(0)
             if self.fd < 0:
@@ -210,11 +231,15 @@ async def follow_journal(
     appended: Callable[[], anyio.Event],
     is_open: Callable[[], bool],
     check: Callable[[], None] | None = None,
+    recent: Recent | None = None,
 ) -> AsyncGenerator[AppEvent, None]:
     """Every journaled change after ``since`` (None: CURRENT of every app first).
 
     ``appended()`` is an event set at this process's next append and when
-    the journal grew (the process's shared watch); ``check``
+    the journal grew (the process's shared watch); ``recent(journal_id,
+    seq)`` gives the lines after ``seq`` this process appended last and the
+    file position after them (see ``JournalTail.after``), read without a
+    worker-thread hop; ``check``
     (blocking, run in a worker thread) may refuse to read, before anything
     is read or created.
     """
@@ -244,8 +269,8 @@ async def follow_journal(
         floor.clear()
         for draft in differ.current():
             floor[draft.app_id] = (draft.num_restarts, is_terminal(draft.state))
-            out.append(replace(draft, cursor=cursor))
-        return out
+            out.append(draft)
+        return stamp_burst(out, cursor)
 
     if since is None:
         for event in await current(False, ""):
@@ -267,7 +292,12 @@ async def follow_journal(
         await anyio.to_thread.run_sync(reader.open_at, pos)
         while is_open():
             woken = appended()
-            lines = await anyio.to_thread.run_sync(reader.read_events)
+            kept = None if recent is None else recent(journal_id, pos)
+            if kept is not None:  # this process's own lines: no read
+                reader.seek = kept[1]
+                lines = reader.events_of(kept[0])
+            else:
+                lines = await anyio.to_thread.run_sync(reader.read_events)
             for count, (seq, lost, found) in enumerate(lines, 1):
                 if count % _BATCH == 0:
                     await anyio.lowlevel.checkpoint()

@@ -26,17 +26,18 @@ from asyncsched.schedulers.local._logs import (
 )
 from asyncsched.schedulers.local._replica import Replica
 
-__all__ = ("log_lines",)
+__all__ = ("log_batches",)
 
 
-async def log_lines(
+async def log_batches(
     app_id: str,
     native: LocalApp | dict[str, Any],
     query: LogQuery,
     max_line_bytes: int,
-) -> AsyncIterator[str]:
+) -> AsyncIterator[list[str]]:
     """The lines of the replica log ``query`` asks for, of the app ``native``
-    (a :class:`LocalApp`, or the record of an app supervised elsewhere).
+    (a :class:`LocalApp`, or the record of an app supervised elsewhere), in
+    batches (one per read of the file): ``log_iter`` yields them one by one.
 
     Raises:
         SchedulerError: the log file was deleted.
@@ -65,12 +66,11 @@ async def log_lines(
         follow=follow,
         max_line_bytes=max_line_bytes,
     )
-    # one generator layer per line; closing this one closes the reader
+    # closing this one closes the reader
     async with contextlib.aclosing(batches):
         try:
             async for batch in batches:
-                for line in batch:
-                    yield line
+                yield batch
         except FileNotFoundError:
             raise SchedulerError(
                 f"log file {path!r} of {app_id} does not exist (was it deleted?)"

@@ -59,7 +59,7 @@ from asyncsched.schedulers.local._launch import (
 )
 from asyncsched.schedulers.local._limits import raise_nofile_limit
 from asyncsched.schedulers.local._local_app import LocalApp
-from asyncsched.schedulers.local._log_lines import log_lines
+from asyncsched.schedulers.local._log_lines import log_batches
 from asyncsched.schedulers.local._logs import LogFiles, ReplicaLog
 from asyncsched.schedulers.local._opts import LocalOpts, base_log_dir, local_run_opts
 from asyncsched.schedulers.local._process import PdeathsigMode
@@ -598,6 +598,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
                     appended=journal.appended.changed,
                     is_open=lambda: not self._closed,
                     check=self._table.check_state_dir,
+                    recent=journal.tail.after,
                 )
             ) as events:
                 async for event in events:
@@ -621,8 +622,10 @@ class LocalScheduler(Scheduler[LocalOpts]):
 
     # -- logs ----------------------------------------------------------------------------------
 
-    def _log_iter(self, app: AppSnapshot, query: LogQuery) -> AsyncIterator[str]:
-        return log_lines(app.app_id, app.native, query, self.max_line_bytes)
+    def _log_batches(
+        self, app: AppSnapshot, query: LogQuery
+    ) -> AsyncIterator[list[str]]:
+        return log_batches(app.app_id, app.native, query, self.max_line_bytes)
 
 
 # -- helpers ------------------------------------------------------------------------------

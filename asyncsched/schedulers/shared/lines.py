@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import AsyncGenerator, AsyncIterable, Iterable, Iterator
 from typing import Protocol, TypeVar
@@ -128,8 +129,18 @@ _OTHER_BREAKS = (b"\r", b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e")
 _OTHER_BREAKS_UTF8 = (b"\xc2\x85", b"\xe2\x80\xa8", b"\xe2\x80\xa9")
 
 
+#: a region at least this long is split by a text reader over it (C code
+#: all the way, one pass); a shorter one by ``str`` methods (less set-up)
+_READER_SPLIT = 4096
+
+
 def _split_region(region: bytes, errors: str) -> list[str]:
     """The lines of ``region`` (ending with ``\\n``), decoded, each keeping its ``\\n``."""
+    if len(region) >= _READER_SPLIT:
+        reader = io.TextIOWrapper(
+            io.BytesIO(region), encoding="utf-8", errors=errors, newline="\n"
+        )
+        return reader.readlines()
     text = region.decode("utf-8", errors)
     # str.splitlines is the fastest split but also breaks on \r, \x0c,
     # \u2028...: use it only when none of those is there (memchr scans)

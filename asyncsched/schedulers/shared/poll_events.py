@@ -13,12 +13,12 @@ from __future__ import annotations
 import builtins
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import replace
 
 import anyio
 
 from asyncsched.schedulers.events import AppEvent, EventKind
 from asyncsched.schedulers.shared.changes import ChangeNotifier
+from asyncsched.schedulers.shared.current_burst import stamp_burst
 from asyncsched.schedulers.shared.event_diff import SnapshotDiffer
 from asyncsched.schedulers.shared.event_history import EventHistory
 from asyncsched.schedulers.snapshot import AppSnapshot
@@ -51,9 +51,9 @@ class PolledEvents:
                 self.history.append(draft)
             self._listed = True
 
-    def _current(self) -> list[AppEvent]:
+    def _current(self, drafts: list[AppEvent]) -> list[AppEvent]:
         cursor = self.history.cursor_at(self.history.seq)
-        return [replace(e, cursor=cursor) for e in self._differ.current()]
+        return stamp_burst([*drafts, *self._differ.current()], cursor)
 
     async def follow(
         self, since: str | None, is_open: Callable[[], bool]
@@ -63,15 +63,18 @@ class PolledEvents:
         await self._refresh()
         seq = self.history.position(since) if since is not None else None
         if seq is None:
+            first = []
             if since is not None:
-                yield AppEvent(
-                    self.history.cursor_at(self.history.seq),
-                    EventKind.RESYNC,
-                    observed=_epoch(),
-                    msg="cursor not honoured here: current state follows",
+                first.append(
+                    AppEvent(
+                        "",
+                        EventKind.RESYNC,
+                        observed=_epoch(),
+                        msg="cursor not honoured here: current state follows",
+                    )
                 )
             seq = self.history.seq
-            for event in self._current():
+            for event in self._current(first):
                 yield event
         while is_open():
             pending = self.history.numbered_after(seq)

@@ -55,6 +55,7 @@ from asyncsched.schedulers.kit import (
     SnapshotDiffer,
     decode_cursor,
     encode_cursor,
+    stamp_burst,
 )
 from asyncsched.schedulers.shared.ratewindow import RateWindow
 from asyncsched.schedulers.slurm._cluster import ClusterInfo, parse_config
@@ -241,30 +242,28 @@ class SlurmEvents:
             )
         _remember(differ, state_since, poll, previous)
         anchor = _anchor(poll, state_since)
+        drafts: list[AppEvent] = []
         if since is not None and changed is None:
-            yield AppEvent(
-                self._cursor(info, here, here, 0, everything=True),
-                EventKind.RESYNC,
-                observed=poll.started,
-                msg="cursor not honoured here (another cluster, or the record"
-                " of finished jobs is gone): current state follows",
+            drafts.append(
+                AppEvent(
+                    "",
+                    EventKind.RESYNC,
+                    observed=poll.started,
+                    msg="cursor not honoured here (another cluster, or the record"
+                    " of finished jobs is gone): current state follows",
+                )
             )
-        # until the last of them is delivered, a resume sends them all again
-        # (from the cursor resumed from, or all apps)
-        first = [
+        drafts.extend(
             e
             for e in differ.current()
             if changed is None or not is_terminal(e.state) or e.app_id in changed
-        ]
+        )
+        # until the last of them is delivered, a resume sends them all again
+        # (from the cursor resumed from, else a restart of the burst)
+        last = self._cursor(info, anchor, here, max(0, len(drafts) - 1))
         resumed_from = since if changed is not None else None
-        for index, event in enumerate(first):
-            if index == len(first) - 1:
-                cursor = self._cursor(info, anchor, here, index)
-            elif resumed_from is not None:
-                cursor = resumed_from
-            else:
-                cursor = self._cursor(info, here, here, index, everything=True)
-            yield replace(event, cursor=cursor)
+        for event in stamp_burst(drafts, last, restart=resumed_from):
+            yield event
         interval = self.min_interval
         while is_open():
             woken = self.changes.changed_any()
@@ -329,12 +328,10 @@ class SlurmEvents:
         anchor: _Anchor,
         here: _Anchor,
         index: int,
-        *,
-        everything: bool = False,
     ) -> str:
         """The cursor resuming after the ``index``-th event of the poll at
-        ``here``: from ``anchor`` (``everything``: CURRENT of every app).
-        ``e`` makes each event's cursor its own; resuming ignores it."""
+        ``here``: from ``anchor``. ``e`` makes each event's cursor its own;
+        resuming ignores it."""
         where: dict[str, Any] = {
             "c": info.identity,
             "t": round(anchor.started, 3),
@@ -342,8 +339,6 @@ class SlurmEvents:
         }
         if anchor.log is not None:
             where["o"] = list(anchor.log)
-        if everything:
-            where["a"] = 1
         return encode_cursor(self.source, where)
 
     async def _retrying(
