@@ -38,6 +38,7 @@ BENCHMARKS = {
     "slurmevents": "slurm_events.py",
     "kubernetes": "kubernetes_api_load.py",
     "kubecache": "kubernetes_cache_memory.py",
+    "kubeevents": "kubernetes_events.py",
 }
 
 
@@ -94,8 +95,7 @@ def bench(session: nox.Session) -> None:
     ``nox -s bench -- local -n 500`` runs ``benchmarks/local_fanout.py -n 500``;
     ``nox -s bench -- web`` the SSE load test of the web example,
     ``nox -s bench -- log --mib 128`` ``benchmarks/log_throughput.py --mib 128``;
-    the names are the keys of ``BENCHMARKS`` (local, docker, web, webevents, log, slurm,
-    kubernetes).
+    the names are the keys of ``BENCHMARKS``.
     """
     session.install("-e", ".[all]", "psutil", "httpx2", "torchx==0.7.0")
     scripts = {

@@ -266,7 +266,7 @@ def _fmt(value: Any, digits: int = 1) -> str:
 
 
 def scale_table(results: list[Measurement]) -> str:
-    """The Markdown table of docs/benchmarks.md's Kubernetes scale section."""
+    """The Markdown rows of docs/benchmarks.md's Kubernetes table (scale)."""
     header = (
         "| N | all SUCCEEDED | wall s | submit s | creates/s | pacer qps at end"
         " | reads/min while waiting | client peak RSS MiB | loop lag max ms"

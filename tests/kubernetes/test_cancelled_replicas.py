@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from asyncsched.schedulers.kubernetes._caches import KEEP_DELETED_PODS, Caches
-from asyncsched.schedulers.kubernetes._render import (
+from asyncsched.schedulers.kubernetes._job_names import (
     LABEL_APP_ID,
     LABEL_REPLICA_ID,
     LABEL_ROLE_INDEX,

@@ -16,14 +16,16 @@ import pytest
 import yaml
 
 from asyncsched.errors import InvalidRunConfigException, SpecError
-from asyncsched.schedulers.kubernetes._render import (
+from asyncsched.schedulers.kubernetes._job_names import (
     MAX_NAME,
-    format_job,
     job_name,
     normalize_str,
-    render_job,
     sanitize_label_value,
     shorten,
+)
+from asyncsched.schedulers.kubernetes._render import (
+    format_job,
+    render_job,
 )
 from asyncsched.specs import (
     AppDef,

@@ -10,8 +10,11 @@ from typing import Any
 import pytest
 
 from asyncsched.errors import InvalidRunConfigException
-from asyncsched.schedulers.kubernetes._job_names import COMPLETION_INDEX
-from asyncsched.schedulers.kubernetes._render import LABEL_REPLICA_ID, render_job
+from asyncsched.schedulers.kubernetes._job_names import (
+    COMPLETION_INDEX,
+    LABEL_REPLICA_ID,
+)
+from asyncsched.schedulers.kubernetes._render import render_job
 from asyncsched.schedulers.kubernetes._state import describe_indexed, describe_volcano
 from asyncsched.specs import AppDef, AppState, Role, StatusReason
 

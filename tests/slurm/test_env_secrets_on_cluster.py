@@ -130,9 +130,10 @@ async def test_cancel_removes_the_env_files(
         await _until(lambda: (job_dir / "env-0").exists())
         assert list(job_dir.glob(f"{ENV_DIR_PREFIX}*"))
         await slurm.cancel(app_id)
-        # the job's script removes them once its replicas' grace is over
         status = await slurm.wait(app_id, timeout=SETTLE)
-        assert not list(job_dir.glob(f"{ENV_DIR_PREFIX}*"))
+        # the job's trap removes them once its replicas had their grace
+        # (asyncsched does when it sees a job cancelled before it started)
+        await _until(lambda: not list(job_dir.glob(f"{ENV_DIR_PREFIX}*")))
     finally:
         slurm_cluster.run("scancel", app_id)
     assert status is not None

@@ -16,13 +16,12 @@ from __future__ import annotations
 import anyio
 
 from asyncsched.errors import SchedulerError
-from asyncsched.schedulers.kit import TaskHost
 from asyncsched.schedulers.shared.docker_errors import docker_errors, is_not_found
 
 from ._client import update_restart_policy
-from ._connection import DockerConnection, bind
+from ._connection import bind
 from ._events import settle
-from ._state import CANCEL_MARK_POLICY, AppView, ContainerIndex, ContainerRecord
+from ._state import CANCEL_MARK_POLICY, AppView, ContainerRecord
 from ._stop import Stopper
 from ._submit import UNDO_TIMEOUT
 
@@ -33,22 +32,18 @@ class Control:
     """Cancels apps and applies fail-fast.
 
     Args:
-        conn: The daemon and the API slots.
-        index: Where changes are signalled.
-        tasks: Runs the stops and the fail-fast tasks.
-        stop_timeout: Seconds between the stop signal and SIGKILL.
+        stopper: Stops the containers; its connection, index (where changes
+            are signalled) and task host (which runs the fail-fast tasks)
+            serve this too.
     """
 
-    def __init__(
-        self,
-        conn: DockerConnection,
-        index: ContainerIndex,
-        tasks: TaskHost,
-        *,
-        stop_timeout: int,
-    ) -> None:
-        self._conn, self._index, self._tasks = conn, index, tasks
-        self._stopper = Stopper(conn, index, tasks, stop_timeout=stop_timeout)
+    def __init__(self, stopper: Stopper) -> None:
+        self._stopper = stopper
+        self._conn, self._index, self._tasks = (
+            stopper.conn,
+            stopper.index,
+            stopper.tasks,
+        )
         #: ids of the containers a fail-fast stop is under way for
         self._failing_fast: set[str] = set()
 

@@ -46,6 +46,7 @@ from asyncsched.schedulers.docker._render import (
     render_job,
 )
 from asyncsched.schedulers.docker._state import AppView, ContainerIndex
+from asyncsched.schedulers.docker._stop import Stopper
 from asyncsched.schedulers.docker._submit import Submitter
 from asyncsched.schedulers.kit import (
     DEFAULT_MAX_LINE_BYTES,
@@ -178,7 +179,7 @@ class DockerScheduler(
         self._tasks = TaskHost("DockerScheduler")
         self._index = ContainerIndex(changes=self.change_source)
         self._control = Control(
-            self._conn, self._index, self._tasks, stop_timeout=stop_timeout
+            Stopper(self._conn, self._index, self._tasks, stop_timeout=stop_timeout)
         )
         self._lookup = Lookup(
             self._conn,

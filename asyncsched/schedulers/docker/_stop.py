@@ -41,6 +41,10 @@ class Stopper:
         tasks: Owns the requests in flight (``aclose`` cancels them; the
             daemon finishes the stops).
         stop_timeout: The grace in seconds, SIGTERM to SIGKILL.
+
+    Attributes:
+        conn, index, tasks: As given (a :class:`~._control.Control` built on
+            this stopper uses them too).
     """
 
     def __init__(
@@ -51,7 +55,7 @@ class Stopper:
         *,
         stop_timeout: int,
     ) -> None:
-        self._conn, self._index, self._tasks = conn, index, tasks
+        self.conn, self.index, self.tasks = conn, index, tasks
         self._stop_timeout = stop_timeout
         self._timeout = client_timeout(
             conn.connect_timeout, conn.read_timeout + stop_timeout
@@ -68,7 +72,7 @@ class Stopper:
             SchedulerError: the daemon refused the stop (a vanished container
                 is no error).
         """
-        signalled = self._index.expect_kill(record.id)
+        signalled = self.index.expect_kill(record.id)
         done = anyio.Event()
         errors: list[SchedulerError] = []
 
@@ -81,18 +85,18 @@ class Stopper:
                     raise  # nobody waits for it any more: logged by the host
             finally:
                 done.set()
-                self._index.forget_kill(record.id, signalled)
+                self.index.forget_kill(record.id, signalled)
 
-        await self._tasks.start_soon(request, name=f"stop {record.name}")
+        await self.tasks.start_soon(request, name=f"stop {record.name}")
         await _first(signalled.wait, done.wait)
         if errors and not signalled.is_set():
             raise errors[0]
 
     async def _request(self, record: ContainerRecord) -> None:
         try:
-            with docker_errors(f"cancel container {record.name!r}", self._conn.host):
+            with docker_errors(f"cancel container {record.name!r}", self.conn.host):
                 await (
-                    self._conn.docker()
+                    self.conn.docker()
                     .containers.container(record.id)
                     .stop(t=self._stop_timeout, timeout=self._timeout)
                 )

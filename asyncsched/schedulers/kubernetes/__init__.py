@@ -16,11 +16,11 @@ Example:
 from __future__ import annotations
 
 from asyncsched.schedulers.kubernetes._gate import KubernetesApiError
-from asyncsched.schedulers.kubernetes._render import (
-    KubernetesJob,
+from asyncsched.schedulers.kubernetes._job_names import (
     normalize_str,
     sanitize_label_value,
 )
+from asyncsched.schedulers.kubernetes._render import KubernetesJob
 from asyncsched.schedulers.kubernetes._scheduler import (
     KubernetesOpts,
     KubernetesScheduler,

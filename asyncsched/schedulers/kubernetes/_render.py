@@ -33,78 +33,18 @@ from typing import Any
 import yaml
 
 from asyncsched.errors import InvalidRunConfigException
-from asyncsched.schedulers.kubernetes._indexed import (
-    BACKOFF_PER_INDEX_SINCE,
-    LABEL_KUEUE_QUEUE,
-    POD_FAILURE_POLICY_SINCE,
-    fit_to_server,
-    indexed_jobs,
-)
-from asyncsched.schedulers.kubernetes._job_names import (
-    ANNOTATION_CANCELLED,
-    COMPLETION_INDEX,
-    LABEL_APP_ID,
-    LABEL_APP_NAME,
-    LABEL_INSTANCE,
-    LABEL_MANAGED_BY,
-    LABEL_NAME,
-    LABEL_REPLICA_ID,
-    LABEL_ROLE_INDEX,
-    LABEL_ROLE_NAME,
-    LABEL_SESSION,
-    LABEL_VERSION,
-    MANAGED_BY,
-    MAX_NAME,
-    job_name,
-    normalize_str,
-    sanitize_label_value,
-    shorten,
-)
+from asyncsched.schedulers.kubernetes._indexed import indexed_jobs
 from asyncsched.schedulers.kubernetes._names import namespace_problem
-from asyncsched.schedulers.kubernetes._pod import (
-    RenderContext,
-    check_env_names,
-    deep_merge,
-)
-from asyncsched.schedulers.kubernetes._volcano import (
-    VOLCANO_API,
-    volcano_job,
-    volcano_job_max_retry,
-)
+from asyncsched.schedulers.kubernetes._pod import RenderContext
+from asyncsched.schedulers.kubernetes._volcano import volcano_job
 from asyncsched.specs import AppDef, CfgVal
 
 __all__ = (
-    "ANNOTATION_CANCELLED",
-    "BACKOFF_PER_INDEX_SINCE",
-    "COMPLETION_INDEX",
     "IMAGE_PULL_POLICIES",
     "JOB_APIS",
-    "LABEL_APP_ID",
-    "LABEL_APP_NAME",
-    "LABEL_INSTANCE",
-    "LABEL_KUEUE_QUEUE",
-    "LABEL_MANAGED_BY",
-    "LABEL_NAME",
-    "LABEL_REPLICA_ID",
-    "LABEL_ROLE_INDEX",
-    "LABEL_ROLE_NAME",
-    "LABEL_SESSION",
-    "LABEL_VERSION",
-    "MANAGED_BY",
-    "MAX_NAME",
-    "POD_FAILURE_POLICY_SINCE",
-    "VOLCANO_API",
     "KubernetesJob",
-    "check_env_names",
-    "deep_merge",
-    "fit_to_server",
     "format_job",
-    "job_name",
-    "normalize_str",
     "render_job",
-    "sanitize_label_value",
-    "shorten",
-    "volcano_job_max_retry",
 )
 
 JOB_APIS = ("volcano", "indexed")

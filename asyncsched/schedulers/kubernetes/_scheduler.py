@@ -57,6 +57,10 @@ from asyncsched.schedulers.kubernetes._found import (
 )
 from asyncsched.schedulers.kubernetes._gate import BACKEND, import_client_off_loop
 from asyncsched.schedulers.kubernetes._informer import DEFAULT_PAGE_SIZE
+from asyncsched.schedulers.kubernetes._job_names import (
+    job_name,
+    sanitize_label_value,
+)
 from asyncsched.schedulers.kubernetes._lookup import is_managed
 from asyncsched.schedulers.kubernetes._names import (
     check_namespace,
@@ -71,6 +75,7 @@ from asyncsched.schedulers.kubernetes._no_controller import (
 )
 from asyncsched.schedulers.kubernetes._opts import KubernetesOpts, kubernetes_run_opts
 from asyncsched.schedulers.kubernetes._pacing import DEFAULT_MAX_HOLD, DEFAULT_MAX_QPS
+from asyncsched.schedulers.kubernetes._pod import check_env_names
 from asyncsched.schedulers.kubernetes._registry import (
     DEFAULT_CACHE_RETENTION,
     CacheSettings,
@@ -79,11 +84,8 @@ from asyncsched.schedulers.kubernetes._registry import (
 )
 from asyncsched.schedulers.kubernetes._render import (
     KubernetesJob,
-    check_env_names,
     format_job,
-    job_name,
     render_job,
-    sanitize_label_value,
 )
 from asyncsched.schedulers.kubernetes._replica_logs import ReplicaLogs
 from asyncsched.schedulers.kubernetes._submit import (

@@ -36,7 +36,8 @@ from asyncsched.schedulers.kubernetes._features import (
 from asyncsched.schedulers.kubernetes._field_validation import create_query
 from asyncsched.schedulers.kubernetes._found import labels
 from asyncsched.schedulers.kubernetes._gate import KubernetesApiError
-from asyncsched.schedulers.kubernetes._render import KubernetesJob, fit_to_server
+from asyncsched.schedulers.kubernetes._indexed import fit_to_server
+from asyncsched.schedulers.kubernetes._render import KubernetesJob
 
 __all__ = (
     "SERVICES",

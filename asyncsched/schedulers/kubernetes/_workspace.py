@@ -20,11 +20,11 @@ from typing import Any
 from asyncsched._version import __version__
 from asyncsched.errors import SchedulerUnavailableError
 from asyncsched.schedulers.kubernetes._gate import BACKEND
-from asyncsched.schedulers.kubernetes._render import (
+from asyncsched.schedulers.kubernetes._job_names import (
     LABEL_SESSION,
     LABEL_VERSION,
-    KubernetesJob,
 )
+from asyncsched.schedulers.kubernetes._render import KubernetesJob
 from asyncsched.schedulers.shared.docker_daemon import registry_auth, resolve_host
 from asyncsched.specs import Role, Workspace
 

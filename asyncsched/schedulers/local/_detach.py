@@ -1,7 +1,7 @@
 """Detached apps: a supervisor process of their own that outlives the submitter.
 
 With the ``detach`` run option, ``schedule`` does not start the replicas in
-the submitting process. It starts ``python -c <this module's main>`` in a new
+the submitting process. It starts ``python -c <the supervisor's main>`` in a new
 session, hands it the dry-run request (pickled, through its stdin), and
 returns once that process says the app runs and the submit has acknowledged
 the app id (without the ack, within :data:`ACK_TIMEOUT`, the supervisor
@@ -22,7 +22,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import pickle
@@ -39,7 +38,7 @@ from anyio.abc import Process
 from asyncsched.errors import SubmitError
 from asyncsched.schedulers.kit import describe_error
 
-__all__ = ("detached_command", "launch_detached", "main")
+__all__ = ("ACK", "ACK_TIMEOUT", "detached_command", "launch_detached")
 
 #: how long the supervisor may take to start the app and say so
 HANDSHAKE_TIMEOUT = 120.0
@@ -54,13 +53,14 @@ _STDERR_KEPT = 4000
 
 
 def detached_command() -> list[str]:
-    """The command that runs :func:`main` (this package, whatever the cwd)."""
+    """The command that runs the supervisor's ``main`` (see
+    :mod:`._detached_supervisor`; this package, whatever the cwd)."""
     root = os.path.dirname(
         os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     )
     code = (
         f"import sys; sys.path.insert(0, {root!r}); "
-        "from asyncsched.schedulers.local._detach import main; main()"
+        "from asyncsched.schedulers.local._detached_supervisor import main; main()"
     )
     return [sys.executable, "-I", "-c", code]
 
@@ -143,74 +143,3 @@ async def _stderr_tail(proc: Process) -> str:
         while len(err) < _STDERR_KEPT:
             err += await proc.stderr.receive()
     return err.decode(errors="replace")[-_STDERR_KEPT:]
-
-
-def main() -> None:
-    """The supervisor process (see the module): read the request, fork, run."""
-    (size,) = struct.unpack(">Q", _read_exactly(8))
-    scheduler_args, dryrun_info = pickle.loads(_read_exactly(size))
-    if os.fork():
-        os._exit(0)  # the submitter reaps this one; the supervisor is orphaned
-    os.setsid()
-    anyio.run(_supervise, scheduler_args, dryrun_info)
-
-
-async def _supervise(scheduler_args: dict[str, Any], dryrun_info: Any) -> None:
-    from asyncsched.schedulers.local._scheduler import LocalScheduler
-
-    dryrun_info.request = dataclasses.replace(dryrun_info.request, detach=False)
-    async with LocalScheduler(**scheduler_args) as sched:
-        try:
-            app_id = await sched.schedule(dryrun_info)
-        except Exception as exc:  # noqa: BLE001 - reported to the submitter
-            _answer({"error": describe_error(exc)})
-            return
-        if not (_answer({"app_id": app_id}) and await _acknowledged()):
-            # the submit was cancelled or its process died: it never got the id
-            await sched.cancel(app_id)
-        _quiet()
-        await sched.wait(app_id, timeout=None)
-
-
-def _read_exactly(size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = os.read(0, size - len(data))
-        if not chunk:
-            raise SystemExit("the submitter closed the request early")
-        data += chunk
-    return data
-
-
-async def _acknowledged() -> bool:
-    """Whether the submitter acks the app id within :data:`ACK_TIMEOUT`."""
-    got = b""
-    with anyio.move_on_after(ACK_TIMEOUT):
-        while not got.endswith(b"\n"):
-            await anyio.wait_readable(0)
-            try:
-                chunk = os.read(0, len(ACK))
-            except OSError:
-                return False
-            if not chunk:
-                return False  # EOF: the submitter closed stdin (or died) first
-            got += chunk
-    return got == ACK
-
-
-def _answer(data: dict[str, Any]) -> bool:
-    """Tell the submitter ``data``; False if it is gone."""
-    try:
-        sys.stdout.write(json.dumps(data) + "\n")
-        sys.stdout.flush()
-    except OSError:
-        return False
-    return True
-
-
-def _quiet() -> None:
-    """Nobody reads our output any more: point it at /dev/null."""
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    os.close(null)
