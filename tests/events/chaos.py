@@ -76,13 +76,23 @@ class ChaosReader:
             stderr=None,
             start_new_session=True,
         )
-        assert self._proc.stdout is not None
         with anyio.fail_after(60):
-            line = b""
-            while not line.endswith(b"\n"):
-                chunk = await self._proc.stdout.receive(1)
-                line += chunk
-        assert line.strip() == b"ready", line
+            line = await self._line()
+        assert line == b"ready", line
+
+    async def _line(self) -> bytes:
+        assert self._proc is not None
+        assert self._proc.stdout is not None
+        line = b""
+        while not line.endswith(b"\n"):
+            line += await self._proc.stdout.receive(1)
+        return line.strip()
+
+    async def wait_open(self) -> None:
+        """Wait until the reader's event stream is open (an engine that is
+        down, restarting, may hold it up)."""
+        line = await self._line()
+        assert line == b"open", line
 
     async def kill_and_restart(self) -> None:
         """SIGKILL the reader (no cleanup of any kind), then resume it."""
@@ -115,9 +125,11 @@ class ChaosReader:
 async def kill_at_random(
     reader: ChaosReader, times: int, *, every: tuple[float, float] = (0.2, 1.5)
 ) -> None:
-    """Kill and resume ``reader`` ``times`` times at random moments."""
+    """Kill and resume ``reader`` ``times`` times at random moments after
+    its event stream opened (so that each killed reader was reading)."""
     rng = random.Random(os.environ.get("CHAOS_SEED", "7"))
     for _ in range(times):
+        await reader.wait_open()
         await anyio.sleep(rng.uniform(*every))
         await reader.kill_and_restart()
 

@@ -6,8 +6,10 @@
 each event as a JSON line to ``out`` (flushed), *then* saves the event's
 cursor (write to a temp file, rename): a kill between the two re-delivers the
 event after the restart, which is the at-least-once boundary the tests allow.
-It prints ``ready`` once it runs; an engine that is down (restarting) is
-waited for, as a supervised reader would be restarted until it connects.
+It prints ``ready`` once it runs and ``open`` each time its event stream is
+open (the chaos kills wait for that: a reader killed before it connected
+would test nothing); an engine that is down (restarting) is waited for, as a
+supervised reader would be restarted until it connects.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ async def _follow(spec: dict[str, Any], cursor_file: Path) -> None:
         spec["scheduler"], spec["session"], **spec.get("params", {})
     ) as sched:
         async with sched.events(since=since) as stream:
+            print("open", flush=True)  # noqa: T201 -- the chaos kills wait for it
             with open(spec["out"], "a", encoding="utf-8") as out:
                 async for event in stream:
                     out.write(
