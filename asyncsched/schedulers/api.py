@@ -33,12 +33,10 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar, Generic, Self, TypeVar, cast
 
 import anyio
-import sniffio
 
 from asyncsched.errors import (
     InvalidArgumentError,
     SchedulerClosedError,
-    SchedulerUnavailableError,
     SpecError,
     UnknownAppException,
     UnknownReplicaError,
@@ -61,6 +59,7 @@ from asyncsched.schedulers.shared.arguments import (
     parse_stream,
 )
 from asyncsched.schedulers.shared.closing_iterator import aclose_iterator
+from asyncsched.schedulers.shared.event_loop_check import check_event_loop
 from asyncsched.schedulers.shared.lifecycle import AsyncClosable
 from asyncsched.schedulers.shared.lines import (
     DEFAULT_MAX_LINE_BYTES,
@@ -181,22 +180,10 @@ class Scheduler(ChangeFeed, AsyncClosable, abc.ABC, Generic[T]):
             )
 
     def _check_event_loop(self) -> None:
-        """Refuse to run on an event loop not in ``capabilities.event_loops``.
-
-        Raises:
-            SchedulerUnavailableError: e.g. the Docker backend under trio.
-        """
-        try:
-            library = sniffio.current_async_library()
-        except sniffio.AsyncLibraryNotFoundError:
-            return
-        loops = self.capabilities.event_loops
-        if library not in loops:
-            raise SchedulerUnavailableError(
-                self.backend,
-                f"{type(self).__name__} runs on {' or '.join(loops)}, not {library}",
-                f"run it under {loops[0]}",
-            )
+        """Refuse to run on an event loop not in ``capabilities.event_loops``."""
+        check_event_loop(
+            type(self).__name__, self.backend, self.capabilities.event_loops
+        )
 
     # -- run options -----------------------------------------------------------
 

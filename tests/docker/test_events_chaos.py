@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -108,20 +109,48 @@ async def expectations(
     return final, failed, restarts
 
 
-async def drained(reader: ChaosReader, final: dict[str, str]) -> None:
-    """Wait until the reader delivered every app's terminal state as the
-    app's (a replica's event comes first, in the same step)."""
+async def drained(
+    reader: ChaosReader,
+    final: dict[str, str],
+    failed: dict[str, set[tuple[str, int]]],
+) -> None:
+    """Wait until the reader delivered every app's terminal state and every
+    non-zero exit describe reported. A cancelled app is CANCELLED from its
+    cancel mark (an ``update`` event), one engine event before its replica's
+    exit (the ``die``, after the stop's grace): the terminal state alone does
+    not mean the reader also read the exit."""
     with anyio.fail_after(120):
         while True:
-            got = {
-                e["app_id"]
-                for e in reader.events()
-                if e["state"] == final.get(e["app_id"])
-                and e["kind"] in ("app", "current", "submitted")
-            }
-            if got >= set(final):
+            if not missing(reader.events(), final, failed):
                 return
             await anyio.sleep(0.2)
+
+
+def missing(
+    events: list[dict[str, Any]],
+    final: dict[str, str],
+    failed: dict[str, set[tuple[str, int]]],
+) -> set[str]:
+    """The apps whose terminal state, or a replica's non-zero exit, is not
+    among ``events`` yet."""
+    ended = {
+        e["app_id"]
+        for e in events
+        if e["state"] == final.get(e["app_id"])
+        and e["kind"] in ("app", "current", "submitted")
+    }
+    exits = {
+        (e["app_id"], r["role"], r["id"])
+        for e in events
+        for r in ([e["replica"]] if "replica" in e else e.get("replicas", []))
+        if r.get("exit_code") not in (None, 0)
+    }
+    return {
+        app_id
+        for app_id in final
+        if app_id not in ended
+        or any((app_id, role, k) not in exits for role, k in failed.get(app_id, ()))
+    }
 
 
 async def test_every_change_arrives_while_the_reader_is_killed_at_random(
@@ -136,7 +165,7 @@ async def test_every_change_arrives_while_the_reader_is_killed_at_random(
             tg.start_soon(kill_at_random, reader, 12)
             kinds = await run_apps(sched, mixed_apps(50), seed=31)
         final, failed, restarts = await expectations(sched, list(kinds))
-        await drained(reader, final)
+        await drained(reader, final, failed)
     finally:
         await reader.stop()
     assert reader.kills == 12
@@ -179,7 +208,7 @@ async def test_a_daemon_restart_under_the_reader_resyncs_without_a_gap(
         await reader.kill_and_restart()
         app_ids = [*before, *doomed, *after]
         final, failed, restarts = await expectations(sched, app_ids)
-        await drained(reader, final)
+        await drained(reader, final, failed)
     finally:
         await reader.stop()
     events = reader.events()
