@@ -122,8 +122,13 @@ async def test_a_strict_server_throttles_and_every_submit_still_succeeds(
 async def test_retry_after_holds_every_request_until_it_elapses(fake: Fake) -> None:
     retry_after = 3
     fake.server.faults.limit_rate(30, retry_after=retry_after)
-    async with KubernetesScheduler(  # a small burst: few requests in flight at once
-        "pace", kubeconfig=fake.kubeconfig, namespace=fake.namespace, qps=300, burst=5
+    # A client rate near the server's keeps few requests on the wire when the
+    # first 429 is answered: the burst caps the bucket, not what is in flight.
+    # At qps=300 the client sent ~all 80 creates before the server (in this
+    # process, loaded) had looked at the 31st, and it reached the last of
+    # them over a second after its first 429, once its window let them in.
+    async with KubernetesScheduler(
+        "pace", kubeconfig=fake.kubeconfig, namespace=fake.namespace, qps=20, burst=5
     ) as sched:
         await sched.list()  # caches up (their watches are exempt anyway)
         with anyio.fail_after(90):

@@ -40,7 +40,6 @@ Example::
 
 from __future__ import annotations
 
-import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,7 +73,7 @@ class Request:
     name: str = ""
     controller: bool = False  # sent by the fixture controller (its User-Agent)
     path: str = ""
-    #: ``time.monotonic()`` when it arrived
+    #: the server's clock (:mod:`.clock`) when it arrived; the rate limit uses it
     at: float = 0.0
     #: answered 429 by the rate limit (:meth:`Faults.limit_rate`)
     throttled: bool = False
@@ -254,7 +253,7 @@ class Faults:
         limit = self.rate_limit
         if limit is None or req.controller or req.verb == "watch":
             return None
-        return None if limit.admit(req.at or time.monotonic()) else limit.error()
+        return None if limit.admit(req.at) else limit.error()
 
     def reset(self) -> None:
         self.rules.clear()
