@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -15,7 +14,13 @@ import pytest
 from asyncsched.schedulers.api import DescribeAppResponse
 from asyncsched.schedulers.docker_scheduler import DockerScheduler
 from asyncsched.specs import AppDef, AppState
-from tests.events.chaos import TERMINAL, ChaosReader, check_delivery, kill_at_random
+from tests.events.chaos import (
+    TERMINAL,
+    ChaosReader,
+    check_delivery,
+    kill_at_random,
+    until_delivered,
+)
 
 from .conftest import SESSION, Engine
 from .helpers import sh_app
@@ -109,50 +114,6 @@ async def expectations(
     return final, failed, restarts
 
 
-async def drained(
-    reader: ChaosReader,
-    final: dict[str, str],
-    failed: dict[str, set[tuple[str, int]]],
-) -> None:
-    """Wait until the reader delivered every app's terminal state and every
-    non-zero exit describe reported. A cancelled app is CANCELLED from its
-    cancel mark (an ``update`` event), one engine event before its replica's
-    exit (the ``die``, after the stop's grace): the terminal state alone does
-    not mean the reader also read the exit."""
-    with anyio.fail_after(120):
-        while True:
-            if not missing(reader.events(), final, failed):
-                return
-            await anyio.sleep(0.2)
-
-
-def missing(
-    events: list[dict[str, Any]],
-    final: dict[str, str],
-    failed: dict[str, set[tuple[str, int]]],
-) -> set[str]:
-    """The apps whose terminal state, or a replica's non-zero exit, is not
-    among ``events`` yet."""
-    ended = {
-        e["app_id"]
-        for e in events
-        if e["state"] == final.get(e["app_id"])
-        and e["kind"] in ("app", "current", "submitted")
-    }
-    exits = {
-        (e["app_id"], r["role"], r["id"])
-        for e in events
-        for r in ([e["replica"]] if "replica" in e else e.get("replicas", []))
-        if r.get("exit_code") not in (None, 0)
-    }
-    return {
-        app_id
-        for app_id in final
-        if app_id not in ended
-        or any((app_id, role, k) not in exits for role, k in failed.get(app_id, ()))
-    }
-
-
 async def test_every_change_arrives_while_the_reader_is_killed_at_random(
     sched: DockerScheduler, swept: Engine, tmp_path: Path
 ) -> None:
@@ -165,7 +126,7 @@ async def test_every_change_arrives_while_the_reader_is_killed_at_random(
             tg.start_soon(kill_at_random, reader, 12)
             kinds = await run_apps(sched, mixed_apps(50), seed=31)
         final, failed, restarts = await expectations(sched, list(kinds))
-        await drained(reader, final, failed)
+        await until_delivered(reader, final, failed, timeout=120)
     finally:
         await reader.stop()
     assert reader.kills == 12
@@ -208,7 +169,7 @@ async def test_a_daemon_restart_under_the_reader_resyncs_without_a_gap(
         await reader.kill_and_restart()
         app_ids = [*before, *doomed, *after]
         final, failed, restarts = await expectations(sched, app_ids)
-        await drained(reader, final, failed)
+        await until_delivered(reader, final, failed, timeout=120)
     finally:
         await reader.stop()
     events = reader.events()

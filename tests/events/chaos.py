@@ -24,7 +24,7 @@ import signal
 import subprocess
 import sys
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,6 +120,55 @@ class ChaosReader:
             except ValueError:
                 continue  # a line torn by the SIGKILL
         return out
+
+
+def undelivered(
+    events: list[dict[str, Any]],
+    final: Mapping[str, str],
+    failed: Mapping[str, set[tuple[str, int]]] | None = None,
+) -> set[str]:
+    """The apps whose terminal state (``final``: app id -> state name), or a
+    replica's non-zero exit (``failed``: app id -> (role, replica id)), is not
+    among ``events`` yet.
+
+    An app's terminal state alone does not mean its replicas' exits were read:
+    a cancelled app reads CANCELLED from the cancel, before its replica's exit
+    (after the stop's grace) is a change of its own.
+    """
+    ended = {
+        e["app_id"]
+        for e in events
+        if e["state"] == final.get(e["app_id"])
+        and e["kind"] in ("app", "current", "submitted")
+    }
+    exits = {
+        (e["app_id"], r["role"], r["id"])
+        for e in events
+        for r in ([e["replica"]] if "replica" in e else e.get("replicas", []))
+        if r.get("exit_code") not in (None, 0)
+    }
+    return {
+        app_id
+        for app_id in final
+        if app_id not in ended
+        or any(
+            (app_id, role, k) not in exits for role, k in (failed or {}).get(app_id, ())
+        )
+    }
+
+
+async def until_delivered(
+    reader: ChaosReader,
+    final: Mapping[str, str],
+    failed: Mapping[str, set[tuple[str, int]]] | None = None,
+    *,
+    timeout: float,
+) -> None:
+    """Wait until :func:`undelivered` is empty for what ``reader`` wrote (the
+    reader is another process: its output file is read every 0.2 s)."""
+    with anyio.fail_after(timeout):
+        while undelivered(reader.events(), final, failed):
+            await anyio.sleep(0.2)
 
 
 async def kill_at_random(

@@ -19,7 +19,12 @@ import pytest
 from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asyncsched.specs import AppDef, AppState, CfgVal, Resource, Role
 
-from ..events.chaos import TERMINAL, ChaosReader, check_delivery, kill_at_random
+from ..events.chaos import (
+    ChaosReader,
+    check_delivery,
+    kill_at_random,
+    until_delivered,
+)
 from .fakeapi.env import KubeEnv
 from .helpers import IMAGE, cfg_for, scheduler
 
@@ -90,21 +95,6 @@ async def _run_apps(
     return finals, failed, restarts
 
 
-async def _delivered(reader: ChaosReader, app_ids: set[str], timeout: float) -> None:
-    """Wait until the reader wrote a terminal change of every app."""
-    with anyio.fail_after(timeout):
-        while True:
-            done = {
-                e["app_id"]
-                for e in reader.events()
-                if e["state"] in TERMINAL
-                and e["kind"] in ("app", "current", "submitted")
-            }
-            if app_ids <= done:
-                return
-            await anyio.sleep(0.2)
-
-
 #: the API server restarts once the reader has told this many apps' changes
 RESTART_AFTER_APPS = 5
 
@@ -140,7 +130,7 @@ async def _chaos(
                 if restart_server is not None:
                     tg.start_soon(restart_server, reader)
                 finals, failed, restarts = await _run_apps(sched, cfg, n, timeout)
-            await _delivered(reader, set(finals), timeout=90)
+            await until_delivered(reader, finals, failed, timeout=90)
     finally:
         await reader.stop()
     events = reader.events()

@@ -13,7 +13,12 @@ import pytest
 
 from asyncsched.schedulers.local import LocalScheduler
 from asyncsched.specs import AppDef, AppState, Role
-from tests.events.chaos import TERMINAL, ChaosReader, check_delivery, kill_at_random
+from tests.events.chaos import (
+    ChaosReader,
+    check_delivery,
+    kill_at_random,
+    until_delivered,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -35,23 +40,6 @@ def retried(marker: Path, fails: int, then: float) -> str:
         f"n=$(cat {marker} 2>/dev/null || echo 0); echo $((n+1)) > {marker};"
         f" if [ $n -lt {fails} ]; then sleep 0.2; exit 3; fi; sleep {then}; exit 0"
     )
-
-
-async def until_delivered(
-    reader: ChaosReader, app_ids: set[str], timeout: float
-) -> None:
-    """Wait until the reader wrote a terminal event of every app."""
-    with anyio.fail_after(timeout):
-        while True:
-            done = {
-                e["app_id"]
-                for e in reader.events()
-                if e["state"] in TERMINAL
-                and e["kind"] in ("app", "current", "submitted")
-            }
-            if app_ids <= done:
-                return
-            await anyio.sleep(0.1)
 
 
 class Workload:
@@ -113,7 +101,7 @@ async def test_another_process_follows_the_session_live(tmp_path: Path) -> None:
         async with LocalScheduler("live", cancel_grace=2.0) as sched:
             work = Workload(sched, tmp_path)
             await work.run(["ok", "fail", "retry", "cancel"], spread=0.5)
-            await until_delivered(reader, set(work.final), timeout=30)
+            await until_delivered(reader, work.final, work.failed, timeout=30)
     finally:
         await reader.stop()
     events = reader.events()
@@ -134,7 +122,7 @@ async def test_a_reader_killed_at_random_misses_no_change(tmp_path: Path) -> Non
             async with anyio.create_task_group() as tg:
                 tg.start_soon(kill_at_random, reader, 12)
                 await work.run(kinds, spread=6.0)
-            await until_delivered(reader, set(work.final), timeout=60)
+            await until_delivered(reader, work.final, work.failed, timeout=60)
     finally:
         await reader.stop()
     assert reader.kills >= 10

@@ -18,7 +18,12 @@ import pytest
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, AppState, Resource, Role
 from tests.events.burst import check_resume_inside_burst
-from tests.events.chaos import ChaosReader, check_delivery, kill_at_random
+from tests.events.chaos import (
+    ChaosReader,
+    check_delivery,
+    kill_at_random,
+    until_delivered,
+)
 
 from .cluster import Cluster
 from .conftest import SETTLE
@@ -26,7 +31,6 @@ from .conftest import SETTLE
 pytestmark = [pytest.mark.slurm, pytest.mark.anyio]
 
 SESSION = "events"
-TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
 
 
 def _app(name: str, script: str, *, replicas: int = 1, retries: int = 0) -> AppDef:
@@ -67,20 +71,6 @@ def _reader(slurm_cluster: Cluster, tmp_path: Path) -> ChaosReader:
         "max_interval": 1.0,
     }
     return ChaosReader("slurm", SESSION, workdir, params)
-
-
-async def _delivered(reader: ChaosReader, final: dict[str, str]) -> None:
-    """Wait until the reader wrote each app's terminal state."""
-    with anyio.fail_after(SETTLE):
-        while True:
-            seen = {
-                e["app_id"]
-                for e in reader.events()
-                if e["state"] == final.get(e["app_id"]) and e["kind"] != "replica"
-            }
-            if seen >= set(final):
-                return
-            await anyio.sleep(0.2)
 
 
 async def _cancel_once_restarted(sched: SlurmScheduler, app_id: str) -> None:
@@ -152,7 +142,8 @@ async def _chaos(
     final_states = {i: f for i, (f, _, _) in ids.items()}
     # what Slurm reports is what the test planned
     assert {i: d.state.name for i, d in results.items()} == final_states
-    await _delivered(reader, final_states)
+    failed = {i: {("worker", 0)} for i, (_, f, _) in ids.items() if f}
+    await until_delivered(reader, final_states, failed, timeout=SETTLE)
     await reader.stop(signal.SIGKILL)
     assert reader.kills >= 10
     events = reader.events()
@@ -161,7 +152,7 @@ async def _chaos(
         events,
         ids,
         final_states=final_states,
-        failed_replicas={i: {("worker", 0)} for i, (_, f, _) in ids.items() if f},
+        failed_replicas=failed,
         restarts={i: 1 for i, (_, _, r) in ids.items() if r},
     )
 
@@ -194,7 +185,7 @@ async def test_new_reader_resumes_with_the_changes_made_while_none_ran(
 
 async def _resume(reader: ChaosReader, sched: SlurmScheduler, before: str) -> None:
     await reader.start()
-    await _delivered(reader, {before: "SUCCEEDED"})
+    await until_delivered(reader, {before: "SUCCEEDED"}, timeout=SETTLE)
     await reader.stop(signal.SIGKILL)
     first_run = len(reader.events())
     # while no reader runs
@@ -206,7 +197,7 @@ async def _resume(reader: ChaosReader, sched: SlurmScheduler, before: str) -> No
         await sched.wait(app_id, timeout=SETTLE)
     final = {ok: "SUCCEEDED", bad: "FAILED", gone: "CANCELLED"}
     await reader.start()  # a new process, from the saved cursor
-    await _delivered(reader, final)
+    await until_delivered(reader, final, timeout=SETTLE)
     await reader.stop(signal.SIGKILL)
     resumed = reader.events()[first_run:]
     assert not [e for e in resumed if e["kind"] == "resync"], resumed[:2]
