@@ -70,6 +70,8 @@ class StatusTracker:
     _latest: dict[str, AppView | None] = field(default_factory=dict, init=False)
     _errors: dict[str, BaseException] = field(default_factory=dict, init=False)
     _kick: anyio.Event = field(default_factory=anyio.Event, init=False)
+    #: set after every tick and whenever an app's last watcher leaves
+    _updated: anyio.Event = field(default_factory=anyio.Event, init=False)
     _running: bool = field(default=False, init=False)
 
     def watches(self, app_id: str) -> bool:
@@ -92,22 +94,31 @@ class StatusTracker:
                 del self._watchers[app_id]
                 self._latest.pop(app_id, None)
                 self._errors.pop(app_id, None)
+                self._wake()  # a view() of it now asks Slurm itself
+
+    def _wake(self) -> None:
+        updated, self._updated = self._updated, anyio.Event()
+        updated.set()
 
     async def view(self, app_id: str) -> AppView | None:
-        """The view of a watched app as of the last tick (waits for the first).
+        """The view of a watched app as of the last tick (waits for the first);
+        once no ``wait`` watches it (the last one may end while this waits),
+        one query of its own.
 
         Raises:
             SchedulerClosedError: the loop ended (the scheduler closed).
             AsyncschedError: the last query failed.
         """
         while True:
-            changed = self.changes.changed(app_id)
+            updated = self._updated
             error = self._errors.get(app_id)
             if error is not None:
                 raise error
             if app_id in self._latest:
                 return self._latest[app_id]
-            await changed.wait()
+            if not self.watches(app_id):
+                return (await self.batcher.get([app_id]))[app_id]
+            await updated.wait()
 
     async def _loop(self) -> None:
         interval = self.min_interval
@@ -139,17 +150,20 @@ class StatusTracker:
             for app_id in list(self._watchers):
                 self._errors[app_id] = closed
                 self.changes.notify(app_id)
+            self._wake()
 
     async def _tick(self, ids: list[str]) -> bool:
         try:
             views = await self.batcher.get(ids)
         except Exception as exc:  # noqa: BLE001 -- reported to the waiters, who raise it
             for app_id in ids:
-                self._errors[app_id] = exc
-                self.changes.notify(app_id)
+                if self.watches(app_id):
+                    self._errors[app_id] = exc
+                    self.changes.notify(app_id)
+            self._wake()
             return True
         changed = False
-        for app_id in ids:
+        for app_id in filter(self.watches, ids):  # not those left meanwhile
             view = views.get(app_id)
             first = app_id not in self._latest
             old = self._latest.get(app_id)
@@ -157,6 +171,7 @@ class StatusTracker:
             if first or _state(old) != _state(view):
                 changed = True
                 self.changes.notify(app_id)
+        self._wake()
         return changed
 
 
