@@ -153,6 +153,12 @@ async def test_list_shows_only_the_apps_of_its_own_session(
     assert listed_by_other[second].state == AppState.FAILED
 
 
+#: the grace of the CLI-cancel test: long enough for replica 0's TERM to be
+#: delivered and its trap to end on a loaded 2-core host (measured: at load
+#: 20 the step's signal and its trap took over 3 s)
+_CLI_GRACE = 5.0
+
+
 @pytest.mark.parametrize("fail_fast", [True, False])
 async def test_a_cancel_from_a_process_that_exits_at_once_keeps_the_grace_and_ends_the_job(
     slurm_cluster: Cluster, tmp_path: Path, fail_fast: bool
@@ -162,14 +168,14 @@ async def test_a_cancel_from_a_process_that_exits_at_once_keeps_the_grace_and_en
     # then ends the job; replica 0's exit 7 does not end replica 1 early
     state = tmp_path / "state"
     script = (
-        'if [ "$ASYNCSCHED_REPLICA_ID" = 0 ]; then trap "sleep 1; echo stopped; exit 7" TERM;'
+        'if [ "$ASYNCSCHED_REPLICA_ID" = 0 ]; then trap "echo stopped; exit 7" TERM;'
         " else trap '' TERM; fi; echo started; sleep 300 & wait"
     )
     async with SlurmScheduler(
         "pytest",
         slurm_conf=str(slurm_cluster.conf),
         state_dir=str(state),
-        cancel_grace=3.0,
+        cancel_grace=_CLI_GRACE,
         min_interval=0.2,
         max_interval=1.0,
     ) as sched:
@@ -191,12 +197,15 @@ async def test_a_cancel_from_a_process_that_exits_at_once_keeps_the_grace_and_en
         lines = [line async for line in sched.log_iter(app_id, "worker", 0)]
     assert desc is not None
     assert desc.state == AppState.CANCELLED
-    assert 3.0 <= took < 60, took  # the grace, not the replica's 300 s
+    assert _CLI_GRACE <= took < 60, took  # the grace, not the replica's 300 s
+    assert "stopped\n" in lines  # replica 0's trap ran within the grace
+    # every replica stopped, each with its own code: replica 0 the one its
+    # trap exited with, replica 1 the kill's at the end of the grace. The
+    # completion log (no accounting) keeps no code of a step whose end
+    # reached the controller after the job's: None there, never a wrong one
     [role] = desc.roles_statuses
-    # every replica stopped, each with a code: replica 0 the one its trap
-    # exited with, replica 1 the kill's at the end of the grace
+    lost = () if slurm_cluster.accounting else (None,)
     replicas = [(r.state, r.exit_code) for r in role.replicas]
-    assert replicas[0] == (AppState.CANCELLED, 7), desc
-    assert replicas[1][0] == AppState.CANCELLED, desc
-    assert replicas[1][1] is not None, desc
-    assert "stopped\n" in lines
+    assert [state for state, _ in replicas] == [AppState.CANCELLED] * 2, desc
+    assert replicas[0][1] in (7, *lost), desc
+    assert replicas[1][1] in (128 + 9, 128 + 15, *lost), desc
