@@ -91,6 +91,10 @@ async def test_status_commands_stay_under_the_ceiling_however_many_apps(
     # a tight ceiling (4 commands in any 2 s) so that it binds within seconds
     window = slurm.status_window = _RecordingWindow(4, 2.0)
     ids = [await slurm.submit(_app("sleep 1")) for _ in range(8)]
+    # described, never waited for: each describe is a status command of its
+    # own (one of a waited app reads the waits' poll), so the ceiling binds
+    # however soon the waits end
+    described = await slurm.submit(_app("sleep 1"))
     before = slurm.cli.counts["squeue"] + slurm.cli.counts["sacct"]
 
     async def wait(app_id: str) -> None:
@@ -100,7 +104,7 @@ async def test_status_commands_stay_under_the_ceiling_however_many_apps(
 
     async def describe_often() -> None:  # describes share the same ceiling
         for _ in range(10):
-            await slurm.describe(ids[0])
+            await slurm.describe(described)
 
     # 8 one-second jobs: a minute is ample on a loaded host, and a hang fails
     # here (inside pytest's 120 s, which also counts the submits)
