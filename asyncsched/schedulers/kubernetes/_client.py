@@ -86,6 +86,8 @@ MERGE_PATCH_CT = "application/merge-patch+json"
 class RequestLimits:
     """How fast, how often again and how long a :class:`KubeApi` asks.
 
+    (The scheduler's :class:`~._connector.ConnectionSettings` extends it.)
+
     Attributes:
         qps: Requests per second at first; the rate then follows the server
             (``<= 0``: no client-side pacing at all).

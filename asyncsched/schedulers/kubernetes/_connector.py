@@ -32,15 +32,15 @@ from asyncsched.schedulers.kubernetes._names import is_dns_label
 __all__ = ("ConnectionSettings", "Connector")
 
 
-@dataclass
-class ConnectionSettings:
-    """What to connect to and how to pace it (see :class:`KubernetesScheduler`)."""
+@dataclass(frozen=True)
+class ConnectionSettings(RequestLimits):
+    """What to connect to, and the :class:`RequestLimits` of the connection
+    (see :class:`KubernetesScheduler`)."""
 
     client: Any = None
     kubeconfig: str | None = None
     context: str | None = None
     namespace: str | None = None
-    limits: RequestLimits = field(default_factory=RequestLimits)
     wall_clock: Callable[[], float] = field(default=time.time)
 
 
@@ -120,7 +120,7 @@ class Connector:
                 )
         if self._namespace is None:
             self._namespace = namespace
-        return KubeApi(client, given.limits, owns_client=owns, credentials=creds)
+        return KubeApi(client, given, owns_client=owns, credentials=creds)
 
     async def aclose(self) -> None:
         """Close the connection (an injected client stays open)."""

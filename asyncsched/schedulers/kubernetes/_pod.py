@@ -182,38 +182,6 @@ def _port_list(role: Role, role_index: int) -> list[dict[str, Any]]:
     return ports
 
 
-def replica_pod(
-    ctx: RenderContext,
-    role_index: int,
-    replica: Role,
-    *,
-    name: str,
-    env: list[dict[str, Any]],
-    labels: dict[str, str],
-) -> dict[str, Any]:
-    """The pod template of one replica of ``ctx.app.roles[role_index]``.
-
-    ``replica`` is the role with the replica's macros filled in, ``name`` its
-    container's name and ``env`` that container's environment, in order. The
-    mounts, ports and image come from the role; resources, node selector,
-    tolerations and the role's overlay as in every pod of the app.
-
-    Example:
-        >>> app = AppDef("a", roles=[Role("r", "img", entrypoint="echo")])
-        >>> ctx = RenderContext(app, {}, "a-x", "default", "s", "1")
-        >>> pod = replica_pod(ctx, 0, app.roles[0], name="r-0", env=[], labels={})
-        >>> pod["spec"]["containers"][0]["image"]
-        'img'
-    """
-    role = ctx.app.roles[role_index]
-    mounts, volumes, privileged = _role_mounts(role, f"roles[{role_index}]")
-    container = _make_container(
-        name, ctx.image(role), replica, ctx.cfg, env, mounts, privileged
-    )
-    container["ports"] = _port_list(role, role_index)
-    return _pod_template(container, volumes, labels, replica, ctx.cfg, role_index)
-
-
 def _resources(role: Role, cfg: Mapping[str, CfgVal]) -> dict[str, dict[str, str]]:
     res = role.resource
     reserved_mcpu = _int(cfg.get("reserved_millicpu"), 100)
@@ -320,6 +288,38 @@ def _pod_template(
             )
         pod = deep_merge(pod, overlay)
     return pod
+
+
+def replica_pod(
+    ctx: RenderContext,
+    role_index: int,
+    replica: Role,
+    *,
+    name: str,
+    env: list[dict[str, Any]],
+    labels: dict[str, str],
+) -> dict[str, Any]:
+    """The pod template of one replica of ``ctx.app.roles[role_index]``.
+
+    ``replica`` is the role with the replica's macros filled in, ``name`` its
+    container's name and ``env`` that container's environment, in order. The
+    mounts, ports and image come from the role; resources, node selector,
+    tolerations and the role's overlay as in every pod of the app.
+
+    Example:
+        >>> app = AppDef("a", roles=[Role("r", "img", entrypoint="echo")])
+        >>> ctx = RenderContext(app, {}, "a-x", "default", "s", "1")
+        >>> pod = replica_pod(ctx, 0, app.roles[0], name="r-0", env=[], labels={})
+        >>> pod["spec"]["containers"][0]["image"]
+        'img'
+    """
+    role = ctx.app.roles[role_index]
+    mounts, volumes, privileged = _role_mounts(role, f"roles[{role_index}]")
+    container = _make_container(
+        name, ctx.image(role), replica, ctx.cfg, env, mounts, privileged
+    )
+    container["ports"] = _port_list(role, role_index)
+    return _pod_template(container, volumes, labels, replica, ctx.cfg, role_index)
 
 
 def deep_merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:

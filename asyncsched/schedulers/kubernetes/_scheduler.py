@@ -45,7 +45,6 @@ from asyncsched.schedulers.kubernetes._client import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_REQUEST_TIMEOUT,
     KubeApi,
-    RequestLimits,
 )
 from asyncsched.schedulers.kubernetes._connector import ConnectionSettings, Connector
 from asyncsched.schedulers.kubernetes._control import Control
@@ -272,15 +271,13 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
                 kubeconfig=kubeconfig,
                 context=context,
                 namespace=namespace,
-                limits=RequestLimits(
-                    qps=qps,
-                    burst=burst,
-                    max_qps=max_qps,
-                    max_hold=max_hold,
-                    max_retries=max_retries,
-                    connect_timeout=connect_timeout,
-                    request_timeout=request_timeout,
-                ),
+                qps=qps,
+                burst=burst,
+                max_qps=max_qps,
+                max_hold=max_hold,
+                max_retries=max_retries,
+                connect_timeout=connect_timeout,
+                request_timeout=request_timeout,
                 wall_clock=wall_clock,
             ),
             self._check_open,
