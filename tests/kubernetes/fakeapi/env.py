@@ -14,6 +14,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 from kubernetes_asyncio import config
 
 from .clock import ManualClock
@@ -60,6 +61,24 @@ class KubeEnv:
             # for a real cluster (this skip is the fallback)
             pytest.skip("needs the fake API server (its internals or fault hooks)")
         return self.server
+
+    async def forget_history(self) -> None:
+        """Make every resourceVersion older than now one the server no longer
+        has: on the fake, compaction; on the test cluster, etcd compacted at
+        its current revision and the API server restarted (a new, empty watch
+        cache). Either way an exact list at an older version answers 410, and
+        a watch from one an ERROR event with a 410 Status. Skips on a cluster
+        the tests did not start (``ASYNCSCHED_TEST_KUBECONFIG``)."""
+        if self.server is not None:
+            self.server.compact()
+            return
+        cluster = self.cluster
+        if cluster is None:
+            import pytest
+
+            pytest.skip("compacts etcd and restarts the API server of the test cluster")
+        await anyio.to_thread.run_sync(cluster.compact_etcd)
+        await anyio.to_thread.run_sync(cluster.restart_apiserver, 0.0, 240)
 
     async def api_client(self) -> Any:
         """A new kubernetes_asyncio ApiClient for this server (caller closes it)."""
