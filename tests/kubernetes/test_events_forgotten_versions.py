@@ -13,6 +13,7 @@ ERROR event in the stream of a watch.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -61,26 +62,29 @@ async def _version_now(env: KubeEnv) -> str:
     return str(pods.metadata.resource_version)
 
 
-async def _expect_forgotten(env: KubeEnv, version: str) -> None:
-    """``version`` is gone: an exact list answers HTTP 410, a watch from it
-    an ERROR event carrying a 410 Status (what the event source turns into
-    RESYNC, on either path)."""
+async def _expect_forgotten(env: KubeEnv, version: str, *, compacted: bool) -> None:
+    """A watch from ``version`` answers an ERROR event carrying a 410 Status;
+    an exact list at it answers HTTP 410 once etcd compacted it, else the
+    objects as they were (what the event source relies on, on either path)."""
     async with await env.api_client() as api:
         core = client.CoreV1Api(api)
-        with pytest.raises(client.ApiException) as refused:
-            await core.list_namespaced_pod(
-                env.namespace, resource_version=version, resource_version_match="Exact"
+        if compacted:
+            with pytest.raises(client.ApiException) as refused:
+                await _exact_list(core, env.namespace, version)
+            assert refused.value.status == 410
+            status = json.loads(refused.value.body or b"{}")
+            assert (status["kind"], status["reason"], status["code"]) == (
+                "Status",
+                "Expired",
+                410,
             )
-        assert refused.value.status == 410
-        status = json.loads(refused.value.body or b"{}")
-        assert (status["kind"], status["reason"], status["code"]) == (
-            "Status",
-            "Expired",
-            410,
-        )
-        assert (
-            status["message"] == "The resourceVersion for the provided list is too old."
-        )
+            assert (
+                status["message"]
+                == "The resourceVersion for the provided list is too old."
+            )
+        else:
+            listed = await _exact_list(core, env.namespace, version)
+            assert listed.metadata.resource_version == version
         # unread (no preload): the raw aiohttp response, its lines as sent
         resp: Any = await core.list_namespaced_pod(
             env.namespace,
@@ -101,17 +105,64 @@ async def _expect_forgotten(env: KubeEnv, version: str) -> None:
     assert error["message"].startswith(f"too old resource version: {version} ("), error
 
 
-async def test_a_cursor_the_server_forgot_gives_resync_every_app_then_live_changes(
+async def _exact_list(core: client.CoreV1Api, namespace: str, version: str) -> Any:
+    return await core.list_namespaced_pod(
+        namespace, resource_version=version, resource_version_match="Exact"
+    )
+
+
+async def _resumed(
+    sched: KubernetesScheduler,
+    since: str,
+    apps: set[str],
+    told: anyio.Event,
+    live: list[str],
+) -> list[AppEvent]:
+    """Events from ``since``; ``told`` is set once CURRENT of every one of
+    ``apps`` came; ends with the terminal change of the app ``live`` names."""
+    got: list[AppEvent] = []
+    async with sched.events(since=since) as stream:
+        async for event in stream:
+            got.append(event)
+            if {e.app_id for e in got if e.kind == EventKind.CURRENT} >= apps:
+                told.set()
+            if live and _ends(event, live[0]):
+                return got
+    raise AssertionError(f"stream ended before the live app did: {got}")
+
+
+def _check_resumed(
+    got: list[AppEvent], ended: dict[str, AppState], failed: str, live: str
+) -> None:
+    """RESYNC first; each RESYNC followed by CURRENT of every app (its end;
+    the failed replica's exit code); then the live app's changes to its end.
+
+    A server restart answers 410 on each resource kind's watch, so a stream
+    that was watching may tell RESYNC once per kind (at-least-once)."""
+    assert got[0].kind == EventKind.RESYNC, got[:3]
+    for at in [i for i, e in enumerate(got) if e.kind == EventKind.RESYNC]:
+        current = list(
+            itertools.takewhile(lambda e: e.kind == EventKind.CURRENT, got[at + 1 :])
+        )
+        # (the live app among them when the burst came after its submit)
+        assert {e.app_id: e.state for e in current if e.app_id != live} == ended
+        (failure,) = [e for e in current if e.app_id == failed]
+        assert [r.exit_code for r in failure.replicas] == [3], failure
+    mine = [e for e in got if e.app_id == live]
+    # SUBMITTED, or CURRENT from a RESYNC burst that came after the submit
+    assert mine[0].kind in (EventKind.SUBMITTED, EventKind.CURRENT), mine
+    assert mine[-1].state == AppState.SUCCEEDED, mine
+
+
+async def test_cursors_the_server_forgot_give_resync_every_app_then_live_changes(
     kube_env: KubeEnv,
 ) -> None:
     cfg = cfg_for(kube_env, "volcano")
     # a reader follows until its app ends, keeps the cursor and stops
     async with scheduler(kube_env) as sched:
         first = await sched.submit(make_app("exit 0", name="first"), cfg)
-        cursor = (
-            await _until(sched, None, lambda e: e.app_id == first and e.terminal)
-        )[-1].cursor
-    saved = await _version_now(kube_env)
+        old = (await _until(sched, None, lambda e: _ends(e, first)))[-1].cursor
+    old_version = await _version_now(kube_env)
     # apps change while no reader exists: one ends, one fails, one is cancelled
     async with scheduler(kube_env) as sched:
         ok = await sched.submit(make_app("exit 0", name="ok"), cfg)
@@ -129,33 +180,47 @@ async def test_a_cursor_the_server_forgot_gives_resync_every_app_then_live_chang
         failed: AppState.FAILED,
         cancelled: AppState.CANCELLED,
     }
-    await kube_env.forget_history()
-    await _expect_forgotten(kube_env, saved)
+    # etcd forgets the old cursor's versions; a second reader then reads
+    # every app's state and stops (its versions outlive the compaction)
+    await kube_env.compact()
+    told: set[str] = set()
 
-    # a new scheduler (as a new process would) resumes from the old cursor
-    got: list[AppEvent] = []
-    live = ""
+    def all_told(event: AppEvent) -> bool:
+        if event.kind == EventKind.CURRENT:
+            told.add(event.app_id)
+        return told >= set(ended)
+
     async with scheduler(kube_env) as sched:
-        with anyio.fail_after(WAIT):
-            async with sched.events(since=cursor) as stream:
-                async for event in stream:
-                    got.append(event)
-                    told = {e.app_id for e in got if e.kind == EventKind.CURRENT}
-                    if not live and told >= set(ended):
-                        live = await sched.submit(make_app("exit 0", name="live"), cfg)
-                    if live and _ends(event, live):
-                        break
+        recent = (await _until(sched, None, all_told))[-1].cursor
+    recent_version = await _version_now(kube_env)
+    async with await kube_env.api_client() as api:
+        # any later write: the restarted server's watch cache starts after it
+        await client.CoreV1Api(api).patch_namespace(
+            kube_env.namespace, {"metadata": {"labels": {"written": "after"}}}
+        )
+    # the API server restarts: its new watch cache starts empty
+    await kube_env.restart_api_server()
+    await _expect_forgotten(kube_env, old_version, compacted=True)
+    await _expect_forgotten(kube_env, recent_version, compacted=False)
 
-    burst = len(ended) + 1
-    assert got[0].kind == EventKind.RESYNC, got[:3]
-    current = got[1:burst]
-    assert [e.kind for e in current] == [EventKind.CURRENT] * len(ended), got[:burst]
-    assert {e.app_id: e.state for e in current} == ended
-    (failure,) = [e for e in current if e.app_id == failed]
-    assert [r.exit_code for r in failure.replicas] == [3], failure
-    # then live changes, from the new list's version: no second RESYNC
-    after = got[burst:]
-    assert EventKind.RESYNC not in [e.kind for e in after], after
-    mine = [e for e in after if e.app_id == live]
-    assert mine[0].kind == EventKind.SUBMITTED, mine
-    assert mine[-1].state == AppState.SUCCEEDED, mine
+    # new schedulers (as new processes would) resume from either cursor: the
+    # old one's exact list answers 410, the recent one's watch does
+    got: dict[str, list[AppEvent]] = {}
+    live: list[str] = []
+
+    async def resume(name: str, since: str, told: anyio.Event) -> None:
+        async with scheduler(kube_env) as sched:
+            got[name] = await _resumed(sched, since, set(ended), told, live)
+
+    with anyio.fail_after(WAIT):
+        async with anyio.create_task_group() as tg:
+            both = {"compacted": old, "restarted": recent}
+            bursts = {name: anyio.Event() for name in both}
+            for name, since in both.items():
+                tg.start_soon(resume, name, since, bursts[name])
+            for burst in bursts.values():
+                await burst.wait()
+            async with scheduler(kube_env) as sched:
+                live.append(await sched.submit(make_app("exit 0", name="live"), cfg))
+    for name in both:
+        _check_resumed(got[name], ended, failed, live[0])

@@ -62,23 +62,32 @@ class KubeEnv:
             pytest.skip("needs the fake API server (its internals or fault hooks)")
         return self.server
 
-    async def forget_history(self) -> None:
-        """Make every resourceVersion older than now one the server no longer
-        has: on the fake, compaction; on the test cluster, etcd compacted at
-        its current revision and the API server restarted (a new, empty watch
-        cache). Either way an exact list at an older version answers 410, and
-        a watch from one an ERROR event with a 410 Status. Skips on a cluster
-        the tests did not start (``ASYNCSCHED_TEST_KUBECONFIG``)."""
+    async def compact(self) -> None:
+        """Compact the history: an exact list at an older version answers 410
+        (on the test cluster: etcd compacted at its current revision; on the
+        fake its watch window is emptied too). Skips on a cluster the tests
+        did not start (``ASYNCSCHED_TEST_KUBECONFIG``)."""
         if self.server is not None:
             self.server.compact()
             return
-        cluster = self.cluster
-        if cluster is None:
+        await anyio.to_thread.run_sync(self._cluster().compact_etcd)
+
+    async def restart_api_server(self) -> None:
+        """Restart the API server (etcd keeps the data): open watches end and
+        the new watch cache starts at the current version, so a watch from an
+        older one gets an ERROR event with a 410 Status. The fake does what
+        its clients would see. Skips on a cluster the tests did not start."""
+        if self.server is not None:
+            self.server.restart()
+            return
+        await anyio.to_thread.run_sync(self._cluster().restart_apiserver, 0.0, 240)
+
+    def _cluster(self) -> Any:
+        if self.cluster is None:
             import pytest
 
-            pytest.skip("compacts etcd and restarts the API server of the test cluster")
-        await anyio.to_thread.run_sync(cluster.compact_etcd)
-        await anyio.to_thread.run_sync(cluster.restart_apiserver, 0.0, 240)
+            pytest.skip("changes the test cluster's etcd or API server")
+        return self.cluster
 
     async def api_client(self) -> Any:
         """A new kubernetes_asyncio ApiClient for this server (caller closes it)."""
