@@ -154,6 +154,8 @@ def _check_resumed(
     assert mine[-1].state == AppState.SUCCEEDED, mine
 
 
+#: an API server restart on the loaded test machine takes up to a minute
+@pytest.mark.timeout(600)
 async def test_cursors_the_server_forgot_give_resync_every_app_then_live_changes(
     kube_env: KubeEnv,
 ) -> None:
