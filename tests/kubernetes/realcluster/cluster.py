@@ -333,14 +333,19 @@ class RealCluster:
             parts.append(f"--- {log.name}\n{text}")
         return "\n".join(parts)
 
-    def restart_apiserver(self, down_s: float = 0.0, ready_s: float = 60) -> None:
+    def restart_apiserver(
+        self, down_s: float = 0.0, ready_s: float = 60, stop_grace: float = 3.0
+    ) -> None:
         """Stop kube-apiserver (SIGTERM, by PID), wait ``down_s``, start it again.
 
-        etcd keeps the data; the new server has a fresh watch cache. Blocks
-        until ``/readyz`` answers (at most ``ready_s`` seconds: a loaded
-        machine needs more than 60): from async code run it in a worker thread.
+        On SIGTERM the server ends its watches and closes its port at once,
+        then lingers (20 s and more measured here): after ``stop_grace``
+        seconds it is killed. etcd keeps the data; the new server has a fresh
+        watch cache. Blocks until ``/readyz`` answers (at most ``ready_s``
+        seconds: a loaded machine needs more than 60): from async code run it
+        in a worker thread.
         """
-        _terminate(self.procs.pop("kube-apiserver"))
+        _terminate(self.procs.pop("kube-apiserver"), stop_grace)
         time.sleep(down_s)
         self._start("kube-apiserver", self.commands["kube-apiserver"])
         self._wait("kube-apiserver /readyz", self._api_ready, ready_s)
