@@ -36,6 +36,9 @@ never are, and fault rules spare them. Fault hooks, for example::
     faults.expire_next_watch()                  # next watch: ERROR 410 event
     faults.drop_next_watch(after_events=2, abrupt=True)
     kube_env.fake_server().compact()            # older versions: 410 Expired
+    kube_env.fake_server().restart()            # watches end; older: 410 ERROR
+    await kube_env.compact()                    # both servers (etcdctl compact)
+    await kube_env.restart_api_server()         # both servers
     kube_env.fake_server().requests.count("list", "pods")
     kube_env.fake_server().requests.client_received()  # every arrival, any path
 """

@@ -181,6 +181,38 @@ async def test_history_window_expires_old_versions(kube_env: KubeEnv) -> None:
     assert line["object"]["message"].startswith(f"too old resource version: {old}")
 
 
+async def test_a_restart_ends_open_watches_and_only_watches_forget_older_versions(
+    kube_env: KubeEnv, core: Any
+) -> None:
+    ns = kube_env.namespace
+    old = (await core.list_namespaced_pod(ns)).metadata.resource_version
+    await core.create_namespaced_pod(ns, _pod("a"))
+    resp = await core.list_namespaced_pod(
+        ns, watch=True, resource_version=old, timeout_seconds=30, _preload_content=False
+    )
+    try:
+        # the watch is open: it replayed the pod's creation
+        assert json.loads(await resp.content.readline())["type"] == "ADDED"
+        kube_env.fake_server().restart()
+        assert await asyncio.wait_for(resp.content.read(), 5) == b""  # it ended
+    finally:
+        resp.release()
+    # etcd still has the version: an exact list answers it as it was
+    listed = await core.list_namespaced_pod(
+        ns, resource_version=old, resource_version_match="Exact"
+    )
+    assert listed.items == []
+    # the new watch cache does not: a watch from it gets an ERROR event
+    resp = await core.list_namespaced_pod(
+        ns, watch=True, resource_version=old, _preload_content=False
+    )
+    line = json.loads(await resp.content.readline())
+    resp.release()
+    assert line["type"] == "ERROR"
+    assert (line["object"]["code"], line["object"]["reason"]) == (410, "Expired")
+    assert line["object"]["message"].startswith(f"too old resource version: {old} (")
+
+
 async def test_expire_fault_answers_one_410_error_event(
     kube_env: KubeEnv, core: Any
 ) -> None:

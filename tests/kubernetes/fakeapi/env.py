@@ -14,6 +14,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 from kubernetes_asyncio import config
 
 from .clock import ManualClock
@@ -60,6 +61,33 @@ class KubeEnv:
             # for a real cluster (this skip is the fallback)
             pytest.skip("needs the fake API server (its internals or fault hooks)")
         return self.server
+
+    async def compact(self) -> None:
+        """Compact the history: an exact list at an older version answers 410
+        (on the test cluster: etcd compacted at its current revision; on the
+        fake its watch window is emptied too). Skips on a cluster the tests
+        did not start (``ASYNCSCHED_TEST_KUBECONFIG``)."""
+        if self.server is not None:
+            self.server.compact()
+            return
+        await anyio.to_thread.run_sync(self._cluster().compact_etcd)
+
+    async def restart_api_server(self) -> None:
+        """Restart the API server (etcd keeps the data): open watches end and
+        the new watch cache starts at the current version, so a watch from an
+        older one gets an ERROR event with a 410 Status. The fake does what
+        its clients would see. Skips on a cluster the tests did not start."""
+        if self.server is not None:
+            self.server.restart()
+            return
+        await anyio.to_thread.run_sync(self._cluster().restart_apiserver, 0.0, 240)
+
+    def _cluster(self) -> Any:
+        if self.cluster is None:
+            import pytest
+
+            pytest.skip("changes the test cluster's etcd or API server")
+        return self.cluster
 
     async def api_client(self) -> Any:
         """A new kubernetes_asyncio ApiClient for this server (caller closes it)."""

@@ -27,7 +27,9 @@ Serves namespaces, pods, services, ``batch/v1`` Jobs and Volcano
   ``allowWatchBookmarks`` every ``bookmark_interval``, ``timeoutSeconds``,
   an ERROR event with a 410 ``Status`` for compacted versions
   (``history_limit`` events are kept, for at most ``watch_window`` seconds;
-  :meth:`FakeKubeServer.compact`);
+  :meth:`FakeKubeServer.compact`), and for versions older than an API server
+  restart (:meth:`FakeKubeServer.restart`: open watches end, exact lists
+  still answer);
 * pod logs (``follow``, ``timestamps``, ``sinceTime``/``sinceSeconds``,
   ``tailLines``, ``limitBytes``, ``container``; 400 while the container
   waits to start);
@@ -354,6 +356,15 @@ class FakeKubeServer:
     def compact(self) -> None:
         """Forget the watch history (etcd compaction): older versions get 410."""
         self.store.compact()
+
+    def restart(self) -> None:
+        """What an API server restart (etcd keeping the data) does to clients:
+        every open watch ends, and the new watch cache starts at the current
+        version (a watch from an older one: an ERROR event with a 410 Status;
+        an exact list at one still answers until compaction)."""
+        self.store.forget_watch_cache()
+        for watcher in list(self.store.watchers):
+            watcher.queue.put_nowait(_CLOSE)
 
     def expire_next_continue(self, times: int = 1) -> None:
         """The next ``times`` lists with a continue token answer 410 Expired, as

@@ -103,6 +103,8 @@ class Store:
         self.managed_fields = managed_fields
         self._recorded_at: deque[float] = deque()
         self.compacted_rv = 0
+        #: watches from an older version answer 410 (:meth:`forget_watch_cache`)
+        self.watch_floor = 0
         self.watchers: set[Watcher] = set()
         self.changed = Notifier()
 
@@ -219,6 +221,12 @@ class Store:
         self._recorded_at.clear()
         self.compacted_rv = self.rv
 
+    def forget_watch_cache(self) -> None:
+        """What an API server restart does to its watch cache: it starts at
+        the current version, so a watch from an older one gets 410, while an
+        exact list of one (etcd's history) still answers until compacted."""
+        self.watch_floor = self.rv
+
     # -- watch -------------------------------------------------------------
     def watch(
         self, kind: Kind, namespace: str | None, since: int | None
@@ -236,10 +244,9 @@ class Store:
                 Event(self.rv, kind, "ADDED", o) for o in self.items(kind, namespace)
             ]
         else:
-            if since < self.compacted_rv:
-                raise expired(
-                    f"too old resource version: {since} ({self.compacted_rv})"
-                )
+            oldest = max(self.compacted_rv, self.watch_floor)
+            if since < oldest:
+                raise expired(f"too old resource version: {since} ({oldest})")
             first = [e for e in self.history if e.rv > since and watcher.wants(e)]
         self.watchers.add(watcher)
         return watcher, first

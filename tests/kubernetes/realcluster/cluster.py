@@ -224,6 +224,8 @@ class RealCluster:
     nobody_kubeconfig: Path
     docker_host: str
     bridge: str
+    #: etcd's client URL (``etcdctl --endpoints``)
+    etcd_url: str = ""
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     commands: dict[str, list[str]] = field(default_factory=dict)
     added_hosts_line: bool = False
@@ -331,17 +333,39 @@ class RealCluster:
             parts.append(f"--- {log.name}\n{text}")
         return "\n".join(parts)
 
-    def restart_apiserver(self, down_s: float = 0.0, ready_s: float = 60) -> None:
+    def restart_apiserver(
+        self, down_s: float = 0.0, ready_s: float = 60, stop_grace: float = 3.0
+    ) -> None:
         """Stop kube-apiserver (SIGTERM, by PID), wait ``down_s``, start it again.
 
-        etcd keeps the data; the new server has a fresh watch cache. Blocks
-        until ``/readyz`` answers (at most ``ready_s`` seconds: a loaded
-        machine needs more than 60): from async code run it in a worker thread.
+        On SIGTERM the server ends its watches and closes its port at once,
+        then lingers (20 s and more measured here): after ``stop_grace``
+        seconds it is killed. etcd keeps the data; the new server has a fresh
+        watch cache. Blocks until ``/readyz`` answers (at most ``ready_s``
+        seconds: a loaded machine needs more than 60): from async code run it
+        in a worker thread.
         """
-        _terminate(self.procs.pop("kube-apiserver"))
+        _terminate(self.procs.pop("kube-apiserver"), stop_grace)
         time.sleep(down_s)
         self._start("kube-apiserver", self.commands["kube-apiserver"])
         self._wait("kube-apiserver /readyz", self._api_ready, ready_s)
+
+    def etcd_revision(self) -> int:
+        """etcd's current revision (the newest resourceVersion of any object)."""
+        out = _run(
+            "etcdctl", "--endpoints", self.etcd_url, "endpoint", "status", "-w", "json"
+        )
+        return int(json.loads(out)[0]["Status"]["header"]["revision"])
+
+    def compact_etcd(self) -> int:
+        """Compact etcd at its current revision, at once (the API server's
+        ``--etcd-compaction-interval`` does it every 60 s): every older
+        resourceVersion is gone from etcd, an exact list of one answers 410.
+        Answers that revision. Blocks: from async code run it in a worker thread.
+        """
+        revision = self.etcd_revision()
+        _run("etcdctl", "--endpoints", self.etcd_url, "compact", str(revision))
+        return revision
 
     def docker(self, *args: str, check: bool = True) -> str:
         """Run the docker CLI against the node's own dockerd."""
@@ -554,7 +578,7 @@ def _start_all(
         c.extra_dirs.append(etcd_data)
         etcd_dir.symlink_to(etcd_data)
     peer = f"http://127.0.0.1:{peer_port}"
-    etcd_url = f"http://127.0.0.1:{etcd_port}"
+    etcd_url = c.etcd_url = f"http://127.0.0.1:{etcd_port}"
     c._start(
         "etcd",
         [

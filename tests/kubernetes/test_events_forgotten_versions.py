@@ -1,0 +1,228 @@
+"""Kubernetes events resumed from a cursor whose versions the server forgot.
+
+A reader saves its cursor and stops; apps then end, fail with a code and are
+cancelled while no reader runs; then the server forgets those versions: on
+the test cluster etcd is compacted at its current revision and the API
+server restarted (its new watch cache starts empty), on the fake the history
+is compacted. A reader resumed from the old cursor is told so: RESYNC, then
+CURRENT of every app with its terminal state and its failed replica's exit
+code (no silent gap), then live changes. Both servers answer a forgotten
+version alike: 410 Expired as the HTTP status of an exact list, and as an
+ERROR event in the stream of a watch.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import pytest
+from kubernetes_asyncio import client
+
+from asyncsched import AppEvent, EventKind
+from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
+from asyncsched.specs import AppState
+
+from .fakeapi.env import KubeEnv
+from .helpers import cfg_for, make_app, scheduler
+
+pytestmark = pytest.mark.usefixtures("kube_controller")
+
+#: seconds to wait for what a stream should tell (pods start one after the
+#: other on the real test node, on a machine shared by several test runs)
+WAIT = 120
+
+
+async def _until(
+    sched: KubernetesScheduler, since: str | None, done: Callable[[AppEvent], bool]
+) -> list[AppEvent]:
+    """Events from ``since`` up to and including the first ``done`` one."""
+    got: list[AppEvent] = []
+    with anyio.fail_after(WAIT):
+        async with sched.events(since=since) as stream:
+            async for event in stream:
+                got.append(event)
+                if done(event):
+                    return got
+    raise AssertionError(f"stream ended before the awaited event: {got}")
+
+
+def _ends(event: AppEvent, app_id: str) -> bool:
+    """The app's own terminal change (its replica's may come first)."""
+    return event.app_id == app_id and event.kind == EventKind.APP and event.terminal
+
+
+async def _version_now(env: KubeEnv) -> str:
+    """The server's resourceVersion now (a list of the namespace's pods)."""
+    async with await env.api_client() as api:
+        pods = await client.CoreV1Api(api).list_namespaced_pod(env.namespace)
+    return str(pods.metadata.resource_version)
+
+
+async def _expect_forgotten(env: KubeEnv, version: str, *, compacted: bool) -> None:
+    """A watch from ``version`` answers an ERROR event carrying a 410 Status;
+    an exact list at it answers HTTP 410 once etcd compacted it, else the
+    objects as they were (what the event source relies on, on either path)."""
+    async with await env.api_client() as api:
+        core = client.CoreV1Api(api)
+        if compacted:
+            with pytest.raises(client.ApiException) as refused:
+                await _exact_list(core, env.namespace, version)
+            assert refused.value.status == 410
+            status = json.loads(refused.value.body or b"{}")
+            assert (status["kind"], status["reason"], status["code"]) == (
+                "Status",
+                "Expired",
+                410,
+            )
+            assert (
+                status["message"]
+                == "The resourceVersion for the provided list is too old."
+            )
+        else:
+            listed = await _exact_list(core, env.namespace, version)
+            assert listed.metadata.resource_version == version
+        # unread (no preload): the raw aiohttp response, its lines as sent
+        resp: Any = await core.list_namespaced_pod(
+            env.namespace,
+            watch=True,
+            resource_version=version,
+            timeout_seconds=5,
+            _preload_content=False,
+        )
+        try:
+            assert resp.status == 200
+            lines = (await resp.read()).splitlines()
+        finally:
+            resp.release()
+    first = json.loads(lines[0])
+    assert first["type"] == "ERROR", lines
+    error = first["object"]
+    assert (error["kind"], error["reason"], error["code"]) == ("Status", "Expired", 410)
+    assert error["message"].startswith(f"too old resource version: {version} ("), error
+
+
+async def _exact_list(core: client.CoreV1Api, namespace: str, version: str) -> Any:
+    return await core.list_namespaced_pod(
+        namespace, resource_version=version, resource_version_match="Exact"
+    )
+
+
+async def _resumed(
+    sched: KubernetesScheduler,
+    since: str,
+    apps: set[str],
+    told: anyio.Event,
+    live: list[str],
+) -> list[AppEvent]:
+    """Events from ``since``; ``told`` is set once CURRENT of every one of
+    ``apps`` came; ends with the terminal change of the app ``live`` names."""
+    got: list[AppEvent] = []
+    async with sched.events(since=since) as stream:
+        async for event in stream:
+            got.append(event)
+            if {e.app_id for e in got if e.kind == EventKind.CURRENT} >= apps:
+                told.set()
+            if live and _ends(event, live[0]):
+                return got
+    raise AssertionError(f"stream ended before the live app did: {got}")
+
+
+def _check_resumed(
+    got: list[AppEvent], ended: dict[str, AppState], failed: str, live: str
+) -> None:
+    """RESYNC first; each RESYNC followed by CURRENT of every app (its end;
+    the failed replica's exit code); then the live app's changes to its end.
+
+    A server restart answers 410 on each resource kind's watch, so a stream
+    that was watching may tell RESYNC once per kind (at-least-once)."""
+    assert got[0].kind == EventKind.RESYNC, got[:3]
+    for at in [i for i, e in enumerate(got) if e.kind == EventKind.RESYNC]:
+        current = list(
+            itertools.takewhile(lambda e: e.kind == EventKind.CURRENT, got[at + 1 :])
+        )
+        # (the live app among them when the burst came after its submit)
+        assert {e.app_id: e.state for e in current if e.app_id != live} == ended
+        (failure,) = [e for e in current if e.app_id == failed]
+        assert [r.exit_code for r in failure.replicas] == [3], failure
+    mine = [e for e in got if e.app_id == live]
+    # SUBMITTED, or CURRENT from a RESYNC burst that came after the submit
+    assert mine[0].kind in (EventKind.SUBMITTED, EventKind.CURRENT), mine
+    assert mine[-1].state == AppState.SUCCEEDED, mine
+
+
+#: an API server restart on the loaded test machine takes up to a minute
+@pytest.mark.timeout(600)
+async def test_cursors_the_server_forgot_give_resync_every_app_then_live_changes(
+    kube_env: KubeEnv,
+) -> None:
+    cfg = cfg_for(kube_env, "volcano")
+    # a reader follows until its app ends, keeps the cursor and stops
+    async with scheduler(kube_env) as sched:
+        first = await sched.submit(make_app("exit 0", name="first"), cfg)
+        old = (await _until(sched, None, lambda e: _ends(e, first)))[-1].cursor
+    old_version = await _version_now(kube_env)
+    # apps change while no reader exists: one ends, one fails, one is cancelled
+    async with scheduler(kube_env) as sched:
+        ok = await sched.submit(make_app("exit 0", name="ok"), cfg)
+        failed = await sched.submit(make_app("exit 3", name="failed"), cfg)
+        cancelled = await sched.submit(make_app("sleep 600", name="cancelled"), cfg)
+        await _until(
+            sched, None, lambda e: e.app_id == cancelled and e.state == AppState.RUNNING
+        )
+        await sched.cancel(cancelled)
+        for app_id in (ok, failed, cancelled):
+            await sched.wait(app_id, timeout=WAIT)
+    ended = {
+        first: AppState.SUCCEEDED,
+        ok: AppState.SUCCEEDED,
+        failed: AppState.FAILED,
+        cancelled: AppState.CANCELLED,
+    }
+    # etcd forgets the old cursor's versions; a second reader then reads
+    # every app's state and stops (its versions outlive the compaction)
+    await kube_env.compact()
+    told: set[str] = set()
+
+    def all_told(event: AppEvent) -> bool:
+        if event.kind == EventKind.CURRENT:
+            told.add(event.app_id)
+        return told >= set(ended)
+
+    async with scheduler(kube_env) as sched:
+        recent = (await _until(sched, None, all_told))[-1].cursor
+    recent_version = await _version_now(kube_env)
+    async with await kube_env.api_client() as api:
+        # any later write: the restarted server's watch cache starts after it
+        await client.CoreV1Api(api).patch_namespace(
+            kube_env.namespace, {"metadata": {"labels": {"written": "after"}}}
+        )
+    # the API server restarts: its new watch cache starts empty
+    await kube_env.restart_api_server()
+    await _expect_forgotten(kube_env, old_version, compacted=True)
+    await _expect_forgotten(kube_env, recent_version, compacted=False)
+
+    # new schedulers (as new processes would) resume from either cursor: the
+    # old one's exact list answers 410, the recent one's watch does
+    got: dict[str, list[AppEvent]] = {}
+    live: list[str] = []
+
+    async def resume(name: str, since: str, told: anyio.Event) -> None:
+        async with scheduler(kube_env) as sched:
+            got[name] = await _resumed(sched, since, set(ended), told, live)
+
+    with anyio.fail_after(WAIT):
+        async with anyio.create_task_group() as tg:
+            both = {"compacted": old, "restarted": recent}
+            bursts = {name: anyio.Event() for name in both}
+            for name, since in both.items():
+                tg.start_soon(resume, name, since, bursts[name])
+            for burst in bursts.values():
+                await burst.wait()
+            async with scheduler(kube_env) as sched:
+                live.append(await sched.submit(make_app("exit 0", name="live"), cfg))
+    for name in both:
+        _check_resumed(got[name], ended, failed, live[0])
