@@ -204,8 +204,10 @@ async def load(url: str, args: argparse.Namespace, server_pid: int) -> dict[str,
     ticks = Ticks()
     ticker = asyncio.create_task(ticks.run())
 
-    def cpu() -> tuple[float, float]:
-        return sum(server.cpu_times()[:2]), sum(me.cpu_times()[:2])
+    def cpu() -> tuple[float, float, float]:
+        """CPU seconds: the server's, the load generator's, the server's in the kernel."""
+        used = server.cpu_times()
+        return used.user + used.system, sum(me.cpu_times()[:2]), used.system
 
     async with httpx2.AsyncClient(base_url=url, timeout=300, limits=limits) as http:
         (await http.get("/apps")).raise_for_status()
@@ -285,6 +287,7 @@ async def load(url: str, args: argparse.Namespace, server_pid: int) -> dict[str,
             k: {x: v[x] for x in ("samples", "p50", "p99", "max")}
             for k, v in lags.items()
         },
+        "full_gc_ms": {k: v["full_gc_ms"] for k, v in lags.items()},
         "client_lag_ms": {
             "opening": ticks.window(open_start, opened),
             "change": ticks.window(opened, done),
@@ -296,6 +299,10 @@ async def load(url: str, args: argparse.Namespace, server_pid: int) -> dict[str,
         "server_cpu_s": {
             "opening": cpu_opened[0] - cpu_before[0],
             "change": cpu_done[0] - cpu_opened[0],
+        },
+        "server_kernel_cpu_s": {
+            "opening": cpu_opened[2] - cpu_before[2],
+            "change": cpu_done[2] - cpu_opened[2],
         },
         "client_cpu_s": {
             "opening": cpu_opened[1] - cpu_before[1],
@@ -345,6 +352,11 @@ def report(r: dict[str, Any]) -> str:
             + f" server {cpu['opening']:.2f} / {cpu['change']:.2f},"
             + f" load generator {own['opening']:.2f} / {own['change']:.2f};"
             + f" load average {r['loadavg_1m']:.1f}",
+            "server full garbage collections opening / streaming: "
+            + " / ".join(
+                f"{g['count']} ({g['total']:.0f} ms, longest {g['max']:.0f})"
+                for g in r["full_gc_ms"].values()
+            ),
         ]
     )
 
