@@ -32,12 +32,13 @@ ROOT = Path(__file__).parents[2]
 SERVE = """
 import socket, sys, uvicorn
 sock = socket.socket(fileno=int(sys.argv[1]))
+http, loop = sys.argv[2:4] or ["auto", "auto"]  # uvicorn's parser and loop
 config = uvicorn.Config(
     "docs.examples.asgi_app:app",
     log_level="info",
     timeout_graceful_shutdown=2,
-    http=sys.argv[2],
-    loop=sys.argv[3],
+    http=http,
+    loop=loop,
 )
 uvicorn.Server(config).run(sockets=[sock])
 """
