@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hashlib
 import json
 import math
@@ -557,7 +558,8 @@ def serve_example(fd: int) -> None:
     A ticker task, started in the lifespan, sleeps 5 ms in a loop and records
     ``(time.monotonic(), lateness)``; ``GET /_bench/lag?start=&end=`` answers
     the statistics of the ticks in that window (monotonic clock seconds, the
-    same clock in every process) and the server's peak RSS.
+    same clock in every process), the full collections of the garbage
+    collector in it (count, total and longest ms) and the server's peak RSS.
     """
     import socket
     from contextlib import asynccontextmanager
@@ -571,6 +573,20 @@ def serve_example(fd: int) -> None:
     from docs.examples.asgi_app import app
 
     ticks: list[tuple[float, float]] = []
+    collections: list[tuple[float, float]] = []  # (time.monotonic(), seconds)
+    started = [0.0]
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        """Time each full collection of the cyclic garbage collector."""
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            started[0] = time.monotonic()
+        else:
+            now = time.monotonic()
+            collections.append((now, now - started[0]))
+
+    gc.callbacks.append(on_gc)
 
     async def ticker() -> None:
         while True:
@@ -593,7 +609,10 @@ def serve_example(fd: int) -> None:
         end = float(request.query_params.get("end", "inf"))
         ms = [late * 1000.0 for t, late in ticks if start <= t <= end]
         stats = {"samples": len(ms), **stats_ms(ms)}
-        return JSONResponse({**stats, "peak_rss_mb": peak_rss_bytes() / MiB})
+        full = [s * 1000.0 for t, s in collections if start <= t <= end]
+        gcs = {"count": len(full), "total": sum(full), "max": max(full, default=0.0)}
+        answer = {**stats, "full_gc_ms": gcs, "peak_rss_mb": peak_rss_bytes() / MiB}
+        return JSONResponse(answer)
 
     app.router.lifespan_context = lifespan
     app.add_route("/_bench/lag", lag)

@@ -73,6 +73,7 @@ oversized bodies); it does not authenticate anyone. Settings, read at import:
 from __future__ import annotations
 
 import base64
+import gc
 import hashlib
 import json
 import logging
@@ -83,6 +84,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -94,7 +96,7 @@ from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -612,6 +614,7 @@ WAKE_BATCH = 32  # clients of the event hub woken per turn of the loop
 MAX_STREAMS = 256  # open SSE streams, all clients together; more answer 503
 STREAM_RETRY_AFTER_S = 5  # the Retry-After of that 503
 LOG_LINE_BYTES = 64 * 1024  # a longer log line comes in pieces ("partial": true)
+SEND_BYTES = 64 * 1024  # frames queued for a client are joined up to this, one write
 
 
 class Stalled(Exception):
@@ -625,7 +628,9 @@ class FrameBuffer:
     producers down and nothing is skipped (the logs wait on disk). A client
     that takes nothing for ``stall_s`` seconds while the buffer is full makes
     ``put`` raise :class:`Stalled`. A frame larger than the bound is let in
-    when the buffer is empty. Iterating takes the frames until :meth:`close`.
+    when the buffer is empty; ``offer`` puts a frame only if it fits, without
+    waiting. Iterating takes the frames until :meth:`close`; :meth:`take`
+    takes the frames queued joined (one write to the client for several).
 
     Example::
 
@@ -641,11 +646,15 @@ class FrameBuffer:
         self.size = 0  # bytes queued
         self._frames: deque[bytes] = deque()
         self._closed = False
-        self._taken = anyio.Event()  # set (and replaced) when a frame is taken
-        self._added = anyio.Event()  # set (and replaced) when a frame is added
+        # made by whoever waits, set (and dropped) by the other side: a frame
+        # that nobody waits for costs no event
+        self._taken: anyio.Event | None = None  # a frame was taken
+        self._added: anyio.Event | None = None  # a frame was added, or the end
 
     async def put(self, frame: bytes) -> None:
-        while self._frames and self.size + len(frame) > self.max_bytes:
+        while not self.fits(frame):
+            if self._taken is None:
+                self._taken = anyio.Event()
             taken = self._taken
             with anyio.move_on_after(self.stall_s):
                 await taken.wait()
@@ -656,9 +665,25 @@ class FrameBuffer:
                 )
         if self._closed:
             raise anyio.ClosedResourceError
+        self._add(frame)
+
+    def fits(self, frame: bytes) -> bool:
+        """``frame`` goes in without waiting (the buffer is empty, or has room)."""
+        return not self._frames or self.size + len(frame) <= self.max_bytes
+
+    def offer(self, frame: bytes) -> bool:
+        """Put ``frame`` if it fits, at once; False (nothing put) if it does not
+        or the buffer is closed."""
+        if self._closed or not self.fits(frame):
+            return False
+        self._add(frame)
+        return True
+
+    def _add(self, frame: bytes) -> None:
         self._frames.append(frame)
         self.size += len(frame)
-        self._added = _wake(self._added)
+        _wake(self._added)
+        self._added = None
 
     @property
     def closed(self) -> bool:
@@ -673,26 +698,46 @@ class FrameBuffer:
             self._frames.append(final)
             self.size += len(final)
         self._closed = True
-        self._added = _wake(self._added)
+        _wake(self._added)
+        self._added = None
 
     def __aiter__(self) -> FrameBuffer:
         return self
 
     async def __anext__(self) -> bytes:
+        if frame := await self.take():
+            return frame
+        raise StopAsyncIteration
+
+    async def take(self, up_to: int = 0) -> bytes:
+        """The next frame, joined with the ones queued after it while the
+        whole stays within ``up_to`` bytes; ``b""`` once the buffer is closed
+        and empty."""
         while not self._frames:
             if self._closed:
-                raise StopAsyncIteration
+                return b""
+            if self._added is None:
+                self._added = anyio.Event()
             await self._added.wait()
-        frame = self._frames.popleft()
-        self.size -= len(frame)
-        self._taken = _wake(self._taken)
-        return frame
+        frames = self._frames
+        piece = frames.popleft()
+        if frames and len(piece) + len(frames[0]) <= up_to:
+            pieces = [piece]
+            size = len(piece)
+            while frames and size + len(frames[0]) <= up_to:
+                pieces.append(frames.popleft())
+                size += len(pieces[-1])
+            piece = b"".join(pieces)
+        self.size -= len(piece)
+        _wake(self._taken)
+        self._taken = None
+        return piece
 
 
-def _wake(event: anyio.Event) -> anyio.Event:
-    """Set ``event`` (its waiters run) and return a fresh one for the next wait."""
-    event.set()
-    return anyio.Event()
+def _wake(event: anyio.Event | None) -> None:
+    """Set ``event``, if any (its waiters run); the next wait makes a new one."""
+    if event is not None:
+        event.set()
 
 
 class StreamSlots:
@@ -768,37 +813,62 @@ class _ClientGone(Exception):
 
 
 Produce = Callable[[FrameBuffer], Awaitable[None]]
+SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),  # no proxy holds the frames back
+]
 
 
-class EventStream(StreamingResponse):
-    """An SSE response of the frames ``produce`` puts in a :class:`FrameBuffer`.
+class EventStream(Response):
+    """An SSE response of the frames put in its :class:`FrameBuffer`.
 
-    The producer runs in the lifespan's task group, not in the response's
-    iterator: no cancel scope stays open across a ``yield``, and a client that
-    disconnects only has to cancel the producer's scope. It ends the stream:
+    The frames come from ``produce``, a task started in the lifespan's task
+    group (no cancel scope stays open across a ``yield`` in the response),
+    or from whoever ``on_open`` hands the stream to: the :class:`EventHub`
+    puts frames in the buffers of all its clients itself, and starts a
+    producer (:meth:`start_producer`) only for a client that falls behind.
+    A task waits for the client to disconnect; then the buffer is closed and
+    the producer cancelled. The stream ends:
 
-    - normally, after the frames queued;
+    - normally, after the frames queued, once the producer has ended;
     - with ``event: stream-error``, ``{"error"}``, if it failed;
     - with ``event: lagged``, ``{"error"}``, if the client stalled (see
       :class:`FrameBuffer`): the frames still queued are dropped and the
       client is told to open the stream again.
 
-    Once the producer has ended, a send to the client that blocks for
+    Once the buffer is closed, a send to the client that blocks for
     ``stall_s`` gives the connection up (the client read nothing, not even the
     end). Beyond ``slots.limit`` open streams it answers 503 ``TooManyStreams``
-    with ``Retry-After``.
+    with ``Retry-After``. Example::
+
+        async def produce(out: FrameBuffer) -> None:
+            await out.put(b"data: 1\\n\\n")
+
+        return EventStream(request, produce)
     """
 
-    def __init__(self, request: Request, produce: Produce) -> None:
-        self.path = request.url.path
-        self.produce = produce
-        self.tasks: TaskGroup = request.app.state.tasks
-        self.slots: StreamSlots = request.app.state.streams
-        self.limits: StreamLimits = request.app.state.stream_limits
+    def __init__(
+        self,
+        request: Request,
+        produce: Produce | None = None,
+        *,
+        on_open: Callable[[EventStream], None] | None = None,
+        on_close: Callable[[EventStream], None] | None = None,
+    ) -> None:
+        state = request.app.state
+        self.path: str = request.scope["path"]
+        self.tasks: TaskGroup = state.tasks
+        self.slots: StreamSlots = state.streams
+        self.limits: StreamLimits = state.stream_limits
         self.buffer = FrameBuffer(self.limits.buffer_bytes, self.limits.stall_s)
-        self._sending: anyio.CancelScope | None = None  # the send under way
-        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        super().__init__(self.buffer, media_type="text/event-stream", headers=headers)
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = [*SSE_HEADERS]
+        self._produce_first = produce
+        self._on_open, self._on_close = on_open, on_close
+        self._producer: anyio.CancelScope | None = None  # the producer running
+        self._sending: anyio.CancelScope | None = None  # the response's sends
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self.slots.take():
@@ -811,30 +881,58 @@ class EventStream(StreamingResponse):
             )
             await busy.response()(scope, receive, send)
             return
-        producer = anyio.CancelScope()
+        listening = anyio.CancelScope()
         try:
-            self.tasks.start_soon(self._produce, producer)
-            await super().__call__(scope, receive, send)
+            self.tasks.start_soon(self._listen, receive, listening)
+            if self._produce_first is not None:
+                self.start_producer(self._produce_first)
+            if self._on_open is not None:
+                self._on_open(self)
+            await self._stream(send)
         except Exception as exc:
             if not _only(exc, _ClientGone):
                 raise
             logger.warning("%s: gave the stalled client's connection up", self.path)
         finally:
-            producer.cancel()
+            listening.cancel()
+            if self._producer is not None:
+                self._producer.cancel()
+            self.buffer.close()
+            if self._on_close is not None:
+                self._on_close(self)
             self.slots.give_back()
 
-    async def stream_response(self, send: Send) -> None:
-        async def timed_send(message: Message) -> None:
-            with anyio.CancelScope() as sending:
-                self._sending = sending
-                if self.buffer.closed:
-                    self._give_up_later()
-                await send(message)
-            self._sending = None
-            if sending.cancelled_caught:
-                raise _ClientGone
+    def start_producer(self, produce: Produce, *, ends: bool = True) -> None:
+        """Run ``produce(buffer)`` in the lifespan's task group; the stream
+        ends when it returns if ``ends`` (and whenever it fails)."""
+        scope = anyio.CancelScope()
+        self._producer = scope
+        self.tasks.start_soon(self._produce, produce, scope, ends)
 
-        await super().stream_response(timed_send)
+    async def _listen(self, receive: Receive, scope: anyio.CancelScope) -> None:
+        """Wait until the client disconnects, then end the stream."""
+        with scope:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            self.buffer.close(drop=True)
+            if self._producer is not None:
+                self._producer.cancel()
+
+    async def _stream(self, send: Send) -> None:
+        start = {"type": "http.response.start", "status": 200}
+        await send({**start, "headers": self.raw_headers})
+        with anyio.CancelScope() as sending:
+            self._sending = sending
+            while piece := await self.buffer.take(SEND_BYTES):
+                await send(
+                    {"type": "http.response.body", "body": piece, "more_body": True}
+                )
+                if self.buffer.closed:  # each send after the end gets stall_s
+                    sending.deadline = anyio.current_time() + self.limits.stall_s
+            await send({"type": "http.response.body", "body": b""})
+        self._sending = None
+        if sending.cancelled_caught:
+            raise _ClientGone
 
     def _give_up_later(self) -> None:
         """The send under way gets ``stall_s`` more seconds, at most."""
@@ -842,11 +940,14 @@ class EventStream(StreamingResponse):
             deadline = anyio.current_time() + self.limits.stall_s
             self._sending.deadline = min(self._sending.deadline, deadline)
 
-    async def _produce(self, scope: anyio.CancelScope) -> None:
+    async def _produce(
+        self, produce: Produce, scope: anyio.CancelScope, ends: bool
+    ) -> None:
         with scope:
             try:
-                await self.produce(self.buffer)
+                await produce(self.buffer)
             except Exception as exc:  # noqa: BLE001 -- told to the client as an event
+                ends = True
                 if _only(exc, Stalled):
                     stalled = _first(exc)  # one follower's, for a log stream
                     logger.warning(
@@ -863,8 +964,9 @@ class EventStream(StreamingResponse):
                     logger.warning("%s ended: %r", self.path, exc)
                     self.buffer.close(_frame("stream-error", {"error": str(exc)}))
             finally:
-                self.buffer.close()
-                self._give_up_later()
+                if ends or scope.cancel_called:
+                    self.buffer.close()
+                    self._give_up_later()
 
 
 @dataclass(frozen=True)
@@ -1000,6 +1102,16 @@ def _event_frame(event: AppEvent) -> bytes:
     return _frame(event.kind.value, event.to_json(), event.cursor)
 
 
+@dataclass(eq=False)
+class _Follower:
+    """Where one ``GET /events`` client of the hub is."""
+
+    stream: EventStream
+    pos: int  # number of the last event it was given
+    epoch: int  # the hub's epoch when it was
+    quiet_since: float  # when it was last given anything
+
+
 class EventHub:
     """One ``Runner.events`` stream shared by every ``GET /events`` client.
 
@@ -1010,12 +1122,28 @@ class EventHub:
     the hub no longer holds (older, or from before a server restart) is
     handed to a stream of its own (``Runner.events(since=...)``), which
     resumes it as far as the backend can.
+
+    The hub feeds its clients itself, with no task per client: after news it
+    puts what each client has not had yet in the client's buffer
+    (:meth:`FrameBuffer.offer`, encoded once for all clients at the same
+    place), ``WAKE_BATCH`` clients per turn of the loop, and a keep-alive
+    comment to a client that had nothing for ``keepalive_s``. A client whose
+    buffer is full gets a producer of its own that waits for it (and drops
+    it if it stalls, see :class:`FrameBuffer`) until it has caught up.
+    Example::
+
+        hub = EventHub(runner, tasks, history=4096, keepalive_s=15)
+        hub.start()
+        return hub.stream(request, hub.position(since))  # in an endpoint
     """
 
-    def __init__(self, runner: Runner, tasks: TaskGroup, history: int) -> None:
+    def __init__(
+        self, runner: Runner, tasks: TaskGroup, history: int, keepalive_s: float
+    ) -> None:
         self.runner = runner
         self.tasks = tasks
         self.history = history
+        self.keepalive_s = keepalive_s
         self.seq = 0  # number of the last event
         self.frames: dict[int, bytes] = {}  # the last ``history`` events, encoded
         self.cursors: dict[int, str] = {}  # and their cursors
@@ -1024,15 +1152,15 @@ class EventHub:
         self.cursor = ""  # of the last event
         self.epoch = 0  # bumped when the upstream starts over
         self.started = False
-        self._waiting: set[anyio.Event] = set()  # one per idle client
-        self._pending = anyio.Event()  # set when there is news for the idle clients
+        self._fed: dict[EventStream, _Follower] = {}  # the clients the hub feeds
+        self._pending = anyio.Event()  # set when there is news for them
         self._snapshot: tuple[tuple[int, int, bool], bytes] = ((-1, -1, False), b"")
 
     def start(self) -> None:
         if not self.started:
             self.started = True
             self.tasks.start_soon(self._upstream)
-            self.tasks.start_soon(self._notify)
+            self.tasks.start_soon(self._fan_out)
 
     async def _upstream(self) -> None:
         while True:
@@ -1047,30 +1175,6 @@ class EventHub:
             self.epoch += 1
             self._pending.set()
             await anyio.sleep(1.0)
-
-    async def _notify(self) -> None:
-        """Wake the idle clients after news, ``WAKE_BATCH`` per loop turn: a
-        thousand clients woken at once would write to their sockets in one
-        turn of the loop and hold everything else back for it."""
-        while True:
-            await self._pending.wait()
-            self._pending = anyio.Event()
-            waiting, self._waiting = list(self._waiting), set()
-            for start in range(0, len(waiting), WAKE_BATCH):
-                for event in waiting[start : start + WAKE_BATCH]:
-                    event.set()
-                await anyio.lowlevel.checkpoint()
-
-    async def _news(self, wait_s: float) -> bool:
-        """Wait until the hub has news (True) or ``wait_s`` seconds passed."""
-        event = anyio.Event()
-        self._waiting.add(event)
-        try:
-            with anyio.move_on_after(wait_s):
-                await event.wait()
-        finally:
-            self._waiting.discard(event)
-        return event.is_set()
 
     def _add(self, event: AppEvent) -> None:
         self.seq += 1
@@ -1112,50 +1216,120 @@ class EventHub:
             self._snapshot = ((self.epoch, self.seq, resync), frames)
         return frames
 
-    async def follow(
-        self, out: FrameBuffer, pos: int, keepalive_s: float, first: bytes = b""
+    def _since(self, pos: int, joined: dict[tuple[int, int], bytes]) -> bytes:
+        """The events after number ``pos``, joined once per round for every
+        client at the same place."""
+        key = (pos, self.seq)
+        if (frames := joined.get(key)) is None:
+            numbers = range(pos + 1, self.seq + 1)
+            frames = joined[key] = b"".join(self.frames.get(n, b"") for n in numbers)
+        return frames
+
+    def stream(self, request: Request, pos: int) -> EventStream:
+        """The response of a client that starts after event number ``pos``
+        (0: with the current state), fed by the hub from then on."""
+
+        def join(stream: EventStream) -> None:
+            now = anyio.current_time()
+            follower = _Follower(stream, pos, self.epoch, now)
+            if pos == 0:
+                follower.pos = self.seq
+                stream.buffer.offer(RETRY_FRAME + self._current())  # empty: it fits
+            else:
+                stream.buffer.offer(RETRY_FRAME)
+            if not self._fed:
+                self._pending.set()  # the keep-alive timer starts with a client
+            self._fed[stream] = follower
+            self._feed(follower, now, {})  # a resumed client: what it missed
+
+        def leave(stream: EventStream) -> None:
+            self._fed.pop(stream, None)
+
+        return EventStream(request, on_open=join, on_close=leave)
+
+    def _feed(
+        self, f: _Follower, now: float, joined: dict[tuple[int, int], bytes]
     ) -> None:
-        """Put a client's frames in ``out``, after ``first``: the current
-        state (``pos`` 0), then every event after number ``pos``. What is
-        ready goes out as one piece: one write to the socket, not one per
-        event (at 1,000 clients, the writes are what costs)."""
-        epoch = self.epoch
-        if pos == 0:
-            pos = self.seq
-            await out.put(first + self._current())
-        elif first:
-            await out.put(first)
+        """Offer a client what it has not had (or a keep-alive); hand it to a
+        producer of its own if its buffer is full."""
+        if f.epoch != self.epoch or f.pos < self.seq - self.history:
+            frames, pos = self._current(resync=True), self.seq  # lost: start over
+        elif f.pos < self.seq:
+            frames, pos = self._since(f.pos, joined), self.seq
+        elif now - f.quiet_since >= self.keepalive_s:
+            frames, pos = KEEPALIVE_FRAME, f.pos
+        else:
+            return
+        out = f.stream.buffer
+        if out.offer(frames):
+            f.epoch, f.pos, f.quiet_since = self.epoch, pos, now
+        elif not out.closed:  # it reads slower than the events come
+            del self._fed[f.stream]
+            f.stream.start_producer(partial(self._catch_up, f), ends=False)
+
+    async def _catch_up(self, f: _Follower, out: FrameBuffer) -> None:
+        """Put a client's events with ``put`` (which waits for the client)
+        until it has them all; then the hub feeds it again."""
         while True:
-            if epoch != self.epoch or pos < self.seq - self.history:  # lost: start over
-                epoch, pos = self.epoch, self.seq
+            if f.epoch != self.epoch or f.pos < self.seq - self.history:
+                f.epoch, f.pos = self.epoch, self.seq
                 await out.put(self._current(resync=True))
-            if pos < self.seq:
-                ready = [self.frames.get(n, b"") for n in range(pos + 1, self.seq + 1)]
-                pos = self.seq
+            elif f.pos < self.seq:
+                ready = [
+                    self.frames.get(n, b"") for n in range(f.pos + 1, self.seq + 1)
+                ]
+                f.pos = self.seq
                 await out.put(b"".join(ready))
-                continue
-            if not await self._news(keepalive_s):
-                await out.put(KEEPALIVE_FRAME)
+            else:
+                break
+        f.quiet_since = anyio.current_time()
+        if not out.closed:
+            self._fed[f.stream] = f
+
+    async def _fan_out(self) -> None:
+        """After news (or when a keep-alive is due), feed every client,
+        ``WAKE_BATCH`` per turn of the loop: a thousand clients fed at once
+        would write to their sockets in one turn of the loop and hold
+        everything else back for it."""
+        try:
+            while True:
+                quiet = min(
+                    (f.quiet_since for f in self._fed.values()), default=math.inf
+                )
+                with anyio.move_on_after(
+                    quiet + self.keepalive_s - anyio.current_time()
+                ):
+                    await self._pending.wait()
+                self._pending = anyio.Event()
+                now = anyio.current_time()
+                fed = list(self._fed.values())
+                joined: dict[tuple[int, int], bytes] = {}
+                for start in range(0, len(fed), WAKE_BATCH):
+                    for follower in fed[start : start + WAKE_BATCH]:
+                        if self._fed.get(follower.stream) is follower:  # still here
+                            self._feed(follower, now, joined)
+                    await anyio.lowlevel.checkpoint()
+        finally:
+            for stream in list(self._fed):
+                stream.buffer.close()
 
 
 async def all_events(request: Request) -> Response:
-    runner: Runner = _runner(request)
     hub: EventHub = request.app.state.hub
     since = resume_cursor(request)
     if since is not None and burst_restart(since) is not None:
         since = None  # stopped inside the hub's current events: all of them again
-    own = runner.events([SCHEDULER], since=since)  # 400: a bad cursor
+    if (pos := hub.position(since)) is not None:
+        hub.start()
+        return hub.stream(request, pos)
+    # a cursor the hub does not hold: a stream of its own
+    own = _runner(request).events([SCHEDULER], since=since)  # 400: a bad cursor
     hub.start()
-    pos = hub.position(since)
     keepalive_s = request.app.state.stream_limits.keepalive_s
 
     async def produce(out: FrameBuffer) -> None:
-        if pos is not None:  # the hub serves it
-            await own.aclose()
-            await hub.follow(out, pos, keepalive_s, RETRY_FRAME)
-            return
         await out.put(RETRY_FRAME)
-        async with own:  # a cursor the hub does not hold: a stream of its own
+        async with own:
             async for event in keep_alive(out, own, keepalive_s):
                 await out.put(_event_frame(event))
 
@@ -1217,13 +1391,18 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
         app.state.tasks = tasks
         app.state.stream_limits = STREAM_LIMITS
         app.state.streams = StreamSlots(STREAM_LIMITS.max_streams)
-        app.state.hub = EventHub(runner, tasks, HUB_HISTORY)
+        app.state.hub = EventHub(runner, tasks, HUB_HISTORY, STREAM_LIMITS.keepalive_s)
+        # what is loaded by now lives as long as the server: the cyclic
+        # garbage collector stops walking it (a full collection of it all
+        # paused the loop for tens of ms while a thousand streams opened)
+        gc.freeze()
         yield
         tasks.cancel_scope.cancel()
 
 
 app = Starlette(
     routes=[
+        Route("/events", all_events),  # first: the route a thousand clients open
         Route("/", page),
         Route("/apps", submit, methods=["POST"]),
         Route("/apps", list_apps, methods=["GET"]),
@@ -1232,7 +1411,6 @@ app = Starlette(
         Route("/apps/{app_id}/cancel", cancel, methods=["POST"]),
         Route("/apps/{app_id}/events", status_events),
         Route("/apps/{app_id}/logs", logs),
-        Route("/events", all_events),
     ],
     middleware=[
         Middleware(SecurityHeaders),

@@ -32,8 +32,13 @@ ROOT = Path(__file__).parents[2]
 SERVE = """
 import socket, sys, uvicorn
 sock = socket.socket(fileno=int(sys.argv[1]))
+http, loop = sys.argv[2:4] or ["auto", "auto"]  # uvicorn's parser and loop
 config = uvicorn.Config(
-    "docs.examples.asgi_app:app", log_level="info", timeout_graceful_shutdown=2
+    "docs.examples.asgi_app:app",
+    log_level="info",
+    timeout_graceful_shutdown=2,
+    http=http,
+    loop=loop,
 )
 uvicorn.Server(config).run(sockets=[sock])
 """
@@ -52,13 +57,15 @@ def serving(
     host: str = "127.0.0.1",
     env: dict[str, str] | None = None,
     port: int = 0,
+    pure_python: bool = False,
 ) -> Iterator[Service]:
     """Run uvicorn on the example until the block ends, then SIGTERM it.
 
     It listens on ``host`` (a loopback address) at ``port`` (0: a free one;
     give the port of a server that was killed to restart it in its place);
     ``env`` adds environment variables (the example's ``ASYNCSCHED_WEB_*``
-    settings).
+    settings). uvicorn picks uvloop and httptools when they are installed
+    (the ``web`` extra); ``pure_python`` runs it on asyncio's loop and h11.
     """
     for module in ("uvicorn", "starlette"):  # the `web` extra
         pytest.importorskip(module, reason="pip install 'asyncsched[web]'")
@@ -69,9 +76,10 @@ def serving(
     url = f"http://{host}:{sock.getsockname()[1]}"
     env = {**os.environ, "ASYNCSCHED_STATE_DIR": str(tmp / "state"), **(env or {})}
     log = tmp / "server.log"
+    server = ["h11", "asyncio"] if pure_python else ["auto", "auto"]
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-c", SERVE, str(sock.fileno())],
+            [sys.executable, "-c", SERVE, str(sock.fileno()), *server],
             cwd=ROOT,
             env=env,
             pass_fds=[sock.fileno()],

@@ -168,3 +168,19 @@ async def test_a_browser_that_stopped_inside_the_current_events_gets_all_of_them
     assert {a: states.get(a) for a in apps} == dict(
         zip(apps, ("SUCCEEDED", "FAILED", "SUCCEEDED"), strict=True)
     )
+
+
+async def test_events_stream_and_resume_on_the_pure_python_server(
+    tmp_path: Path,
+) -> None:
+    """Without uvloop and httptools (asyncio's loop, h11), as with them."""
+    with serving(tmp_path, pure_python=True) as service:
+        async with httpx2.AsyncClient(base_url=service.url, timeout=30) as client:
+            first = await submit(client, "exit 0")
+            before = [f for f in await until_final(client, first) if f.id]
+            later = await submit(client, "exit 0")
+            headers = {"Last-Event-ID": str(before[-1].id)}
+            resumed = await until_final(client, later, headers)
+    kinds = [f.event for f in resumed if f.data and f.data["app_id"] == later]
+    assert kinds[0] == "submitted"  # resumed after the last id, not from the start
+    assert "current" not in kinds

@@ -8,8 +8,10 @@ server, then is told to reconnect.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import select
 import socket
 import sys
 import time
@@ -196,6 +198,36 @@ async def test_body_sent_slowly_within_the_timeout_is_served(limited: Service) -
         headers = {"Content-Type": "application/json"}
         created = await client.post("/apps", content=slowly(), headers=headers)
     assert created.status_code == 201, created.text
+
+
+def status_after_headers(url: str, header_bytes: int) -> bytes:
+    """The status line answered to a GET with ``header_bytes`` of headers,
+    sent 64 KiB at a time until they end or the server has answered."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        line = b"X-Pad: " + b"a" * 1000 + b"\r\n"
+        head = b"GET /apps HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        head += line * (header_bytes // len(line)) + b"\r\n"
+        with contextlib.suppress(OSError):  # the server answered and closed
+            for start in range(0, len(head), 64 * 1024):
+                if select.select([sock], [], [], 0.05)[0]:
+                    break  # it answered before the headers ended
+                sock.sendall(head[start : start + 64 * 1024])
+        return sock.makefile("rb").readline().strip()
+
+
+def test_h11_caps_request_headers_at_16_kib_and_httptools_does_not(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "h11").mkdir()
+    (tmp_path / "httptools").mkdir()
+    with serving(tmp_path / "h11", pure_python=True) as h11:
+        answer = status_after_headers(h11.url, 1024 * 1024)
+        assert answer.startswith(b"HTTP/1.1 400"), answer
+    pytest.importorskip("httptools", reason="the web extra installs httptools")
+    with serving(tmp_path / "httptools") as parsed_by_httptools:
+        answer = status_after_headers(parsed_by_httptools.url, 1024 * 1024)
+        assert answer == b"HTTP/1.1 200 OK"
 
 
 # -- the number of streams --------------------------------------------------------

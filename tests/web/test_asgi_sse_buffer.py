@@ -58,3 +58,28 @@ async def test_dropping_close_replaces_the_queue_with_the_final_frame() -> None:
     assert [frame async for frame in buffer] == [b"event: lagged\n\n"]
     with pytest.raises(anyio.ClosedResourceError):
         await buffer.put(b"3")
+
+
+async def test_offer_puts_a_frame_only_if_it_fits_and_never_waits() -> None:
+    buffer = FrameBuffer(max_bytes=10, stall_s=30)
+    assert buffer.offer(b"x" * 50)  # an empty buffer takes any frame
+    assert not buffer.offer(b"y")  # full: refused at once, nothing queued
+    assert buffer.size == 50
+    assert await buffer.take() == b"x" * 50
+    assert buffer.offer(b"12345")
+    assert buffer.offer(b"67890")
+    assert not buffer.offer(b"!")  # 11 bytes would pass the bound
+    buffer.close()
+    assert not buffer.offer(b"")  # closed
+
+
+async def test_take_joins_the_frames_queued_in_order_up_to_the_limit() -> None:
+    buffer = FrameBuffer(max_bytes=1000, stall_s=30)
+    for frame in (b"a\n\n", b"bb\n\n", b"ccc\n\n", b"d" * 20):
+        await buffer.put(frame)
+    assert await buffer.take(up_to=12) == b"a\n\nbb\n\nccc\n\n"  # one write
+    assert await buffer.take(up_to=12) == b"d" * 20  # alone over the limit
+    assert buffer.size == 0
+    buffer.close(b"end\n\n")
+    assert await buffer.take(up_to=12) == b"end\n\n"
+    assert await buffer.take(up_to=12) == b""  # closed and empty
