@@ -264,7 +264,9 @@ class JournalFile:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | _OPEN_FLAGS)
             try:
                 size = os.fstat(fd).st_size
-                if size >= self.segment_bytes:
+                # full, and holding an event (a segment holding only its
+                # header would be made again under the same name)
+                if size >= self.segment_bytes and info.last >= _first_of(names[-1]):
                     os.close(fd)
                     fd = -1
                     _create_segment(self.directory, info.journal_id, info.last + 1)
@@ -293,6 +295,11 @@ class JournalFile:
             finally:
                 if fd >= 0:
                     os.close(fd)
+
+
+def _first_of(name: str) -> int:
+    first = segment_first(name)
+    return 1 if first is None else first
 
 
 def _ends_line(path: str, size: int) -> bool:
