@@ -109,7 +109,8 @@ def _open_kernel_watch(directory: str) -> _KernelWatch | None:
         return None
     try:
         return _KernelWatch(directory)
-    except (ImportError, OSError):  # not installed; limits reached; no directory
+    except (ImportError, OSError, RuntimeError):
+        # not installed; no inotify in this libc; limits reached; no directory
         return None
 
 
@@ -133,7 +134,7 @@ async def watch_journal(
     started = False
     while wanted():
         watch = None
-        if kernel:
+        if kernel and sys.platform.startswith("linux"):
             watch = await anyio.to_thread.run_sync(_open_kernel_watch, directory)
         if not started:
             started = True
