@@ -83,6 +83,15 @@ class Workload:
                 tg.start_soon(self.one, kind, i, rng)
                 await anyio.sleep(spread / len(kinds))
 
+    async def reader_follows(self, reader: ChaosReader) -> None:
+        """Wait until ``reader`` follows the session: the changes of a first
+        app reach it. (Its "open" comes before it has read the journal; the
+        workload's first failures must come after it did, else only the
+        CURRENT state of those apps is its to deliver.)"""
+        app_id = await self.sched.submit(AppDef("warmup", roles=[role("exit 0")]), {})
+        await self.sched.wait(app_id, timeout=60)
+        await until_delivered(reader, {app_id: "SUCCEEDED"}, timeout=60)
+
     def check(self, events: list[dict[str, Any]]) -> None:
         check_delivery(
             events,
@@ -100,6 +109,7 @@ async def test_another_process_follows_the_session_live(tmp_path: Path) -> None:
     try:
         async with LocalScheduler("live", cancel_grace=2.0) as sched:
             work = Workload(sched, tmp_path)
+            await work.reader_follows(reader)
             await work.run(["ok", "fail", "retry", "cancel"], spread=0.5)
             await until_delivered(reader, work.final, work.failed, timeout=30)
     finally:
@@ -119,6 +129,7 @@ async def test_a_reader_killed_at_random_misses_no_change(tmp_path: Path) -> Non
     try:
         async with LocalScheduler("chaos", cancel_grace=2.0) as sched:
             work = Workload(sched, tmp_path)
+            await work.reader_follows(reader)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(kill_at_random, reader, 12)
                 await work.run(kinds, spread=6.0)

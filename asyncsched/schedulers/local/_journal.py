@@ -124,12 +124,18 @@ class JournalInfo:
     last: int
 
 
-def _header(path: str) -> dict[str, Any] | None:
+def _header(path: str, only: tuple[int, int] | None = None) -> dict[str, Any] | None:
+    """A segment's header line; None if it has none (or ``only``, its
+    (inode, size), differs)."""
     try:
         fd = os.open(path, os.O_RDONLY | _OPEN_FLAGS)
     except OSError:
         return None
     try:
+        if only is not None:
+            stat = os.fstat(fd)
+            if (stat.st_ino, stat.st_size) != only:
+                return None
         head = os.pread(fd, 4096, 0)
     finally:
         os.close(fd)
@@ -227,6 +233,8 @@ class JournalFile:
         self.lost = False
         #: after an append: (journal id, segment name, size after it)
         self.written: tuple[str, str, int] | None = None
+        #: after an append: the segment's inode and the last number written
+        self._left: tuple[int, int] | None = None
 
     def ensure(self) -> JournalInfo:
         """Create the journal if there is none; where it stands."""
@@ -246,14 +254,34 @@ class JournalFile:
         """
         try:
             return self._append(events)
-        except OSError:
-            self.lost = True
+        except BaseException as exc:
+            self._left = None  # what was written is not known
+            if isinstance(exc, OSError):
+                self.lost = True
             raise
+
+    def _known(self, names: list[str]) -> JournalInfo | None:
+        """Where the journal stands, when nobody wrote since this writer's
+        last append: the newest segment is the file it left, as big as it
+        left it, and names the same journal (a journal made anew has another
+        id, whatever inode and size its segment has). Four calls instead of
+        reading the journal's ends."""
+        if self._left is None or self.written is None or not names:
+            return None
+        journal_id, segment, end = self.written
+        inode, last = self._left
+        if names[-1] != segment:
+            return None
+        header = _header(os.path.join(self.directory, segment), (inode, end))
+        if header is None or header.get("journal") != journal_id:
+            return None
+        return JournalInfo(journal_id, _first_of(names[0]), last)
 
     def _append(self, events: Sequence[dict[str, Any]]) -> int:
         with _locked(self.directory):
             names = segment_names(self.directory)
-            info = read_info(self.directory) if names else None
+            known = self._known(names)
+            info = known or (read_info(self.directory) if names else None)
             if info is None:
                 info = JournalInfo(secrets.token_hex(8), 1, 0)
                 names = [segment_name(1)]
@@ -263,8 +291,11 @@ class JournalFile:
             path = os.path.join(self.directory, names[-1])
             fd = os.open(path, os.O_WRONLY | os.O_APPEND | _OPEN_FLAGS)
             try:
-                size = os.fstat(fd).st_size
-                if size >= self.segment_bytes:
+                stat = os.fstat(fd)
+                size = stat.st_size
+                # full, and holding an event (a segment holding only its
+                # header would be made again under the same name)
+                if size >= self.segment_bytes and info.last >= _first_of(names[-1]):
                     os.close(fd)
                     fd = -1
                     _create_segment(self.directory, info.journal_id, info.last + 1)
@@ -274,10 +305,11 @@ class JournalFile:
                             os.unlink(os.path.join(self.directory, old))
                     path = os.path.join(self.directory, names[-1])
                     fd = os.open(path, os.O_WRONLY | os.O_APPEND | _OPEN_FLAGS)
-                    size = os.fstat(fd).st_size
+                    stat = os.fstat(fd)
+                    size = stat.st_size
                 seq = info.last
                 parts: list[bytes] = []
-                if size and not _ends_line(path, size):
+                if size and known is None and not _ends_line(path, size):
                     parts.append(b"\n")  # end a torn line: readers skip it
                 if self.lost:
                     seq += 1
@@ -289,10 +321,16 @@ class JournalFile:
                 _write_all(fd, payload)
                 self.lost = False
                 self.written = (info.journal_id, names[-1], size + len(payload))
+                self._left = (stat.st_ino, seq)
                 return seq
             finally:
                 if fd >= 0:
                     os.close(fd)
+
+
+def _first_of(name: str) -> int:
+    first = segment_first(name)
+    return 1 if first is None else first
 
 
 def _ends_line(path: str, size: int) -> bool:

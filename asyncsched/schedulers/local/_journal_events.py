@@ -1,8 +1,11 @@
 """``events()`` of the local backend: follow the session's event journal.
 
 A reader opens the journal segment holding its position and reads the lines
-after it, off the loop: woken by the in-process writer's signal (apps of this
-process) or by a short poll (apps of other processes). Cursors name the
+after it: woken by the in-process writer's signal (apps of this process,
+whose lines it takes from memory) or by the process's watch of the journal
+(apps of other processes: see ``_journal_watch``). New lines the page cache
+holds are read in the loop without waiting for the disk (Linux); anything
+else (a new segment, a cold cache) is read by a worker thread. Cursors name the
 journal (its random id) and a sequence number, so they resume in any process
 of the same user. A cursor of another journal (deleted, recreated) or older
 than the oldest kept segment, a gap line (a batch its writer failed to
@@ -55,6 +58,11 @@ _CHUNK = 256 << 10
 #: events yielded between two checkpoints (a reader catching up never
 #: holds the loop for long)
 _BATCH = 64
+#: bytes one read in the loop takes at most (about 60 events)
+_NOWAIT_CHUNK = 16 << 10
+#: reads that never wait for the disk: a read in the loop of what the page
+#: cache holds (``preadv2(RWF_NOWAIT)``, Linux)
+_HAS_NOWAIT = hasattr(os, "RWF_NOWAIT") and hasattr(os, "preadv")
 
 
 #: ``JournalTail.after``: this process's lines after a number, and where
@@ -96,6 +104,11 @@ class _Reader:
     done: bool = field(default=False)
     #: (segment, offset) to read on from: lines before it were delivered
     seek: tuple[str, int] | None = None
+    #: reads in the loop are possible here (False once the file system said no)
+    nowait: bool = _HAS_NOWAIT
+    #: the watch's segment count when the directory was last listed (a read
+    #: in the loop at a segment's end is final while it has not changed)
+    listed: int = -1
 
     def open_at(self, seq: int) -> None:
         """Read from the segment that holds event ``seq + 1``."""
@@ -126,10 +139,12 @@ class _Reader:
             os.close(self.fd)
             self.fd = -1
 
-    def read_events(self) -> list[tuple[int, bool, AppEvent | None]]:
+    def read_events(
+        self, segments: int | None = None
+    ) -> list[tuple[int, bool, AppEvent | None]]:
         """(number, gap mark?, event or None if unreadable) of each new line,
-        built here, in the worker thread."""
-        return self.events_of(self.read())
+        built here, in the worker thread (``segments``: see :meth:`read`)."""
+        return self.events_of(self.read(segments))
 
     def events_of(
         self, lines: list[dict[str, Any]]
@@ -146,8 +161,37 @@ class _Reader:
             out.append((int(line["s"]), gap, event))
         return out
 
-    def read(self) -> list[dict[str, Any]]:
-        """The complete lines written since the last read ([] when none)."""
+    def read_nowait(self, segments: int | None) -> list[dict[str, Any]] | None:
+        """The complete lines written since the last read, read in the loop
+        without waiting for the disk (what the page cache holds, a few at a
+        time); None when only a blocking :meth:`read` can tell. ``segments``
+        is the watch's segment count (None: unknown): unchanged since the
+        last :meth:`read`, the open segment is still the newest, so its end
+        means nothing new ([])."""
+        if not self.nowait or self.fd < 0:
+            return None
+        if self.seek is not None:
+            name, offset = self.seek
+            if segment_first(name) != self.first:
+                return None  # another segment: opened by a blocking read
+            self.seek = None
+            self.offset, self.partial, self.header_seen = offset, b"", True
+        buffer = bytearray(_NOWAIT_CHUNK)
+        try:
+            size = os.preadv(self.fd, [buffer], self.offset, os.RWF_NOWAIT)
+        except BlockingIOError:
+            return None  # not cached: read by a worker thread
+        except OSError:
+            self.nowait = False  # this file system reads no other way
+            return None
+        if size:
+            return self._lines(bytes(buffer[:size]))
+        return [] if segments is not None and segments == self.listed else None
+
+    def read(self, segments: int | None = None) -> list[dict[str, Any]]:
+        """The complete lines written since the last read ([] when none).
+        ``segments``: the watch's segment count, taken before this read (kept
+        if this read finds the open segment is the newest)."""
         if self.seek is not None:
             name, offset = self.seek
             self.seek = None
@@ -167,6 +211,8 @@ class _Reader:
                 if (segment_first(n) or 0) > self.first
             ]
             if not newer:
+                if segments is not None:
+                    self.listed = segments
                 return []
             # the segment is final once a newer one exists: read what is left
             data = os.pread(self.fd, _CHUNK, self.offset)
@@ -174,7 +220,11 @@ class _Reader:
                 for name in newer:
                     if self._open(name):
                         break
-                return self.read() if self.fd >= 0 else []
+                return self.read(segments) if self.fd >= 0 else []
+        return self._lines(data)
+
+    def _lines(self, data: bytes) -> list[dict[str, Any]]:
+        """The complete lines of ``data``, read at the current offset."""
         self.offset += len(data)
         chunks = (self.partial + data).split(b"\n")
         self.partial = chunks.pop()
@@ -232,6 +282,7 @@ async def follow_journal(
     is_open: Callable[[], bool],
     check: Callable[[], None] | None = None,
     recent: Recent | None = None,
+    segments: Callable[[], int] | None = None,
 ) -> AsyncGenerator[AppEvent, None]:
     """Every journaled change after ``since`` (None: CURRENT of every app first).
 
@@ -239,7 +290,9 @@ async def follow_journal(
     the journal grew (the process's shared watch); ``recent(journal_id,
     seq)`` gives the lines after ``seq`` this process appended last and the
     file position after them (see ``JournalTail.after``), read without a
-    worker-thread hop; ``check``
+    worker-thread hop; ``segments()`` a count the process's watch raises
+    whenever a segment may have been added (other lines are read in the loop
+    while the page cache holds them: see ``_Reader.read_nowait``); ``check``
     (blocking, run in a worker thread) may refuse to read, before anything
     is read or created.
     """
@@ -297,7 +350,12 @@ async def follow_journal(
                 reader.seek = kept[1]
                 lines = reader.events_of(kept[0])
             else:
-                lines = await anyio.to_thread.run_sync(reader.read_events)
+                count = None if segments is None else segments()
+                fresh = reader.read_nowait(count)
+                if fresh is not None:  # no worker-thread hop
+                    lines = reader.events_of(fresh)
+                else:
+                    lines = await anyio.to_thread.run_sync(reader.read_events, count)
             for count, (seq, lost, found) in enumerate(lines, 1):
                 if count % _BATCH == 0:
                     await anyio.lowlevel.checkpoint()

@@ -25,8 +25,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
-
 from asyncsched.errors import InvalidArgumentError
 from asyncsched.schedulers.events import replica_to_json
 from asyncsched.schedulers.kit import (
@@ -39,21 +37,14 @@ from asyncsched.schedulers.local._journal import (
     DEFAULT_SEGMENT_BYTES,
     DEFAULT_SEGMENTS,
     JournalFile,
-    newest_size,
 )
 from asyncsched.schedulers.local._journal_tail import Appended, JournalTail
+from asyncsched.schedulers.local._journal_watch import watch_journal
 from asyncsched.specs import NONE
 
 __all__ = ("REPLICA_DEFAULTS", "EventJournal", "JournalBounds", "event_line")
 
 logger = logging.getLogger(__name__)
-
-#: how often the readers of a process look for what other processes appended
-#: while the journal is quiet (seconds)
-WATCH_INTERVAL = 0.02
-#: ... and right after it grew: the pause doubles at each look that finds
-#: nothing new, up to WATCH_INTERVAL
-WATCH_BUSY_INTERVAL = 0.002
 
 
 @dataclass(frozen=True)
@@ -125,6 +116,8 @@ class EventJournal:
         bounds: Segment size and count.
         before_write: The fault seam's hook, called with the directory
             (in the worker thread) before each append.
+        kernel_watch: Let the kernel tell of other processes' appends where
+            it can (inotify); False polls the journal's size.
     """
 
     def __init__(
@@ -132,6 +125,8 @@ class EventJournal:
         directory: str,
         bounds: JournalBounds | None = None,
         before_write: Callable[[str], None] | None = None,
+        *,
+        kernel_watch: bool = True,
     ) -> None:
         bounds = bounds or JournalBounds()
         self.file = JournalFile(directory, bounds.segment_bytes, bounds.segments)
@@ -145,7 +140,10 @@ class EventJournal:
         self.tail = JournalTail()
         #: readers following the journal now (the watch runs while > 0)
         self.readers = 0
+        #: raised by the watch whenever a segment may have been added
+        self.segments = 0
         self._watching = False
+        self.kernel_watch = kernel_watch
 
     def start_watch(self, spawn: Callable[..., None]) -> None:
         """Count one more reader; start the watch (with ``spawn``) if none runs."""
@@ -155,24 +153,22 @@ class EventJournal:
             spawn(self._watch, name="local:journal-watch")
 
     async def _watch(self) -> None:
-        """One look per poll interval at the newest segment's size, shared by
-        every reader of this process: they wake when it changes. The interval
-        is short (2 ms) right after a change and doubles while nothing
-        changes, up to 20 ms: changes that come in runs are seen sooner."""
-        last: tuple[str, int] | None = None
-        pause = WATCH_INTERVAL
+        """Wake every reader of this process when the journal may have grown
+        (another process appended): see ``_journal_watch``."""
         try:
-            while self.readers > 0:
-                await anyio.sleep(pause)
-                now = await anyio.to_thread.run_sync(newest_size, self.file.directory)
-                if now != last:
-                    last = now
-                    pause = WATCH_BUSY_INTERVAL
-                    self.appended.notify()
-                else:
-                    pause = min(pause * 2, WATCH_INTERVAL)
+            await watch_journal(
+                self.file.directory,
+                self._grew,
+                lambda: self.readers > 0,
+                kernel=self.kernel_watch,
+            )
         finally:
             self._watching = False
+
+    def _grew(self, new_segment: bool) -> None:
+        if new_segment:
+            self.segments += 1
+        self.appended.notify()
 
     @property
     def directory(self) -> str:

@@ -599,6 +599,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
                     is_open=lambda: not self._closed,
                     check=self._table.check_state_dir,
                     recent=journal.tail.after,
+                    segments=lambda: journal.segments,
                 )
             ) as events:
                 async for event in events:
