@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from asyncsched.schedulers.local._log_window import LogWindow
+from pathlib import Path
+from unittest.mock import ANY
+
+import pytest
+
+from asyncsched.schedulers.local._log_window import WINDOW_BYTES, LogWindow
+from asyncsched.schedulers.local._logs import ReplicaLog, create_log_files
+from asyncsched.schedulers.local._open_files import OpenFiles
 
 
 def test_a_follower_gets_every_byte_from_its_offset_once_in_order() -> None:
@@ -66,3 +73,38 @@ def test_a_stopped_window_sends_every_follower_to_the_file() -> None:
     w.stop()
     assert w.take(reader, 0, 1 << 20) is None
     assert w.held == 0
+
+
+def test_a_window_keeps_a_mebibyte_at_most_by_default() -> None:
+    assert WINDOW_BYTES == 1 << 20
+    w = LogWindow(start=0)
+    w.join(0)
+    for i in range(100):
+        w.add(bytes(64 << 10), float(i))
+    assert w.held <= WINDOW_BYTES + (64 << 10) + 128
+
+
+@pytest.mark.anyio
+async def test_a_stream_is_kept_in_memory_only_while_someone_follows_it(
+    tmp_path: Path,
+) -> None:
+    replica_dir = str(tmp_path / "r")
+    log = ReplicaLog(replica_dir, create_log_files(replica_dir), OpenFiles(4))
+    log.write("stdout", b"before\n")
+    joined = log.join_window("stdout")
+    assert joined is not None
+    window, reader = joined
+    assert window.start == window.end == len(b"before\n")  # the rest: the file
+    log.write("stdout", b"after\n")
+    log.write("stderr", b"not followed\n")
+    assert window.take(reader, window.start, 1 << 20) == [
+        (b"after\n", len(b"before\nafter\n"), ANY)
+    ]
+    log.leave_window("stdout", window, reader)
+    log.write("stdout", b"unseen\n")
+    assert window.end == len(b"before\nafter\n")  # no follower: not kept
+    again = log.join_window("stdout")
+    assert again is not None
+    assert again[0] is not window
+    log.close()
+    assert log.join_window("stdout") is None  # closed: nothing more comes
