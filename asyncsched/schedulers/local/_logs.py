@@ -19,6 +19,11 @@ keeps a bounded set of recently written ones open
 replica holds only its two pipe read ends and its pidfd in the scheduler
 process.
 
+While someone in this process follows a stream, each chunk appended to it
+also goes to the stream's in-memory window
+(:mod:`~asyncsched.schedulers.local._log_window`), where the follower takes
+it without reading the file again.
+
 Reading (:func:`read_line_batches`) is the other way round: the open, every
 read and every index read run in a worker thread, never on the loop, and the
 lines are cut by the shared, capped
