@@ -172,8 +172,9 @@ class ReplicaLog:
         #: set once no more data will ever be written (the replica is final)
         self.final = anyio.Event()
         self._closed = False
-        #: the chunks of each stream someone in this process follows
-        self._windows: dict[str, LogWindow] = {}
+        #: the chunks of each stream someone in this process follows (made
+        #: with the first follower: most replicas are never followed)
+        self._windows: dict[str, LogWindow] | None = None
 
     def changed(self) -> anyio.Event:
         """An event set on the next write (or when the log becomes final)."""
@@ -187,7 +188,7 @@ class ReplicaLog:
         try:
             written = self._write(path, file_id, data)
         except BaseException:
-            window = self._windows.pop(stream, None)
+            window = self._windows.pop(stream, None) if self._windows else None
             if window is not None:  # the file may hold part of it: read there
                 window.stop()
             raise
@@ -195,9 +196,10 @@ class ReplicaLog:
             self._logs[stream] = None
             return
         self.sizes[stream] += len(data)
-        window = self._windows.get(stream)
-        if window is not None:
-            window.add(data, now)
+        if self._windows:
+            window = self._windows.get(stream)
+            if window is not None:
+                window.add(data, now)
         entry = INDEX_ENTRY.pack(self.sizes[stream], now)
         if stream not in self._index:
             self._create_index(stream, entry)
@@ -205,8 +207,12 @@ class ReplicaLog:
         idx_id = self._index[stream]
         if idx_id is None:
             return
-        if not self._write(index_path(self.dir, stream), idx_id, entry):
+        if not self._write(self._index_path(stream), idx_id, entry):
             self._index[stream] = None
+
+    def _index_path(self, stream: str) -> str:
+        """:func:`index_path` of ``stream`` (``<stream>.log`` -> ``.idx``, no path walk)."""
+        return self.paths[stream][:-4] + ".idx"
 
     def _write(self, path: str, file_id: FileId, data: bytes) -> bool:
         """Append ``data`` to ``path`` if it is still the file created."""
@@ -228,7 +234,7 @@ class ReplicaLog:
         (a symlink, a hardlink to another file) makes the creation fail, and
         that stream goes without an index, rather than being followed.
         """
-        path = index_path(self.dir, stream)
+        path = self._index_path(stream)
         try:
             fd = os.open(path, _CREATE, PRIVATE_FILE_MODE)
         except OSError as exc:
@@ -277,6 +283,8 @@ class ReplicaLog:
         the log is closed (read the file)."""
         if self._closed or self._logs.get(stream) is None:
             return None
+        if self._windows is None:
+            self._windows = {}
         window = self._windows.get(stream)
         if window is None:
             window = self._windows[stream] = LogWindow(self.sizes[stream])
@@ -285,8 +293,9 @@ class ReplicaLog:
     def leave_window(self, stream: str, window: LogWindow, reader: int) -> None:
         """A follower is done; the window goes with its last follower."""
         window.leave(reader)
-        if not window.followers and self._windows.get(stream) is window:
-            del self._windows[stream]
+        windows = self._windows
+        if not window.followers and windows and windows.get(stream) is window:
+            del windows[stream]
 
     def offsets(self) -> dict[str, int]:
         """Current size of each stream's log (where the next attempt starts)."""
@@ -304,7 +313,7 @@ class ReplicaLog:
         self._closed = True
         for stream in STREAMS:
             self._open.discard(self.paths[stream])
-            self._open.discard(index_path(self.dir, stream))
+            self._open.discard(self._index_path(stream))
         self.set_final()
 
 
