@@ -156,3 +156,27 @@ async def test_followed_since_and_until_keep_the_arrival_times(
             # "late" arrived after until: the follower ends though the app runs
             assert [line async for line in until] == []
     await sched.cancel(app_id)
+
+
+async def test_a_follower_ends_with_every_line_when_the_replica_truncates_its_log(
+    sched: LocalScheduler, log_dir: Path
+) -> None:
+    # the replica can write in its log dir: emptying its own log must neither
+    # lose what the supervisor copies next nor keep a follower spinning
+    target = log_dir / "target"
+    code = (
+        "import os, time\nprint('before', flush=True)\n"
+        f"while not os.path.exists({str(target)!r}): time.sleep(0.01)\n"
+        f"os.truncate(open({str(target)!r}).read(), 0)\n"
+        "for i in range(3): print(f'after{i}', flush=True)\n"
+    )
+    app_id = await sched.submit(app_of(py_role(code)), {"log_dir": str(log_dir)})
+    combined = log_dir / "test" / app_id / "worker" / "0" / "combined.log"
+    it = sched.log_iter(app_id, "worker", should_tail=True)
+    async with aclosing(it):
+        with anyio.fail_after(30):
+            assert await anext(it) == "before\n"
+            ready = log_dir / "target.tmp"
+            ready.write_text(str(combined))
+            ready.rename(target)
+            assert [line async for line in it] == [f"after{i}\n" for i in range(3)]
