@@ -29,18 +29,15 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import AsyncGenerator, Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 import anyio.to_thread
 
 from asyncsched.errors import SchedulerError
-from asyncsched.schedulers.local._log_window import Chunk
+from asyncsched.schedulers.local._log_window import Chunk, LogWindow
 
-if TYPE_CHECKING:
-    from asyncsched.schedulers.local._logs import ReplicaLog
-
-__all__ = ("Block", "follow_replica_log")
+__all__ = ("Block", "FollowedLog", "follow_replica_log")
 
 #: bytes read from the file at a time (a worker-thread hop each), and about
 #: the most taken from memory at a time
@@ -51,6 +48,33 @@ _OPEN_TIMEOUT = 60.0
 #: what a follower yields: bytes read from the file (arrival times in the
 #: index), or chunks taken from memory (each with its end offset and time)
 Block = bytes | list[Chunk]
+
+
+class FollowedLog(Protocol):
+    """What a follower needs of a
+    :class:`~asyncsched.schedulers.local._logs.ReplicaLog`."""
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """Bytes appended to each stream's file so far."""
+        ...
+
+    @property
+    def final(self) -> anyio.Event:
+        """Set once nothing more will be appended."""
+        ...
+
+    def changed(self) -> anyio.Event:
+        """An event set at the next append (or when the log becomes final)."""
+        ...
+
+    def join_window(self, stream: str) -> tuple[LogWindow, int] | None:
+        """The stream's window and a follower token (None: read the file)."""
+        ...
+
+    def leave_window(self, stream: str, window: LogWindow, reader: int) -> None:
+        """The follower is done with the window."""
+        ...
 
 
 async def _open(path: str) -> int:
@@ -65,7 +89,7 @@ async def _open(path: str) -> int:
 
 async def follow_replica_log(
     path: str,
-    log: ReplicaLog,
+    log: FollowedLog,
     stream: str,
     *,
     seek: Callable[[int], int] | None = None,
