@@ -6,6 +6,9 @@ same process and run:
 * ``plain read``: the floor -- ``for line in open(path, newline="\\n")`` over
   the replica's ``combined.log`` (text mode, lines split on ``\\n`` only, bad
   UTF-8 replaced: what ``log_iter`` yields, without a scheduler or a loop);
+* ``async generator floor``: the same lines, split beforehand and held in
+  memory, yielded by an async generator in batches of 800 (what any
+  ``log_iter`` pays per line on top of splitting: one async-generator step);
 * ``log_iter (finished)``: ``async for line in sched.log_iter(...)`` over the
   same, finished log;
 * ``log_iter (followed)``: ``log_iter(..., should_tail=True)`` started right
@@ -120,6 +123,22 @@ def _plain_pipe(code: str) -> Row:
     ended = time.perf_counter()
     proc.wait()
     return Row("plain pipe read", lines, chars / MiB, ended - (started or ended))
+
+
+def _read_batches(path: str) -> list[list[str]]:
+    with open(path, encoding="utf-8", errors="replace", newline="\n") as f:
+        lines = f.readlines()
+    return [lines[i : i + _FLOOR_BATCH] for i in range(0, len(lines), _FLOOR_BATCH)]
+
+
+#: lines per batch of the async-generator floor (about 64 KiB of 80-byte lines)
+_FLOOR_BATCH = 800
+
+
+async def _yield_each(batches: list[list[str]]) -> AsyncIterator[str]:
+    for batch in batches:
+        for line in batch:
+            yield line
 
 
 def _plain_read(path: str) -> Row:
@@ -249,6 +268,10 @@ async def measure(mib: int, width: int, repeat: int, log_dir: str) -> list[Row]:
         async def pipe() -> Row:
             return await asyncio.to_thread(_plain_pipe, code)
 
+        async def agen_floor() -> Row:
+            batches = await asyncio.to_thread(_read_batches, path)
+            return await _drain(_yield_each(batches), "async generator floor")
+
         async def finished() -> Row:
             return await _drain(sched.log_iter(app_id, "writer"), "log_iter (finished)")
 
@@ -286,6 +309,7 @@ async def measure(mib: int, width: int, repeat: int, log_dir: str) -> list[Row]:
         variants: list[Callable[[], Awaitable[Row]]] = [
             idle,
             plain,
+            agen_floor,
             finished,
             pipe,
             supervised,
@@ -321,7 +345,9 @@ def table(rows: list[Row]) -> str:
     ]
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
-        same_data = r.lines > 0 and r.variant.startswith(("plain", "log_iter ("))
+        same_data = r.lines > 0 and r.variant.startswith(
+            ("plain", "log_iter (", "async generator")
+        )
         same_data = same_data and "32 MiB" not in r.variant  # another file
         ratio_text = _fmt(r.lines_per_s / plain.lines_per_s, 2) if same_data else "n/a"
         pipe_text = "n/a"

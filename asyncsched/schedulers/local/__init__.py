@@ -18,7 +18,8 @@ re-exports it. Private modules, one idea each:
   ``_app_table`` (apps in memory, eviction, records of other processes),
   ``_snapshot``, ``_remote`` (apps of other processes), ``_retention``
   (pruning), ``_logs`` (pipe readers, line-time index), ``_log_lines``
-  (``log_iter``), ``_open_files``;
+  (``log_iter``), ``_log_follow`` (following a log of this process),
+  ``_log_window`` (what its followers take from memory), ``_open_files``;
 * events: ``_journal`` (the session's event journal on disk),
   ``_journal_writer`` (changes into journal lines, bounds),
   ``_journal_events`` (``events()``: follow the journal).

@@ -1,6 +1,8 @@
 """``log_iter`` of the local backend: the replica's log file, read and followed.
 
-A replica supervised here is followed through its log's change signal; one
+A replica supervised here is followed through its log: what the supervisor
+appends is handed over from memory, and the file is read where the reader
+is behind (see :mod:`~asyncsched.schedulers.local._log_follow`); one
 supervised by another process (or evicted from memory) through its file size
 and its record, polled in a worker thread.
 """
@@ -45,11 +47,12 @@ async def log_batches(
     role_name, k = query.role_name, query.k
     stream = (query.streams or Stream.COMBINED).value
     follow: Follow | None = None
+    live: tuple[ReplicaLog, str] | None = None
     if isinstance(native, LocalApp):
         replica = _find_replica(native, role_name, k)
         replica_dir = replica.launch.log_dir
         if query.should_tail:
-            follow = _local_follow(replica.log, stream)
+            live = (replica.log, stream)  # from memory while it keeps up
     else:
         record: dict[str, Any] = native
         replica_dir = _record_replica_dir(record, role_name, k)
@@ -65,6 +68,7 @@ async def log_batches(
         until=query.until,
         follow=follow,
         max_line_bytes=max_line_bytes,
+        live=live,
     )
     # closing this one closes the reader
     async with contextlib.aclosing(batches):
@@ -95,18 +99,6 @@ def _record_replica_dir(record: dict[str, Any], role_name: str, k: int) -> str:
         if int(r.get("replica_id", -1)) == k
     ]
     return log_dir
-
-
-def _local_follow(log: ReplicaLog, stream: str) -> Follow:
-    async def follow(pos: int) -> bool:
-        while True:
-            if log.sizes[stream] > pos:
-                return True
-            if log.final.is_set():
-                return False
-            await log.changed().wait()
-
-    return follow
 
 
 def _remote_follow(app_dir: str, path: str) -> Follow:

@@ -19,6 +19,11 @@ keeps a bounded set of recently written ones open
 replica holds only its two pipe read ends and its pidfd in the scheduler
 process.
 
+While someone in this process follows a stream, each chunk appended to it
+also goes to the stream's in-memory window
+(:mod:`~asyncsched.schedulers.local._log_window`), where the follower takes
+it without reading the file again.
+
 Reading (:func:`read_line_batches`) is the other way round: the open, every
 read and every index read run in a worker thread, never on the loop, and the
 lines are cut by the shared, capped
@@ -56,6 +61,8 @@ from asyncsched.schedulers.kit import (
     LineAssembler,
     follow_file,
 )
+from asyncsched.schedulers.local._log_follow import Block, follow_replica_log
+from asyncsched.schedulers.local._log_window import LogWindow
 from asyncsched.schedulers.local._open_files import (
     FileId,
     OpenFiles,
@@ -81,7 +88,7 @@ logger = logging.getLogger(__name__)
 STREAMS = ("stdout", "stderr", "combined")
 INDEX_ENTRY = struct.Struct("<Qd")
 _READ_SIZE = 1 << 20  # one read of a log file (a worker-thread hop each)
-_FEED_SIZE = 1 << 17  # ...assembled in slices that stay in the CPU cache
+_FEED_SIZE = 1 << 16  # ...assembled in slices whose lines stay in the CPU cache
 _COMBINED_PARTIAL_LIMIT = 1 << 16  # an unterminated line longer than this is flushed
 #: a log or index file is always created here, never opened: a name a replica
 #: planted first (a symlink, a hardlink, a FIFO) fails instead of being written
@@ -165,6 +172,9 @@ class ReplicaLog:
         #: set once no more data will ever be written (the replica is final)
         self.final = anyio.Event()
         self._closed = False
+        #: the chunks of each stream someone in this process follows (made
+        #: with the first follower: most replicas are never followed)
+        self._windows: dict[str, LogWindow] | None = None
 
     def changed(self) -> anyio.Event:
         """An event set on the next write (or when the log becomes final)."""
@@ -175,10 +185,21 @@ class ReplicaLog:
         if file_id is None:
             return
         path = self.paths[stream]
-        if not self._write(path, file_id, data):
+        try:
+            written = self._write(path, file_id, data)
+        except BaseException:
+            window = self._windows.pop(stream, None) if self._windows else None
+            if window is not None:  # the file may hold part of it: read there
+                window.stop()
+            raise
+        if not written:
             self._logs[stream] = None
             return
         self.sizes[stream] += len(data)
+        if self._windows:
+            window = self._windows.get(stream)
+            if window is not None:
+                window.add(data, now)
         entry = INDEX_ENTRY.pack(self.sizes[stream], now)
         if stream not in self._index:
             self._create_index(stream, entry)
@@ -186,8 +207,12 @@ class ReplicaLog:
         idx_id = self._index[stream]
         if idx_id is None:
             return
-        if not self._write(index_path(self.dir, stream), idx_id, entry):
+        if not self._write(self._index_path(stream), idx_id, entry):
             self._index[stream] = None
+
+    def _index_path(self, stream: str) -> str:
+        """:func:`index_path` of ``stream`` (``<stream>.log`` -> ``.idx``, no path walk)."""
+        return self.paths[stream][:-4] + ".idx"
 
     def _write(self, path: str, file_id: FileId, data: bytes) -> bool:
         """Append ``data`` to ``path`` if it is still the file created."""
@@ -209,7 +234,7 @@ class ReplicaLog:
         (a symlink, a hardlink to another file) makes the creation fail, and
         that stream goes without an index, rather than being followed.
         """
-        path = index_path(self.dir, stream)
+        path = self._index_path(stream)
         try:
             fd = os.open(path, _CREATE, PRIVATE_FILE_MODE)
         except OSError as exc:
@@ -251,6 +276,27 @@ class ReplicaLog:
             self._append("combined", tail, time.time())
             self._changes.notify()
 
+    def join_window(self, stream: str) -> tuple[LogWindow, int] | None:
+        """Follow ``stream`` from memory: its window (made on the first
+        follower, starting at the stream's current size) and a follower
+        token for :meth:`LogWindow.take` and :meth:`leave_window`; None once
+        the log is closed (read the file)."""
+        if self._closed or self._logs.get(stream) is None:
+            return None
+        if self._windows is None:
+            self._windows = {}
+        window = self._windows.get(stream)
+        if window is None:
+            window = self._windows[stream] = LogWindow(self.sizes[stream])
+        return window, window.join(window.end)
+
+    def leave_window(self, stream: str, window: LogWindow, reader: int) -> None:
+        """A follower is done; the window goes with its last follower."""
+        window.leave(reader)
+        windows = self._windows
+        if not window.followers and windows and windows.get(stream) is window:
+            del windows[stream]
+
     def offsets(self) -> dict[str, int]:
         """Current size of each stream's log (where the next attempt starts)."""
         return dict(self.sizes)
@@ -267,7 +313,7 @@ class ReplicaLog:
         self._closed = True
         for stream in STREAMS:
             self._open.discard(self.paths[stream])
-            self._open.discard(index_path(self.dir, stream))
+            self._open.discard(self._index_path(stream))
         self.set_final()
 
 
@@ -420,16 +466,20 @@ async def read_line_batches(
     until: datetime | None,
     follow: Follow | None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    live: tuple[ReplicaLog, str] | None = None,
 ) -> AsyncGenerator[list[str], None]:
     """Yield the lines of ``path`` in batches (one per read of the file).
 
     Lines keep ``\\n`` and ``\\r``; bad UTF-8 is replaced; a line longer than
     ``max_line_bytes`` comes in pieces (see :mod:`~asyncsched.schedulers.shared.lines`).
-    Without ``follow`` it reads what exists now and stops (a trailing partial
-    line is yielded as is). With ``follow`` it reads again each time
-    ``follow`` says more may come, and stops after draining once it says the
-    log is final. ``since``/``until`` keep lines whose arrival time lies
-    within them.
+    Without ``follow`` or ``live`` it reads what exists now and stops (a
+    trailing partial line is yielded as is). With ``follow`` it reads again
+    each time ``follow`` says more may come, and stops after draining once it
+    says the log is final. With ``live=(log, stream)`` (the log this process
+    supervises, ``path`` one of its files) it follows ``log`` instead,
+    taking what the supervisor appends from memory
+    (:func:`~asyncsched.schedulers.local._log_follow.follow_replica_log`).
+    ``since``/``until`` keep lines whose arrival time lies within them.
 
     The open, every read and every index load run in a worker thread: the
     loop never waits for the disk. The file stays open while the generator
@@ -441,6 +491,8 @@ async def read_line_batches(
     idx = _Index(index) if timed and index is not None else None
     assembler = LineAssembler(max_line_bytes)
     line_end = 0  # file offset where the next item starts
+    #: arrival time of the last chunk taken from memory (None: from the file)
+    last_when: float | None = None
 
     async def time_of(line_end: int, window_tried: bool) -> tuple[float, bool]:
         """(arrival time, whether the index ran out) of the line ending there."""
@@ -462,37 +514,61 @@ async def read_line_batches(
 
     seek = seek_since if idx is not None and t_since is not None else None
 
-    chunks = follow_file(path, follow=follow, seek=seek, chunk=_READ_SIZE)
-    async with contextlib.aclosing(chunks):
-        async for data in chunks:
-            if idx is None:
-                batch = []
-                for cut in range(0, len(data), _FEED_SIZE):
-                    batch += assembler.feed(data[cut : cut + _FEED_SIZE])
-            else:
-                batch = []
-                ran_out = False  # the index is re-read once per read of the log
-                for cut in range(0, len(data), _FEED_SIZE):
-                    for raw in assembler.feed_raw(data[cut : cut + _FEED_SIZE]):
-                        line_end += len(raw)
-                        when = idx.time_of(line_end)
-                        if when is None:  # past the window: read the next one
-                            when, ran_out = await time_of(line_end, ran_out)
-                        if t_until is not None and when > t_until:
-                            if batch:
-                                yield batch
+    blocks: AsyncGenerator[Block, None]
+    if live is not None:
+        blocks = follow_replica_log(path, live[0], live[1], seek=seek)
+    else:
+        blocks = follow_file(path, follow=follow, seek=seek, chunk=_READ_SIZE)
+    async with contextlib.aclosing(blocks):
+        async for block in blocks:
+            # a batch per slice of at most _FEED_SIZE bytes: its lines are
+            # still in the CPU cache when the caller takes them
+            if not isinstance(block, bytes):  # chunks from memory, with times
+                for data, end, arrived in block:
+                    lines = assembler.feed(data)
+                    if timed:
+                        line_end, last_when = end - assembler.pending, arrived
+                        if t_until is not None and arrived > t_until and lines:
                             return
-                        if t_since is None or when >= t_since:
-                            batch.append(raw.decode("utf-8", "replace"))
-            if batch:
-                yield batch
+                        if t_since is not None and arrived < t_since:
+                            continue
+                    if lines:
+                        yield lines
+                continue
+            last_when = None
+            for cut in range(0, len(block), _FEED_SIZE):
+                piece = (
+                    block[cut : cut + _FEED_SIZE] if len(block) > _FEED_SIZE else block
+                )
+                if idx is None:
+                    lines = assembler.feed(piece)
+                    if lines:
+                        yield lines
+                    continue
+                batch: list[str] = []
+                ran_out = False  # the index is re-read once per slice at most
+                for raw in assembler.feed_raw(piece):
+                    line_end += len(raw)
+                    when = idx.time_of(line_end)
+                    if when is None:  # past the window: read the next one
+                        when, ran_out = await time_of(line_end, ran_out)
+                    if t_until is not None and when > t_until:
+                        if batch:
+                            yield batch
+                        return
+                    if t_since is None or when >= t_since:
+                        batch.append(raw.decode("utf-8", "replace"))
+                if batch:
+                    yield batch
     tail = assembler.flush_raw()
     if not tail:
         return
-    if idx is not None:
-        when, _ = await time_of(line_end + len(tail), False)
-        if (t_until is not None and when > t_until) or (
-            t_since is not None and when < t_since
-        ):
-            return
+    tail_at = last_when
+    if tail_at is None and idx is not None:
+        tail_at, _ = await time_of(line_end + len(tail), False)
+    if tail_at is not None and (
+        (t_until is not None and tail_at > t_until)
+        or (t_since is not None and tail_at < t_since)
+    ):
+        return
     yield [tail.decode("utf-8", "replace")]
