@@ -188,6 +188,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
     """
 
     capabilities = Capabilities.observed(retries=True)
+    submits_at_once = _SUBMIT_CONCURRENCY
 
     def __init__(
         self,
