@@ -438,6 +438,33 @@ async def test_max_concurrent_submits_applies_backpressure() -> None:
         assert len(set(handles)) == 12
 
 
+async def test_run_many_keeps_twice_what_the_backend_works_on_in_flight() -> None:
+    # the others would only wait, each holding its dry-run copy of the app
+    active = 0
+    peak = 0
+    release = anyio.Event()
+
+    class Paced(InMemoryScheduler):  # type: ignore[misc]
+        submits_at_once = 2
+
+        async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
+            nonlocal active, peak
+            active += 1
+            peak = max(peak, active)
+            await release.wait()
+            active -= 1
+            return await super().schedule(dryrun_info)
+
+    async with Runner("s", {"paced": fixed(Paced("s"))}) as runner:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(runner.run_many, [sh_app("exit 0")] * 12, "paced")
+            await anyio.wait_all_tasks_blocked()
+            assert active == 4
+            release.set()
+        assert peak == 4
+        assert runner.progress().submitted == 12
+
+
 async def test_run_many_keeps_the_order(runner: Runner) -> None:
     apps = [sh_app(f"sleep 0.0{i % 3}", name=f"app{i}") for i in range(20)]
     handles = await runner.run_many(apps, "inmemory")
