@@ -438,7 +438,10 @@ async def test_max_concurrent_submits_applies_backpressure() -> None:
         assert len(set(handles)) == 12
 
 
-async def test_run_many_keeps_twice_what_the_backend_works_on_in_flight() -> None:
+@pytest.mark.parametrize("streaming", [False, True], ids=["run_many", "iter"])
+async def test_run_many_keeps_twice_what_the_backend_works_on_in_flight(
+    streaming: bool,
+) -> None:
     # the others would only wait, each holding its dry-run copy of the app
     active = 0
     peak = 0
@@ -456,8 +459,18 @@ async def test_run_many_keeps_twice_what_the_backend_works_on_in_flight() -> Non
             return await super().schedule(dryrun_info)
 
     async with Runner("s", {"paced": fixed(Paced("s"))}) as runner:
+
+        async def submit_all() -> None:
+            apps = [sh_app("exit 0")] * 12
+            if not streaming:
+                await runner.run_many(apps, "paced")
+                return
+            async with aclosing(runner.run_many_iter(apps, "paced")) as handles:
+                async for _ in handles:
+                    pass
+
         async with anyio.create_task_group() as tg:
-            tg.start_soon(runner.run_many, [sh_app("exit 0")] * 12, "paced")
+            tg.start_soon(submit_all)
             await anyio.wait_all_tasks_blocked()
             assert active == 4
             release.set()
