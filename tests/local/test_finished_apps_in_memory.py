@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import gc
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -88,7 +89,7 @@ def test_the_journal_tail_adds_nothing_for_the_collector_to_walk() -> None:
     gc.collect()
     before = len(gc.get_objects())
     for i in range(256):
-        lines = [
+        lines: list[dict[str, Any]] = [
             {"k": "app", "a": f"app-{i}", "st": "RUNNING", "rs": [{"r": "w", "i": 0}]},
             {"k": "app", "a": f"app-{i}", "st": "SUCCEEDED", "rs": []},
         ]
