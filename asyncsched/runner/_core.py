@@ -257,6 +257,22 @@ class RunnerCore(AsyncClosable):
             cfg.update(opts.cfg_from_str(literal))
         return cfg
 
+    async def _submit_workers(self, scheduler: str, apps: int) -> int:
+        """How many submissions a fan-out of ``apps`` apps to ``scheduler``
+        keeps in flight: ``max_concurrent_submits``, or twice what the backend
+        works on at once if that is fewer (the others would only wait, each
+        holding its dry-run copy of the app)."""
+        workers = min(apps, self._max_submits)
+        if workers == 0:
+            return 0
+        try:
+            sched = await self._scheduler(scheduler)
+        except Exception:  # noqa: BLE001 -- each submission raises it again
+            return workers
+        if sched.submits_at_once is not None:
+            workers = min(workers, max(1, 2 * sched.submits_at_once))
+        return workers
+
     def _limiter(self) -> anyio.CapacityLimiter:
         if self._submit_limiter is None:
             self._submit_limiter = anyio.CapacityLimiter(self._max_submits)

@@ -306,9 +306,10 @@ class Runner(Observing):
         apps = builtins.list(apps)
         handles: builtins.list[AppHandle | None] = [None] * len(apps)
         errors: dict[int, Exception] = {}
-        # as many workers as submissions may run at once, each taking the next
-        # app: 10,000 apps cost 64 tasks, not 10,000
+        # as many workers as submissions may usefully run at once, each taking
+        # the next app: 10,000 apps cost 64 tasks (or fewer), not 10,000
         todo = iter(enumerate(apps))
+        workers = await self._submit_workers(scheduler, len(apps))
 
         async def worker() -> None:
             for i, app in todo:
@@ -319,7 +320,7 @@ class Runner(Observing):
 
         try:
             async with anyio.create_task_group() as tg:
-                for _ in range(min(len(apps), self._max_submits)):
+                for _ in range(workers):
                     tg.start_soon(worker)
         except BaseException:  # cancelled: no caller will get the handles
             if cancel_on_error:
@@ -403,10 +404,12 @@ class Runner(Observing):
                 elif not isinstance(result, Exception):
                     await self._cancel_quietly([result])  # nobody has its handle
 
+        workers = await self._submit_workers(scheduler, len(apps))
+
         async def run_all() -> None:
             with send:  # closed however this ends: the consumer sees the end
                 async with anyio.create_task_group() as tg:
-                    for _ in range(min(len(apps), self._max_submits)):
+                    for _ in range(workers):
                         tg.start_soon(worker)
 
         await self._host.start_soon(run_all, name="runner-run-many-iter")

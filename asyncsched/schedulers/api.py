@@ -131,6 +131,11 @@ class Scheduler(ChangeFeed, AsyncClosable, abc.ABC, Generic[T]):
     #: bound), checked before anything is built or rendered; see
     #: :meth:`_replica_limits` for limits that depend on a run option
     replica_limits: ClassVar[ReplicaLimits | None] = None
+    #: how many submissions this backend works on at once (None: no bound of
+    #: its own); ``Runner.run_many`` keeps at most twice as many in flight
+    #: (within ``max_concurrent_submits``), so apps waiting for their turn
+    #: hold no dry-run state meanwhile
+    submits_at_once: ClassVar[int | None] = None
 
     def __init__(
         self,

@@ -110,7 +110,9 @@ async def test_fail_fast_terminates_the_others(
     assert state == AppState.FAILED
     assert time.monotonic() - t0 < 10
     with anyio.fail_after(5):
-        await sched._table.apps[app_id].finished.wait()
+        app_in_memory = sched._table.apps.get(app_id)  # None: finished, compact
+        if app_in_memory is not None:
+            await app_in_memory.finished.wait()
     desc = await sched.describe(app_id)
     assert desc is not None
     by_role = {rs.role: rs.replicas[0] for rs in desc.roles_statuses}

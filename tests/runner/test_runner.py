@@ -438,6 +438,46 @@ async def test_max_concurrent_submits_applies_backpressure() -> None:
         assert len(set(handles)) == 12
 
 
+@pytest.mark.parametrize("streaming", [False, True], ids=["run_many", "iter"])
+async def test_run_many_keeps_twice_what_the_backend_works_on_in_flight(
+    streaming: bool,
+) -> None:
+    # the others would only wait, each holding its dry-run copy of the app
+    active = 0
+    peak = 0
+    release = anyio.Event()
+
+    class Paced(InMemoryScheduler):  # type: ignore[misc]
+        submits_at_once = 2
+
+        async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
+            nonlocal active, peak
+            active += 1
+            peak = max(peak, active)
+            await release.wait()
+            active -= 1
+            return await super().schedule(dryrun_info)
+
+    async with Runner("s", {"paced": fixed(Paced("s"))}) as runner:
+
+        async def submit_all() -> None:
+            apps = [sh_app("exit 0")] * 12
+            if not streaming:
+                await runner.run_many(apps, "paced")
+                return
+            async with aclosing(runner.run_many_iter(apps, "paced")) as handles:
+                async for _ in handles:
+                    pass
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(submit_all)
+            await anyio.wait_all_tasks_blocked()
+            assert active == 4
+            release.set()
+        assert peak == 4
+        assert runner.progress().submitted == 12
+
+
 async def test_run_many_keeps_the_order(runner: Runner) -> None:
     apps = [sh_app(f"sleep 0.0{i % 3}", name=f"app{i}") for i in range(20)]
     handles = await runner.run_many(apps, "inmemory")

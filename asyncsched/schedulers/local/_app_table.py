@@ -6,6 +6,12 @@ log_iter and list read it back). An evicted app whose replicas are still in
 their SIGTERM grace is kept aside as *draining* until it has finished, so that
 closing the scheduler still stops it. Apps of other processes (and evicted
 ones) are read from the state dir, off the event loop.
+
+An app that has finished and whose final record is on disk is kept compact
+(:data:`~asyncsched.schedulers.local._snapshot.FinishedApp`: its record as
+text, which the garbage collector does not track) instead of as a
+:class:`LocalApp`: describe, wait, list and log_iter read it without a disk
+read, and a sweep of thousands of apps leaves full collections little to walk.
 """
 
 from __future__ import annotations
@@ -15,8 +21,14 @@ from typing import Any
 
 import anyio
 
+from asyncsched.schedulers.kit import AppSnapshot
 from asyncsched.schedulers.local import _records as records, _remote as remote
 from asyncsched.schedulers.local._local_app import LocalApp
+from asyncsched.schedulers.local._snapshot import (
+    FinishedApp,
+    compact,
+    snapshot_finished,
+)
 from asyncsched.schedulers.shared.coalesce import Coalescer
 from asyncsched.schedulers.shared.state_dir import check_state_dir
 from asyncsched.specs import AppDef, Role
@@ -34,8 +46,11 @@ class AppTable:
         self.cache_size = cache_size
         self.state_dir = state_dir
         self.session = session
-        #: the apps supervised here and kept in memory, by id
+        #: the apps supervised here and kept in memory, by id, until they
+        #: have finished and their final record is on disk
         self.apps: dict[str, LocalApp] = {}
+        #: then kept compact, oldest first (at most about ``cache_size`` in all)
+        self.finished: dict[str, FinishedApp] = {}
         #: submits holding a place (validated, not yet supervised)
         self.reserved = 0
         # ids of the apps that became terminal, oldest first (eviction order)
@@ -53,6 +68,42 @@ class AppTable:
         self.apps[app.app_id] = app
         self._app_defs[app.app_id] = app_def
 
+    def knows(self, app_id: str) -> bool:
+        """True when ``app_id`` is in memory (supervised, or finished and compact)."""
+        return app_id in self.apps or app_id in self.finished
+
+    def known(self) -> set[str]:
+        """The ids of the apps in memory."""
+        return set(self.apps).union(self.finished)
+
+    def settle(self, app: LocalApp) -> None:
+        """Keep ``app`` compact if it has finished and its record is on disk."""
+        if (
+            app.finished.is_set()
+            and not app.record_stale
+            and self.apps.get(app.app_id) is app
+        ):
+            del self.apps[app.app_id]
+            self._done_order.pop(app.app_id, None)
+            self.finished[app.app_id] = compact(app)
+
+    def settle_all(self) -> None:
+        """:meth:`settle` every terminal app in memory (few: the others are
+        compact already)."""
+        for app_id in list(self._done_order):
+            app = self.apps.get(app_id)
+            if app is None:
+                del self._done_order[app_id]
+            else:
+                self.settle(app)
+
+    def snapshot_finished(self, app_id: str) -> AppSnapshot | None:
+        """The compact app ``app_id`` described, or None when it is not one."""
+        finished = self.finished.get(app_id)
+        if finished is None:
+            return None
+        return snapshot_finished(finished, self.roles(app_id))
+
     def roles(self, app_id: str) -> list[Role]:
         """The roles ``app_id`` was submitted with (empty when unknown)."""
         app_def = self._app_defs.get(app_id)
@@ -64,10 +115,16 @@ class AppTable:
 
     def evict_if_needed(self) -> None:
         """Make room for one more app: evict terminal apps, oldest first."""
+        self.settle_all()
         # reserved places count too, so concurrent submits cannot overfill
-        while len(self.apps) + self.reserved >= self.cache_size:
+        while len(self.apps) + len(self.finished) + self.reserved >= self.cache_size:
             # Only memory is given up: the app's pointer and record stay, so
             # describe/wait/log_iter/list read it back from the state dir.
+            if self.finished:  # the oldest compact app: finished, on disk
+                app_id = next(iter(self.finished))
+                del self.finished[app_id]
+                self._app_defs.pop(app_id, None)
+                continue
             oldest = self._oldest_evictable()
             if oldest is None:
                 # running apps stay: their number is bounded by the replica

@@ -7,6 +7,10 @@ of the file (one worker-thread hop less on the way from a change to its
 event), and moves its file position past them. Lines of other processes are
 not here: where the numbers jump, the reader reads the file.
 
+A batch is kept as JSON text (what a reader of the file would decode), not as
+the writer's dicts: text is not tracked by the garbage collector, so the
+lines of the last 256 batches add nothing to full collections.
+
 Example:
     >>> tail = JournalTail()
     >>> tail.add(Appended("j1", "seg-1.jsonl", 120, 3, [{"k": "app"}]))
@@ -18,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import deque
 from collections.abc import Sequence
@@ -48,18 +53,32 @@ class Appended:
         return self.first + len(self.lines) - 1
 
 
+#: a kept batch: journal id, segment, offset after it, first and last
+#: numbers, its lines as JSON text (a tuple of atomic values: untracked)
+_Kept = tuple[str, str, int, int, int, str]
+
+
 class JournalTail:
     """The last ``capacity`` batches this process appended (thread-safe)."""
 
     def __init__(self, capacity: int = DEFAULT_TAIL_BATCHES) -> None:
         self._lock = threading.Lock()
-        self._batches: deque[Appended] = deque(maxlen=capacity)
+        self._batches: deque[_Kept] = deque(maxlen=capacity)
 
     def add(self, batch: Appended) -> None:
         """Keep ``batch`` (the writer's thread, after the append)."""
         if batch.lines:
+            text = json.dumps(list(batch.lines), separators=(",", ":"), default=str)
+            kept = (
+                batch.journal_id,
+                batch.segment,
+                batch.end,
+                batch.first,
+                batch.last,
+                text,
+            )
             with self._lock:
-                self._batches.append(batch)
+                self._batches.append(kept)
 
     def after(
         self, journal_id: str, seq: int
@@ -69,21 +88,21 @@ class JournalTail:
         position after the last of them; None when line ``seq + 1`` is not
         here."""
         with self._lock:
-            batches = [b for b in self._batches if b.last > seq]
+            batches = [b for b in self._batches if b[4] > seq]
         out: list[dict[str, Any]] = []
         where: tuple[str, int] | None = None
         want = seq + 1
-        for batch in batches:
-            if batch.journal_id != journal_id or batch.first > want:
+        for batch_journal, segment, end, first, last, text in batches:
+            if batch_journal != journal_id or first > want:
                 break  # another journal, or lines of another process between
-            skip = want - batch.first
+            skip = want - first
             out.extend(
-                {"s": batch.first + i, **line}
-                for i, line in enumerate(batch.lines)
+                {"s": first + i, **line}
+                for i, line in enumerate(json.loads(text))
                 if i >= skip
             )
-            want = batch.last + 1
-            where = (batch.segment, batch.end)
+            want = last + 1
+            where = (segment, end)
             if len(out) >= _MOST:
                 break
         if where is None:

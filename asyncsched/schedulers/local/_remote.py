@@ -41,6 +41,7 @@ from asyncsched.schedulers.local._records import (
 from asyncsched.specs import (
     NONE,
     AppState,
+    Role,
     StatusReason,
     is_terminal,
     role_from_dict,
@@ -189,19 +190,33 @@ def record_state(record: dict[str, Any]) -> AppState:
     return _effective(record)[0]
 
 
-def snapshot_record(record: dict[str, Any]) -> AppSnapshot:
+def snapshot_record(
+    record: dict[str, Any],
+    *,
+    hostname: str | None = None,
+    roles: list[Role] | None = None,
+    app_failed: bool | None = None,
+) -> AppSnapshot:
     """The app a checked record (:func:`check_record`) describes (the recorded
-    terminal state is decided)."""
-    state, msg, roles = _effective(record)
-    hostname = str((record.get("supervisor") or {}).get("hostname", "localhost"))
+    terminal state is decided).
+
+    ``hostname``, ``roles`` and ``app_failed`` (whether a replica failed for
+    good, which words a CANCELLED replica gets) replace what the record says
+    when the caller knows better (an app this process supervised).
+    """
+    state, msg, replicas_by_role = _effective(record)
+    if hostname is None:
+        hostname = str((record.get("supervisor") or {}).get("hostname", "localhost"))
+    if app_failed is None:
+        app_failed = state == AppState.FAILED
     replicas = []
-    for name, reps in roles.items():
+    for name, reps in replicas_by_role.items():
         for r in reps:
             replica_state = AppState[r["state"]]
             code, reason, message = replica_outcome(
                 replica_state,
                 r.get("exit_code"),
-                app_failed=state == AppState.FAILED,
+                app_failed=app_failed,
                 app_msg=msg,
                 limit=_limit_of(r),
                 lost=replica_state == AppState.FAILED and bool(r.get("lost")),
@@ -229,7 +244,9 @@ def snapshot_record(record: dict[str, Any]) -> AppSnapshot:
         num_restarts=int(record.get("num_restarts", 0)),
         structured_error_msg=str(record.get("structured_error_msg", NONE)),
         ui_url=f"file://{record.get('app_dir', '')}",
-        roles=[
+        roles=roles
+        if roles is not None
+        else [
             role_from_dict(spec, record_path(record), f"role_specs.{name}")
             for name, spec in (record.get("role_specs") or {}).items()
         ],

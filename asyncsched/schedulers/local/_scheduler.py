@@ -188,6 +188,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
     """
 
     capabilities = Capabilities.observed(retries=True)
+    submits_at_once = _SUBMIT_CONCURRENCY
 
     def __init__(
         self,
@@ -378,7 +379,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
                 f"app id {request.app_id!r} is not one plain path component"
                 " (letters, digits, '_', '.', '-')"
             )
-        if request.app_id in self._table.apps:
+        if self._table.knows(request.app_id):
             raise SubmitError(f"app {request.app_id} was already scheduled")
         if request.detach:
             # supervised by a process of its own, seen here through its record
@@ -425,7 +426,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         prlimit = await self._probes.limit_tool()
         async with self._submit_limiter:
             self._check_open()
-            if request.app_id in self._table.apps:
+            if self._table.knows(request.app_id):
                 raise SubmitError(f"app {request.app_id} was already scheduled")
             # validate first: a request that cannot launch evicts nothing
             launches = plan_launches(request, prlimit, self._executables)
@@ -534,7 +535,12 @@ class LocalScheduler(Scheduler[LocalOpts]):
         if app is not None:
             if app.done.is_set() and app.record_stale:
                 await app.settled()
-            return self._snapshot(app)
+            snapshot = self._snapshot(app)
+            self._table.settle(app)  # finished and on disk: kept compact
+            return snapshot
+        finished = self._table.snapshot_finished(app_id)
+        if finished is not None:
+            return finished
         record = await self._table.record_of(app_id)
         return remote.snapshot_record(record) if record is not None else None
 
@@ -553,12 +559,17 @@ class LocalScheduler(Scheduler[LocalOpts]):
         A record that cannot be read or used (truncated, a newer version's,
         edited) is skipped with a warning on the ``asyncsched`` logger.
         """
-        apps = self._table.apps
-        for app in builtins.list(apps.values()):
+        table = self._table
+        for app in builtins.list(table.apps.values()):
             if app.done.is_set() and app.record_stale:  # as in describe
                 await app.settled()
-        result = [self._snapshot(a) for a in apps.values()]
-        found = await anyio.to_thread.run_sync(self._table.listed, set(apps))
+        result = [self._snapshot(a) for a in table.apps.values()]
+        result.extend(
+            snapshot
+            for app_id in builtins.list(table.finished)
+            if (snapshot := table.snapshot_finished(app_id)) is not None
+        )
+        found = await anyio.to_thread.run_sync(table.listed, table.known())
         result.extend(remote.snapshot_record(record) for _, record in found)
         return result
 
@@ -584,9 +595,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         host = self._runtime.host
         await host.group()
         # apps whose supervisor died since: their end is journaled first
-        found = await anyio.to_thread.run_sync(
-            self._table.listed, builtins.set(self._table.apps)
-        )
+        found = await anyio.to_thread.run_sync(self._table.listed, self._table.known())
         await anyio.to_thread.run_sync(journal_lost, journal.file, found)
         journal.start_watch(host.spawn)
         try:
@@ -612,6 +621,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
     async def _cancel(self, app: AppSnapshot) -> None:
         if isinstance(app.native, LocalApp):
             app.native.cancel()
+            return
+        if self._table.knows(app.app_id):  # finished here (compact): nothing runs
             return
         app_dir = str(app.native["app_dir"])
         updated = await anyio.to_thread.run_sync(remote.cancel_remote, app_dir)
