@@ -32,6 +32,7 @@ from asyncsched.schedulers.local._app_record import (
 from asyncsched.schedulers.local._exit_batch import ExitFactsReader
 from asyncsched.schedulers.local._exit_facts import ExitFacts
 from asyncsched.schedulers.local._faults import LocalFaults
+from asyncsched.schedulers.local._logs import ReplicaLog
 from asyncsched.schedulers.local._oom import out_of_memory
 from asyncsched.schedulers.local._process import Child
 from asyncsched.schedulers.local._reaper import Reaper, Watch
@@ -141,14 +142,27 @@ class LocalApp:
 
     # -- start -------------------------------------------------------------------
 
-    def start(self, started: list[Started]) -> None:
-        """Supervise the first attempts (spawned by :func:`spawn_child`, in order)."""
+    def prepare(self, started: list[Started], now: float) -> None:
+        """Note the first attempts (spawned by :func:`spawn_child`, in order):
+        the app is RUNNING as of ``now``.
+
+        Only data, no loop object: the spawn job runs it in the spawner
+        thread, before anyone can see the app, and writes the record it makes
+        (see ``_app_writes.FirstRecord``); :meth:`start` then supervises.
+        """
         for replica, st in zip(self.replicas, started, strict=True):
-            self._attach(replica, st)
+            self._note_attempt(replica, st.child, now)
         self.state = AppState.RUNNING
+        self.dirty_seq += 1
+
+    def start(self, started: list[Started], logs: list[ReplicaLog]) -> None:
+        """Supervise the first attempts noted by :meth:`prepare`, each replica
+        writing its output to its log in ``logs`` (in order)."""
+        for replica, st, log in zip(self.replicas, started, logs, strict=True):
+            replica.log = log
+            self._watch(replica, st)
         if self.time_limit is not None:
             self._host.spawn(self._enforce_time_limit, name=f"deadline:{self.app_id}")
-        self._mark_dirty()
 
     async def _enforce_time_limit(self) -> None:
         assert self.time_limit is not None
@@ -180,9 +194,12 @@ class LocalApp:
         self._attach(replica, spawn_child(replica.launch, self._spawn_cfg))
 
     def _attach(self, replica: Replica, started: Started) -> None:
-        child = started.child
+        self._note_attempt(replica, started.child, time.time())
+        self._watch(replica, started)
+
+    def _note_attempt(self, replica: Replica, child: Child, now: float) -> None:
+        """An attempt of ``replica`` started at ``now`` (data only: any thread)."""
         replica.child = child
-        replica.exited = anyio.Event()
         replica.pid = child.pid
         replica.start_time = child.start_time
         replica.exit_code = None
@@ -194,16 +211,20 @@ class LocalApp:
                 "attempt": len(replica.attempts),
                 "pid": child.pid,
                 "start_time": child.start_time,
-                "started": time.time(),
+                "started": now,
                 "finished": None,
                 "exit_code": None,
                 "offsets": replica.log.offsets(),
             }
         )
+
+    def _watch(self, replica: Replica, started: Started) -> None:
+        """Have the reaper serve the exit and output of the attempt (loop)."""
+        replica.exited = anyio.Event()
         pipes = {"stdout": started.out_r, "stderr": started.err_r}
         failure = self._check_logs(replica, pipes)
         self._reaper.watch(
-            child,
+            started.child,
             replica.log,
             pipes,
             functools.partial(self._leader_exited, replica),
@@ -581,6 +602,11 @@ class LocalApp:
                 r.child.signal(signal.SIGKILL)
 
     # -- record ----------------------------------------------------------------------
+
+    @property
+    def state_dir(self) -> str | None:
+        """The state dir the app's pointer is written in (None: none)."""
+        return self._state_dir
 
     @property
     def record_path(self) -> str:
