@@ -7,6 +7,14 @@ spawn job itself writes the first record, the state-dir pointer and the app's
 SUBMITTED journal line (through the writer's :meth:`RecordWriter.write_here`),
 and the loop then takes them as written (:meth:`FirstRecord.adopt`).
 
+Likewise at the end: the exit that ends an app already costs a hop to read its
+exit facts (reply file, cancel marker). :class:`FinalRecord` makes, in the
+loop, the final record, ``SUCCESS`` and journal lines the plain outcome would
+give (the app's fields set and put back, nobody seeing them); the exit-facts
+hop writes them when the facts are plain, and the loop, once it has handled
+the exit as usual, checks that its record is the one written
+(:meth:`FinalRecord.adopt`).
+
 Example:
     >>> FirstRecord.__slots__[:2]
     ('app', 'failure')
@@ -18,15 +26,17 @@ import time
 from typing import Any
 
 from asyncsched.schedulers.kit import AppSnapshot, SnapshotDiffer
+from asyncsched.schedulers.local._app_record import app_record, success_file
 from asyncsched.schedulers.local._journal_writer import event_line
 from asyncsched.schedulers.local._local_app import LocalApp
 from asyncsched.schedulers.local._logs import LogFiles
-from asyncsched.schedulers.local._record_writer import RecordWriter
+from asyncsched.schedulers.local._record_writer import RecordJob, RecordWriter
 from asyncsched.schedulers.local._records import remove_pointer
+from asyncsched.schedulers.local._replica import Replica
 from asyncsched.schedulers.local._snapshot import snapshot_app
 from asyncsched.schedulers.local._spawn import Started
 
-__all__ = ("FirstRecord",)
+__all__ = ("FinalRecord", "FirstRecord")
 
 
 class FirstRecord:
@@ -91,3 +101,52 @@ class FirstRecord:
         gone = differ.forget(app.app_id, observed=time.time())
         if gone is not None:
             journal.write([event_line(gone)])
+
+
+class FinalRecord:
+    """The final record of an app whose last replica exited 0, made in the
+    loop for the plain outcome; written by the exit-facts hop (an
+    ``ExitWrite``) when the facts are plain.
+
+    ``FinalRecord(writer)`` is what a :class:`LocalApp` calls (``final``):
+    ``final(app, replica, now)``.
+    """
+
+    __slots__ = ("app", "failure", "job", "lines", "writer", "written")
+
+    def __init__(self, writer: RecordWriter) -> None:
+        self.writer = writer
+        self.written = False
+        self.failure: Exception | None = None
+        self.lines: list[dict[str, Any]] = []
+
+    def __call__(self, app: LocalApp, replica: Replica, now: float) -> FinalRecord:
+        made = FinalRecord(self.writer)
+        made.app = app
+        with app.exit_foreseen(replica, now):
+            record = app_record(app)
+            success = success_file(app)
+            snapshot = snapshot_app(app, [])
+        record["finished"] = True
+        journal = self.writer.journal
+        if journal is not None:
+            made.lines = journal.preview(snapshot, observed=now)
+        made.job = (app.record_path, record, app.app_dir, success, None)
+        return made
+
+    app: LocalApp
+    job: RecordJob
+
+    def adopt(self) -> bool:
+        """In the loop, once the exit was handled: True (the writer and the
+        journal told) when the app's record is the one written."""
+        app = self.app
+        if not app.finished.is_set() or app_record(app) != self.job[1]:
+            return False
+        self.writer.wrote([(app, app.dirty_seq)], bool(self.lines))
+        journal = self.writer.journal
+        if journal is not None:
+            journal.forget(app.app_id)  # over: nothing more to journal
+        if self.failure is not None:
+            app.record_failed(self.failure)
+        return True

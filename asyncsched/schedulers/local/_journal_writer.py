@@ -201,6 +201,13 @@ class EventJournal:
         change of its app is diffed against it."""
         self._differ.update(snapshot, observed=observed)
 
+    def preview(
+        self, snapshot: AppSnapshot, *, observed: float
+    ) -> list[dict[str, Any]]:
+        """The lines :meth:`changed` would queue for ``snapshot``, queueing and
+        remembering nothing (in the loop)."""
+        return [event_line(e) for e in self._differ.peek(snapshot, observed=observed)]
+
     def knows(self, app_id: str) -> bool:
         """True while the last journaled state of ``app_id`` is kept."""
         return app_id in self._differ

@@ -8,12 +8,13 @@ termination are plain method calls, so there is no polling and no queue.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import anyio
@@ -29,7 +30,7 @@ from asyncsched.schedulers.local._app_record import (
     first_error,
     success_file,
 )
-from asyncsched.schedulers.local._exit_batch import ExitFactsReader
+from asyncsched.schedulers.local._exit_batch import ExitFactsReader, ExitWrite
 from asyncsched.schedulers.local._exit_facts import ExitFacts
 from asyncsched.schedulers.local._faults import LocalFaults
 from asyncsched.schedulers.local._logs import ReplicaLog
@@ -89,6 +90,7 @@ class LocalApp:
         on_done: Callable[[], None] | None = None,
         time_limit: int | None = None,
         faults: LocalFaults | None = None,
+        final: Callable[[LocalApp, Replica, float], ExitWrite] | None = None,
     ) -> None:
         self.app_id = app_id
         self.name = name
@@ -139,6 +141,13 @@ class LocalApp:
         #: long-lived objects per app keep full garbage collections short)
         self._deadline: anyio.CancelScope | None = None
         self._faults = faults if faults is not None else LocalFaults()
+        #: makes the final record of an exit that ends the app, for the plain
+        #: outcome, to be written in the hop that reads the exit's facts
+        self._final = final
+        #: such a record is being written: the outcome is the exit's
+        self._final_pending = False
+        #: the state being handled was written already: marks write nothing
+        self._adopting = False
 
     # -- start -------------------------------------------------------------------
 
@@ -176,7 +185,9 @@ class LocalApp:
     def _time_is_up(self) -> None:
         """The time limit has passed: stop every replica; those stopped FAIL
         with reason TIME_LIMIT (a cancel, or an app already over, wins)."""
-        if self.cancelled or self.closing or is_terminal(self.state):
+        if self.cancelled or self.closing or self._final_pending:
+            return
+        if is_terminal(self.state):
             return
         self.timed_out = True
         if not self.failed:
@@ -264,41 +275,47 @@ class LocalApp:
         )
 
     async def _finish(self, replica: Replica, watch: Watch) -> None:
-        """Reap the exited leader, read its exit facts, let its pipes drain
-        (bounded), then hand the exit to the state machine."""
+        """Reap the exited leader, let its pipes drain (bounded), read its exit
+        facts, then hand the exit to the state machine."""
         child, exited = watch.child, replica.exited
         rc: int | None = None
         error: Exception | None = None
         facts = ExitFacts()
+        now: float | None = None
+        plan: ExitWrite | None = None
         try:
             try:
                 # bounded and shielded: the exit must be handled
                 with (
                     anyio.CancelScope(shield=True),
-                    anyio.move_on_after(2 * REAP_TIMEOUT),
+                    anyio.move_on_after(REAP_TIMEOUT),
                 ):
                     # the leader is a zombie: its group id cannot be reused yet
                     child.signal(signal.SIGKILL)
-                    with anyio.move_on_after(REAP_TIMEOUT):
-                        rc = await child.reap()
-                    if rc is not None:
-                        self._spawn_cfg.guardian.remove(child.pid)
-                    # the files the exit depends on, read off the loop
-                    # (with the other exits due now, in one hop)
-                    facts = await self._exits.read(
-                        (
-                            replica.launch.error_file,
-                            replica.launch.log_dir,
-                            self.app_dir,
-                            rc,
-                            len(replica.attempts) - 1,
-                            replica.attempts[-1]["started"],
-                        )
-                    )
+                    rc = await child.reap()
+                if rc is not None:
+                    self._spawn_cfg.guardian.remove(child.pid)
                 with anyio.move_on_after(DRAIN_TIMEOUT):
                     await watch.wait_drained()
             finally:
                 self._reaper.close_streams(watch)
+            now = time.time()
+            plan = self._plan_final(replica, rc, now)
+            with anyio.CancelScope(shield=True), anyio.move_on_after(REAP_TIMEOUT):
+                # the files the exit depends on, read off the loop with the
+                # other exits due now, in one hop; the final record too when
+                # this exit ends the app as its code says
+                facts = await self._exits.read(
+                    (
+                        replica.launch.error_file,
+                        replica.launch.log_dir,
+                        self.app_dir,
+                        rc,
+                        len(replica.attempts) - 1,
+                        replica.attempts[-1]["started"],
+                    ),
+                    plan,
+                )
             if rc and replica.launch.memory_mb is not None:
                 # read once the pipes are drained: the last words are in the log
                 with (
@@ -316,9 +333,71 @@ class LocalApp:
         finally:
             if exited is not None:
                 exited.set()
-            self._on_exit(replica, child, rc, facts)
+            self._final_pending = False
+            self._on_exit(replica, child, rc, facts, now, plan)
         if error is not None:
             self._supervision_failed(replica, error)
+
+    def _plan_final(
+        self, replica: Replica, rc: int | None, now: float
+    ) -> ExitWrite | None:
+        """The final record of this exit for the plain outcome, when the exit
+        of ``replica`` with ``rc`` ends the app (its last replica, exit 0,
+        nothing else going on) and the record on disk is current; else None.
+
+        From here until the exit is handled the outcome is the exit's: a
+        cancel, close, time limit or failure meanwhile finds the app over.
+        """
+        if (
+            self._final is None
+            or rc != 0
+            or self._faults.before_exit is not None
+            or self.cancelled
+            or self.closing
+            or self.timed_out
+            or self.failed
+            or self._restart_batch
+            or replica.restarting
+            or self._forgotten
+            or self._writer.closed
+            or self.written_seq != self.dirty_seq
+            or not (self._pointer_written or self._state_dir is None)
+            or any(
+                r is not replica and (r.child is not None or not is_terminal(r.state))
+                for r in self.replicas
+            )
+        ):
+            return None
+        self._final_pending = True
+        return self._final(self, replica, now)
+
+    @contextlib.contextmanager
+    def exit_foreseen(self, replica: Replica, now: float) -> Iterator[None]:
+        """Inside the ``with``: the app as a plain exit 0 of ``replica`` (its
+        last one) at ``now`` leaves it; put back after. No await inside:
+        nobody else sees these fields."""
+        saved = (
+            replica.state,
+            replica.exit_code,
+            replica.attempts[-1],
+            self.state,
+            self.last_updated,
+        )
+        replica.attempts[-1] = {**saved[2], "exit_code": 0, "finished": now}
+        replica.state = AppState.SUCCEEDED
+        replica.exit_code = 0
+        self.state = rollup_state((r.state for r in self.replicas), self.decided())
+        self.last_updated = now
+        try:
+            yield
+        finally:
+            (
+                replica.state,
+                replica.exit_code,
+                replica.attempts[-1],
+                self.state,
+                self.last_updated,
+            ) = saved
 
     def _supervision_failed(self, replica: Replica, error: BaseException) -> None:
         launch = replica.launch
@@ -374,6 +453,9 @@ class LocalApp:
         """
         if self.finished.is_set() or self.internal_error is not None:
             return
+        if self._final_pending:  # the last exit is being handled: it decides
+            logger.error("%s: %s after its last exit: %s", self.app_id, what, exc)
+            return
         text = f"{what}: {describe_error(exc)}"
         self.internal_error = text
         if not self.cancelled:
@@ -388,10 +470,32 @@ class LocalApp:
         self._update_state()
 
     def _on_exit(
-        self, replica: Replica, child: Child, rc: int | None, facts: ExitFacts
+        self,
+        replica: Replica,
+        child: Child,
+        rc: int | None,
+        facts: ExitFacts,
+        now: float | None = None,
+        plan: ExitWrite | None = None,
     ) -> None:
         if replica.child is not child:  # pragma: no cover - defensive
             return
+        if plan is not None and plan.written:
+            # the final record is on disk: the same change writes nothing more
+            self._adopting = True
+            try:
+                self._exit_changes(replica, rc, facts, now)
+            finally:
+                self._adopting = False
+            if not plan.adopt():  # pragma: no cover - defensive
+                logger.warning("%s: its final record is written again", self.app_id)
+                self._mark_dirty()
+            return
+        self._exit_changes(replica, rc, facts, now)
+
+    def _exit_changes(
+        self, replica: Replica, rc: int | None, facts: ExitFacts, now: float | None
+    ) -> None:
         if self._faults.before_exit is not None:
             launch = replica.launch
             self._faults.before_exit(self.app_id, launch.role, launch.replica_id)
@@ -401,7 +505,7 @@ class LocalApp:
         replica.exit_code = shell_exit_code(rc)
         attempt = replica.attempts[-1]
         attempt["exit_code"] = replica.exit_code
-        attempt["finished"] = time.time()
+        attempt["finished"] = time.time() if now is None else now
         if rc != 0 and facts.error_text is not None:
             replica.structured_error = facts.error_text
             replica.error_mtime = facts.error_mtime
@@ -427,7 +531,7 @@ class LocalApp:
         # the exit is a change of its own (its exit code is journaled even
         # when a restart replaces the attempt at once)
         self._mark_dirty()
-        self._after_change()
+        self._after_change(now)
 
     def _on_failure(self, replica: Replica) -> None:
         launch = replica.launch
@@ -471,7 +575,7 @@ class LocalApp:
                 r.restarting = True
                 self._terminate(r, self.cancel_grace)
 
-    def _after_change(self) -> None:
+    def _after_change(self, now: float | None = None) -> None:
         if self._restart_batch and not (self.cancelled or self.closing or self.failed):
             batch = [self.replicas[i] for i in sorted(self._restart_batch)]
             if all(r.child is None for r in batch):
@@ -496,7 +600,7 @@ class LocalApp:
                 if not is_terminal(r.state):
                     r.state = AppState.CANCELLED
             self._restart_batch.clear()
-        self._update_state()
+        self._update_state(now)
 
     def decided(self) -> AppState | None:
         """The outcome settled for the whole app: CANCELLED once cancelled,
@@ -508,9 +612,9 @@ class LocalApp:
             return AppState.FAILED
         return None
 
-    def _update_state(self) -> None:
+    def _update_state(self, now: float | None = None) -> None:
         self.state = rollup_state((r.state for r in self.replicas), self.decided())
-        self.last_updated = time.time()
+        self.last_updated = time.time() if now is None else now
         self._changes.notify(self.app_id)
         if is_terminal(self.state):
             if not self.done.is_set():
@@ -564,7 +668,7 @@ class LocalApp:
         SUCCEEDED or FAILED (whose other replicas may still be in their
         SIGTERM grace) only makes sure those survivors are terminated.
         """
-        if self.cancelled or self.finished.is_set():
+        if self.cancelled or self.finished.is_set() or self._final_pending:
             return
         if is_terminal(self.state):
             if not self._survivors_terminated:
@@ -582,6 +686,8 @@ class LocalApp:
 
     def begin_close(self) -> None:
         """The scheduler is closing: stop everything (SIGTERM now)."""
+        if self._final_pending:  # its last exit is being handled: nothing runs
+            return
         self.closing = True
         if self.finished.is_set() and all(is_terminal(r.state) for r in self.replicas):
             return  # nothing runs, nothing changes: keep the record as it is
@@ -614,7 +720,7 @@ class LocalApp:
 
     def _mark_dirty(self) -> None:
         self.dirty_seq += 1
-        if not self._forgotten:
+        if not self._forgotten and not self._adopting:
             self._writer.mark(self)
 
     async def settled(self) -> None:

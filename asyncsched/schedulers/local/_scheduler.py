@@ -521,6 +521,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
             on_done=functools.partial(self._table.app_done, request.app_id),
             time_limit=request.time_limit,
             faults=self._faults,
+            final=runtime.final,
         )
         return app
 
