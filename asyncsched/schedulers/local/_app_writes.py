@@ -36,7 +36,7 @@ from asyncsched.schedulers.local._replica import Replica
 from asyncsched.schedulers.local._snapshot import snapshot_app
 from asyncsched.schedulers.local._spawn import Started
 
-__all__ = ("FinalRecord", "FirstRecord")
+__all__ = ("FinalRecord", "FinalRecords", "FirstRecord")
 
 
 class FirstRecord:
@@ -103,39 +103,47 @@ class FirstRecord:
             journal.write([event_line(gone)])
 
 
-class FinalRecord:
-    """The final record of an app whose last replica exited 0, made in the
-    loop for the plain outcome; written by the exit-facts hop (an
-    ``ExitWrite``) when the facts are plain.
+class FinalRecords:
+    """Makes :class:`FinalRecord`\\ s: what a :class:`LocalApp` calls as its
+    ``final(app, replica, now)``."""
 
-    ``FinalRecord(writer)`` is what a :class:`LocalApp` calls (``final``):
-    ``final(app, replica, now)``.
-    """
-
-    __slots__ = ("app", "failure", "job", "lines", "writer", "written")
+    __slots__ = ("writer",)
 
     def __init__(self, writer: RecordWriter) -> None:
         self.writer = writer
-        self.written = False
-        self.failure: Exception | None = None
-        self.lines: list[dict[str, Any]] = []
 
     def __call__(self, app: LocalApp, replica: Replica, now: float) -> FinalRecord:
-        made = FinalRecord(self.writer)
-        made.app = app
         with app.exit_foreseen(replica, now):
             record = app_record(app)
             success = success_file(app)
             snapshot = snapshot_app(app, [])
         record["finished"] = True
         journal = self.writer.journal
-        if journal is not None:
-            made.lines = journal.preview(snapshot, observed=now)
-        made.job = (app.record_path, record, app.app_dir, success, None)
-        return made
+        lines = journal.preview(snapshot, observed=now) if journal is not None else []
+        job = (app.record_path, record, app.app_dir, success, None)
+        return FinalRecord(app, self.writer, job, lines)
 
-    app: LocalApp
-    job: RecordJob
+
+class FinalRecord:
+    """The final record, ``SUCCESS`` and journal lines of an app whose last
+    replica exited 0, made in the loop for the plain outcome: an
+    ``ExitWrite`` the exit-facts hop writes when the facts are plain."""
+
+    __slots__ = ("app", "failure", "job", "lines", "writer", "written")
+
+    def __init__(
+        self,
+        app: LocalApp,
+        writer: RecordWriter,
+        job: RecordJob,
+        lines: list[dict[str, Any]],
+    ) -> None:
+        self.app = app
+        self.writer = writer
+        self.job = job
+        self.lines = lines
+        self.written = False
+        self.failure: Exception | None = None
 
     def adopt(self) -> bool:
         """In the loop, once the exit was handled: True (the writer and the

@@ -98,6 +98,8 @@ class RecordWriter:
         self._scope: anyio.CancelScope | None = None
         self._stopped: anyio.Event | None = None
         self.closed = False
+        #: worker-thread hops of its own made so far (each writes a batch)
+        self.hops = 0
 
     def mark(self, app: Recorded) -> None:
         """``app`` changed: write its record soon."""
@@ -156,6 +158,7 @@ class RecordWriter:
         written = False
         failures: list[tuple[int, Exception]] = []
         try:
+            self.hops += 1
             failures = await anyio.to_thread.run_sync(
                 _write_batch, jobs, self._before_write, self.journal, lines
             )

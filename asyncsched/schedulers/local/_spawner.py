@@ -95,6 +95,8 @@ class Spawner:
         self._rfd = -1
         self._wfd = -1
         self._closed = False
+        #: jobs queued so far (each one hop to a spawner thread)
+        self.jobs = 0
 
     def start(self) -> None:
         """Start the thread (idempotent)."""
@@ -166,6 +168,7 @@ class Spawner:
         if not self._threads or self._closed:
             raise SchedulerClosedError("the spawner is not running")
         job = _Job(func, args, undo)
+        self.jobs += 1
         self._jobs.put(job)
         with anyio.CancelScope(shield=True):
             with anyio.move_on_after(timeout):
