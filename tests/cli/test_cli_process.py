@@ -3,67 +3,26 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from .process import Cli, reaped
+
 pytest.importorskip("asyncsched.schedulers.local_scheduler")
-
-
-class Cli:
-    """Runs ``python -m asyncsched`` with an isolated state dir."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.cwd = tmp_path
-        self.env = {
-            **os.environ,
-            "ASYNCSCHED_STATE_DIR": str(tmp_path / "state"),
-            "NO_COLOR": "1",
-        }
-        self.env.pop("LOGLEVEL", None)
-
-    def __call__(
-        self, *args: str, timeout: float = 60
-    ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "asyncsched", *args],
-            capture_output=True,
-            text=True,
-            cwd=self.cwd,
-            env=self.env,
-            timeout=timeout,
-            check=False,
-        )
-
-    def start(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "asyncsched", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=self.cwd,
-            env=self.env,
-        )
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Cli:
-    return Cli(tmp_path)
 
 
 @pytest.fixture
 def supervisor(cli: Cli) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """``asyncsched run --wait`` of a long app, its handle once it runs."""
-    proc = cli.start(
-        "run", "--wait", "--name", "sleeper", "--", "sh", "-c", "echo started; sleep 60"
-    )
-    try:
+    command = ("sh", "-c", "echo started; sleep 60")
+    with reaped(
+        cli.start("run", "--wait", "--name", "sleeper", "--", *command)
+    ) as proc:
         assert proc.stdout is not None
         handle = proc.stdout.readline().strip()
         assert handle.startswith("local_cwd://asyncsched/sleeper-"), proc.stderr
@@ -73,10 +32,6 @@ def supervisor(cli: Cli) -> Iterator[tuple[subprocess.Popen[str], str]]:
         first = proc.stderr.readline()
         assert first == "sleeper/0 started\n", first + proc.stderr.read()
         yield proc, handle
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate(timeout=30)
 
 
 # -- bad arguments: one line, exit 2 -----------------------------------------------------------
@@ -203,16 +158,8 @@ def test_status_log_list_describe_cancel_from_a_second_process(
 def test_follow_logs_from_a_second_process_end_with_the_app(
     cli: Cli, tmp_path: Path
 ) -> None:
-    proc = cli.start(
-        "run",
-        "--name",
-        "ticker",
-        "--",
-        "sh",
-        "-c",
-        "for i in 1 2 3; do echo tick$i; sleep 0.3; done",
-    )
-    try:
+    ticks = "for i in 1 2 3; do echo tick$i; sleep 0.3; done"
+    with reaped(cli.start("run", "--name", "ticker", "--", "sh", "-c", ticks)) as proc:
         assert proc.stdout is not None
         handle = proc.stdout.readline().strip()
         follow = cli("log", "-f", "--regex", "tick[13]", handle)
@@ -220,10 +167,6 @@ def test_follow_logs_from_a_second_process_end_with_the_app(
         assert follow.stdout.splitlines() == ["ticker/0 tick1", "ticker/0 tick3"]
         _, stderr = proc.communicate(timeout=30)
         assert proc.returncode == 0, stderr
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])

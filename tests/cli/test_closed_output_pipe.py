@@ -12,20 +12,14 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from .test_cli_process import Cli
+from .process import Cli
 
 pytest.importorskip("asyncsched.schedulers.local_scheduler")
 
 _CLI = f"{shlex.quote(sys.executable)} -m asyncsched"
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Cli:
-    return Cli(tmp_path)
 
 
 def _finished_app(cli: Cli, *command: str, replicas: int = 1) -> str:

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -14,14 +11,9 @@ from asyncsched import AppEvent, EventKind
 from asyncsched.schedulers.kit import cursor_source
 from asyncsched.specs import AppState
 
-from .test_cli_process import Cli
+from .process import Cli, reaped
 
 pytest.importorskip("asyncsched.schedulers.local_scheduler")
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Cli:
-    return Cli(tmp_path)
 
 
 def _finished(cli: Cli, script: str) -> str:
@@ -102,21 +94,11 @@ def test_events_bad_arguments_give_one_line_and_exit_2(
 def test_events_follow_streams_changes_from_another_process_then_ends_quietly(
     cli: Cli,
 ) -> None:
-    run = cli.start(
-        "run", "--wait", "--no-log", "--name", "sleeper", "--", "sleep", "60"
-    )
-    try:
+    sleeper = ("run", "--wait", "--no-log", "--name", "sleeper", "--", "sleep", "60")
+    with reaped(cli.start(*sleeper)) as run:
         assert run.stdout is not None
         handle = run.stdout.readline().strip()
-        follow = subprocess.Popen(
-            [sys.executable, "-m", "asyncsched", "events", "--follow", handle],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=cli.cwd,
-            env=cli.env,
-        )
-        try:
+        with reaped(cli.start("events", "--follow", handle)) as follow:
             assert follow.stdout is not None
             first = follow.stdout.readline().split()  # ready: its current state
             assert first[1:3] == ["current", handle], first
@@ -132,14 +114,6 @@ def test_events_follow_streams_changes_from_another_process_then_ends_quietly(
             _, stderr = follow.communicate(timeout=30)
             assert follow.returncode == 0
             assert stderr == ""
-        finally:
-            if follow.poll() is None:
-                follow.kill()
-                follow.communicate()
-    finally:
-        if run.poll() is None:
-            run.kill()
-        run.communicate(timeout=30)
 
 
 def test_events_follow_ends_on_ctrl_c_with_130(cli: Cli) -> None:
@@ -149,17 +123,10 @@ def test_events_follow_ends_on_ctrl_c_with_130(cli: Cli) -> None:
     # handled signal is reset to its default in the child at exec
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        follow = subprocess.Popen(
-            [sys.executable, "-m", "asyncsched", "events", "--follow", handle],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=cli.cwd,
-            env=cli.env,
-        )
+        follow = cli.start("events", "--follow", handle)
     finally:
         signal.signal(signal.SIGINT, previous)
-    try:
+    with reaped(follow):
         assert follow.stdout is not None
         first = follow.stdout.readline().split()  # ready: it follows
         assert first[1:3] == ["current", handle], first
@@ -167,7 +134,3 @@ def test_events_follow_ends_on_ctrl_c_with_130(cli: Cli) -> None:
         _, stderr = follow.communicate(timeout=30)
         assert follow.returncode == 130, stderr
         assert stderr == "asyncsched events: interrupted\n"
-    finally:
-        if follow.poll() is None:
-            follow.kill()
-            follow.communicate()

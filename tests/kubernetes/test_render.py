@@ -171,6 +171,19 @@ def test_dryrun_yaml_is_loadable_as_kubernetes_documents() -> None:
 # -- TorchX's layout --------------------------------------------
 
 
+def test_dryrun_yaml_writes_each_replicas_pod_out_in_full() -> None:
+    # replicas of one role share their mounts and volumes: the YAML repeats
+    # them in each task instead of pointing back with anchors (&id001/*id001)
+    app = multi_role_app()
+    job = render(app, queue="default")
+    text = format_job(job)
+    assert "&id" not in text
+    assert "*id" not in text
+    first, second = (task(job, i)["template"]["spec"] for i in (0, 1))
+    assert first["volumes"] == second["volumes"]
+    assert first["volumes"] is not second["volumes"]
+
+
 def test_task_command_has_macros_substituted() -> None:
     job = render(AppDef("test", roles=[torchx_test_role()]))
     assert container(job)["command"] == [

@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,49 +42,72 @@ async def _wait_for_files(folder: Path, count: int, timeout: float = 60) -> None
             await anyio.sleep(0.02)
 
 
+class Gate:
+    """A fifo replicas stop at until the test opens it: they all pass at once.
+
+    Each replica marks its arrival with a file in ``ready``; the fifo is held
+    open for writing, so replicas open it without blocking and all read EOF
+    together when :meth:`open` closes it.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.fifo = folder / "go"
+        os.mkfifo(self.fifo)
+        self.ready = folder / "ready"
+        self.ready.mkdir()
+        self._hold = os.open(self.fifo, os.O_RDWR | os.O_NONBLOCK)
+
+    def stop(self, mark: str) -> str:
+        """Shell: mark the arrival as ``mark``, then wait for the gate to open."""
+        return f"exec 3<{self.fifo}; touch {self.ready}/{mark}; read x <&3"
+
+    async def arrived(self, count: int) -> None:
+        """Wait until ``count`` arrivals are marked."""
+        await _wait_for_files(self.ready, count)
+
+    def open(self) -> None:
+        """Let every replica waiting at the gate go on (idempotent)."""
+        if self._hold >= 0:
+            os.close(self._hold)
+            self._hold = -1
+
+
+@pytest.fixture
+def gate(tmp_path: Path) -> Iterator[Gate]:
+    gate = Gate(tmp_path)
+    yield gate
+    gate.open()
+
+
 async def test_200_exits_at_once_are_each_recorded_with_their_own_code(
-    log_dir: Path, tmp_path: Path
+    log_dir: Path, gate: Gate
 ) -> None:
-    fifo = tmp_path / "go"
-    os.mkfifo(fifo)
-    ready = tmp_path / "ready"
-    ready.mkdir()
-    # held open for writing: replicas open the fifo without blocking and all
-    # read EOF together when it is closed
-    hold = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
     cfg: dict[str, CfgVal] = {"log_dir": str(log_dir), "fail_fast": False}
-    try:
-        async with LocalScheduler("reap200", max_running_replicas=APPS * REPLICAS) as s:
-            app_ids = []
-            for a in range(APPS):
-                script = (
-                    f"exec 3<{fifo}; touch {ready}/{a}-$ASYNCSCHED_REPLICA_ID;"
-                    f" read x <&3; echo bye {a}-$ASYNCSCHED_REPLICA_ID;"
-                    f" exit $(( (ASYNCSCHED_REPLICA_ID + {a}) % 4 * 3 ))"
-                )
-                role = sh_role(script, replicas=REPLICAS)
-                app_ids.append(await s.submit(app_of(role, name=f"a{a}"), cfg))
-            await _wait_for_files(ready, APPS * REPLICAS)
-            os.close(hold)
-            hold = -1
-            for a, app_id in enumerate(app_ids):
-                desc = await s.wait(app_id, timeout=60)
-                assert desc is not None
-                replicas = desc.roles_statuses[0].replicas
-                assert len(replicas) == REPLICAS
-                for r in replicas:
-                    want = (r.id + a) % 4 * 3
-                    assert r.exit_code == want, (app_id, r.id)
-                    assert r.state == (
-                        AppState.SUCCEEDED if want == 0 else AppState.FAILED
-                    )
-                # and each replica's last words made it into its log
-                for k in (0, REPLICAS - 1):
-                    lines = [x async for x in s.log_iter(app_id, "worker", k)]
-                    assert lines == [f"bye {a}-{k}\n"]
-    finally:
-        if hold >= 0:
-            os.close(hold)
+    async with LocalScheduler("reap200", max_running_replicas=APPS * REPLICAS) as s:
+        app_ids = []
+        for a in range(APPS):
+            script = (
+                f"{gate.stop(f'{a}-$ASYNCSCHED_REPLICA_ID')};"
+                f" echo bye {a}-$ASYNCSCHED_REPLICA_ID;"
+                f" exit $(( (ASYNCSCHED_REPLICA_ID + {a}) % 4 * 3 ))"
+            )
+            role = sh_role(script, replicas=REPLICAS)
+            app_ids.append(await s.submit(app_of(role, name=f"a{a}"), cfg))
+        await gate.arrived(APPS * REPLICAS)
+        gate.open()
+        for a, app_id in enumerate(app_ids):
+            desc = await s.wait(app_id, timeout=60)
+            assert desc is not None
+            replicas = desc.roles_statuses[0].replicas
+            assert len(replicas) == REPLICAS
+            for r in replicas:
+                want = (r.id + a) % 4 * 3
+                assert r.exit_code == want, (app_id, r.id)
+                assert r.state == (AppState.SUCCEEDED if want == 0 else AppState.FAILED)
+            # and each replica's last words made it into its log
+            for k in (0, REPLICAS - 1):
+                lines = [x async for x in s.log_iter(app_id, "worker", k)]
+                assert lines == [f"bye {a}-{k}\n"]
 
 
 async def test_a_replica_killed_from_outside_gets_its_status(
@@ -108,44 +132,30 @@ async def test_a_replica_killed_from_outside_gets_its_status(
 
 
 async def test_one_apps_cancel_leaves_the_shared_reaper_serving_the_others(
-    sched: LocalScheduler, log_dir: Path, tmp_path: Path
+    sched: LocalScheduler, log_dir: Path, gate: Gate
 ) -> None:
-    fifo = tmp_path / "go"
-    os.mkfifo(fifo)
-    ready = tmp_path / "ready"
-    ready.mkdir()
-    hold = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
     cfg = {"log_dir": str(log_dir)}
-    try:
-        doomed = await sched.submit(
-            app_of(sh_role(f"touch {ready}/doomed; exec sleep 300"), name="doomed"),
-            cfg,
-        )
-        others = []
-        for i in range(3):
-            script = (
-                f"exec 3<{fifo}; echo before; touch {ready}/o{i};"
-                " read x <&3; seq 1 20000; exit 3"
-            )
-            role = sh_role(script)
-            others.append(await sched.submit(app_of(role, name=f"o{i}"), cfg))
-        await _wait_for_files(ready, 4)
-        await sched.cancel(doomed)
-        desc = await sched.wait(doomed, timeout=30)
+    doomed = await sched.submit(
+        app_of(sh_role(f"touch {gate.ready}/doomed; exec sleep 300"), name="doomed"),
+        cfg,
+    )
+    others = []
+    for i in range(3):
+        script = f"echo before; {gate.stop(f'o{i}')}; seq 1 20000; exit 3"
+        others.append(await sched.submit(app_of(sh_role(script), name=f"o{i}"), cfg))
+    await gate.arrived(4)
+    await sched.cancel(doomed)
+    desc = await sched.wait(doomed, timeout=30)
+    assert desc is not None
+    assert desc.state == AppState.CANCELLED
+    gate.open()
+    for app_id in others:
+        desc = await sched.wait(app_id, timeout=30)
         assert desc is not None
-        assert desc.state == AppState.CANCELLED
-        os.close(hold)
-        hold = -1
-        for app_id in others:
-            desc = await sched.wait(app_id, timeout=30)
-            assert desc is not None
-            assert desc.state == AppState.FAILED
-            assert desc.roles_statuses[0].replicas[0].exit_code == 3
-            lines = [x async for x in sched.log_iter(app_id, "worker", 0)]
-            assert lines == ["before\n", *(f"{n}\n" for n in range(1, 20001))]
-    finally:
-        if hold >= 0:
-            os.close(hold)
+        assert desc.state == AppState.FAILED
+        assert desc.roles_statuses[0].replicas[0].exit_code == 3
+        lines = [x async for x in sched.log_iter(app_id, "worker", 0)]
+        assert lines == ["before\n", *(f"{n}\n" for n in range(1, 20001))]
 
 
 async def test_without_a_pidfd_the_reaper_still_sees_the_exit_and_the_output(
@@ -198,38 +208,26 @@ def _count_tasks() -> int:
 
 
 async def test_running_replicas_cost_no_task_each(
-    sched: LocalScheduler, log_dir: Path, tmp_path: Path
+    sched: LocalScheduler, log_dir: Path, gate: Gate
 ) -> None:
-    fifo = tmp_path / "go"
-    os.mkfifo(fifo)
-    ready = tmp_path / "ready"
-    ready.mkdir()
-    hold = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
     cfg = {"log_dir": str(log_dir)}
-    try:
-        # one replica running: the scheduler's own tasks are up
-        def script(name: str) -> str:
-            return (
-                f"exec 3<{fifo}; touch {ready}/{name}-$ASYNCSCHED_REPLICA_ID;"
-                " read x <&3; exit 0"
-            )
 
-        first = await sched.submit(app_of(sh_role(script("f")), name="first"), cfg)
-        await _wait_for_files(ready, 1)
-        before = _count_tasks()
-        role = sh_role(script("m"), replicas=40)
-        many = await sched.submit(app_of(role, name="many"), cfg)
-        await _wait_for_files(ready, 41)
-        assert _count_tasks() - before < 5  # was 3 or more per replica
-        os.close(hold)
-        hold = -1
-        for app_id in (first, many):
-            desc = await sched.wait(app_id, timeout=30)
-            assert desc is not None
-            assert desc.state == AppState.SUCCEEDED
-    finally:
-        if hold >= 0:
-            os.close(hold)
+    def script(name: str) -> str:
+        return f"{gate.stop(f'{name}-$ASYNCSCHED_REPLICA_ID')}; exit 0"
+
+    # one replica running: the scheduler's own tasks are up
+    first = await sched.submit(app_of(sh_role(script("f")), name="first"), cfg)
+    await gate.arrived(1)
+    before = _count_tasks()
+    role = sh_role(script("m"), replicas=40)
+    many = await sched.submit(app_of(role, name="many"), cfg)
+    await gate.arrived(41)
+    assert _count_tasks() - before < 5  # was 3 or more per replica
+    gate.open()
+    for app_id in (first, many):
+        desc = await sched.wait(app_id, timeout=30)
+        assert desc is not None
+        assert desc.state == AppState.SUCCEEDED
 
 
 async def test_a_crashed_reaper_is_restarted_and_loses_no_exit(

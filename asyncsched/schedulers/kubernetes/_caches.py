@@ -29,6 +29,7 @@ from asyncsched.schedulers.kubernetes._job_names import (
     LABEL_MANAGED_BY,
     MANAGED_BY,
 )
+from asyncsched.schedulers.kubernetes._json import JSON
 from asyncsched.schedulers.kubernetes._slim import slim
 from asyncsched.schedulers.kubernetes._state import volcano_state
 from asyncsched.specs import AppState, is_terminal
@@ -43,7 +44,6 @@ __all__ = [
     "expired_state",
 ]
 
-JSON = dict[str, Any]
 VOLCANO_JOBS = "/apis/batch.volcano.sh/v1alpha1/namespaces/{ns}/jobs"
 BATCH_JOBS = "/apis/batch/v1/namespaces/{ns}/jobs"
 PODS = "/api/v1/namespaces/{ns}/pods"

@@ -32,6 +32,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -66,6 +67,7 @@ __all__ = (
     "KubeApi",
     "KubernetesApiError",
     "MERGE_PATCH_CT",
+    "RequestLimits",
     "denied_error",
 )
 
@@ -80,19 +82,45 @@ DEFAULT_REQUEST_TIMEOUT = 60.0
 MERGE_PATCH_CT = "application/merge-patch+json"
 
 
+@dataclass(frozen=True)
+class RequestLimits:
+    """How fast, how often again and how long a :class:`KubeApi` asks.
+
+    (The scheduler's :class:`~._connector.ConnectionSettings` extends it.)
+
+    Attributes:
+        qps: Requests per second at first; the rate then follows the server
+            (``<= 0``: no client-side pacing at all).
+        burst: Requests allowed at once above the rate.
+        max_qps: The client-side ceiling the rate never passes (the safety
+            net; ``max_qps=qps`` keeps a fixed ``qps`` that only drops when
+            the server throttles).
+        max_hold: Longest ``Retry-After`` that holds every request.
+        max_retries: Retries of a 5xx or a connection error.
+        connect_timeout: Seconds to open a connection (every request).
+        request_timeout: Seconds a non-streaming request may take in all,
+            retries of timeouts and connection errors included.
+
+    Example:
+        >>> RequestLimits(qps=5, max_qps=5).burst
+        100
+    """
+
+    qps: float = 50.0
+    burst: int = 100
+    max_qps: float = DEFAULT_MAX_QPS
+    max_hold: float = DEFAULT_MAX_HOLD
+    max_retries: int = 5
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+
+
 class KubeApi:
     """JSON requests to the API server through one ``ApiClient``.
 
     Args:
         api_client: A ``kubernetes_asyncio.client.ApiClient``.
-        qps: Requests per second at first; the rate then follows the server
-            (``<= 0``: no client-side pacing at all).
-        burst: Requests allowed at once above the rate.
-        max_hold: Longest ``Retry-After`` that holds every request.
-        max_qps: The client-side ceiling the rate never passes (the safety
-            net; ``max_qps=qps`` keeps a fixed ``qps`` that only drops when
-            the server throttles).
-        max_retries: Retries of a 5xx or a connection error.
+        limits: Pacing, retries and timeouts (:class:`RequestLimits`).
         max_throttled: Times one request may be throttled (429, or 503 with a
             ``Retry-After``) and sent again; then
             :class:`~asyncsched.errors.SchedulerUnavailableError`.
@@ -100,34 +128,28 @@ class KubeApi:
         owns_client: Close ``api_client`` in :meth:`aclose`.
         credentials: Refreshes the token; a 401 refreshes it once and the
             request is sent again.
-        connect_timeout: Seconds to open a connection (every request).
-        request_timeout: Seconds a non-streaming request may take in all,
-            retries of timeouts and connection errors included.
     """
 
     def __init__(
         self,
         api_client: Any,
+        limits: RequestLimits | None = None,
         *,
-        qps: float = 50.0,
-        burst: int = 100,
-        max_qps: float = DEFAULT_MAX_QPS,
-        max_hold: float = DEFAULT_MAX_HOLD,
-        max_retries: int = 5,
         max_throttled: int = MAX_THROTTLED,
         backoff: float = 0.2,
         owns_client: bool = True,
         credentials: Credentials | None = None,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
     ) -> None:
+        limits = limits or RequestLimits()
         self.client = api_client
         self.credentials = credentials
-        self.connect_timeout = connect_timeout
-        self.request_timeout = request_timeout
+        self.connect_timeout = limits.connect_timeout
+        self.request_timeout = limits.request_timeout
         #: the adaptive rate (None: ``qps <= 0``, unpaced)
-        self.pacer = make_pacer(qps, burst, max_qps, max_hold)
-        self.max_retries = max_retries
+        self.pacer = make_pacer(
+            limits.qps, limits.burst, limits.max_qps, limits.max_hold
+        )
+        self.max_retries = limits.max_retries
         self.max_throttled = max_throttled
         self.backoff = backoff
         self.owns_client = owns_client

@@ -24,34 +24,23 @@ from typing import Any
 import anyio
 
 from asyncsched.errors import InvalidRunConfigException, SchedulerUnavailableError
-from asyncsched.schedulers.kubernetes._client import (
-    DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_REQUEST_TIMEOUT,
-    KubeApi,
-)
+from asyncsched.schedulers.kubernetes._client import KubeApi, RequestLimits
 from asyncsched.schedulers.kubernetes._config import connect
 from asyncsched.schedulers.kubernetes._gate import BACKEND
 from asyncsched.schedulers.kubernetes._names import is_dns_label
-from asyncsched.schedulers.kubernetes._pacing import DEFAULT_MAX_HOLD, DEFAULT_MAX_QPS
 
 __all__ = ("ConnectionSettings", "Connector")
 
 
-@dataclass
-class ConnectionSettings:
-    """What to connect to and how to pace it (see :class:`KubernetesScheduler`)."""
+@dataclass(frozen=True)
+class ConnectionSettings(RequestLimits):
+    """What to connect to, and the :class:`RequestLimits` of the connection
+    (see :class:`KubernetesScheduler`)."""
 
     client: Any = None
     kubeconfig: str | None = None
     context: str | None = None
     namespace: str | None = None
-    qps: float = 50.0
-    burst: int = 100
-    max_qps: float = DEFAULT_MAX_QPS
-    max_hold: float = DEFAULT_MAX_HOLD
-    max_retries: int = 5
-    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
-    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
     wall_clock: Callable[[], float] = field(default=time.time)
 
 
@@ -131,18 +120,7 @@ class Connector:
                 )
         if self._namespace is None:
             self._namespace = namespace
-        return KubeApi(
-            client,
-            qps=given.qps,
-            burst=given.burst,
-            max_qps=given.max_qps,
-            max_hold=given.max_hold,
-            max_retries=given.max_retries,
-            owns_client=owns,
-            credentials=creds,
-            connect_timeout=given.connect_timeout,
-            request_timeout=given.request_timeout,
-        )
+        return KubeApi(client, given, owns_client=owns, credentials=creds)
 
     async def aclose(self) -> None:
         """Close the connection (an injected client stays open)."""

@@ -14,7 +14,6 @@ Example:
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import anyio
 
@@ -25,6 +24,7 @@ from asyncsched.schedulers.kubernetes._connector import Connector
 from asyncsched.schedulers.kubernetes._found import Found, deleting
 from asyncsched.schedulers.kubernetes._gate import KubernetesApiError
 from asyncsched.schedulers.kubernetes._job_names import ANNOTATION_CANCELLED
+from asyncsched.schedulers.kubernetes._json import JSON
 from asyncsched.schedulers.kubernetes._registry import NamespaceRegistry
 from asyncsched.schedulers.kubernetes._submit import SERVICES, delete_object
 
@@ -32,7 +32,6 @@ __all__ = ("ANNOTATION_STOPPED", "Control")
 
 logger = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 #: marks a role Job suspended because another role's Job failed
 ANNOTATION_STOPPED = "asyncsched.io/stopped-after-failure"
 #: how long delete() waits for its watch to report the Job(s) gone

@@ -69,7 +69,6 @@ from asyncsched.specs import is_terminal
 
 __all__ = ["KubeEvents", "read_cursor"]
 
-JSON = dict[str, Any]
 #: cursor keys: the namespaces' versions (Volcano Jobs, batch Jobs, pods)
 _NS = "ns"
 #: cursor key: which event of one watch event (see :meth:`KubeEvents.changed`)

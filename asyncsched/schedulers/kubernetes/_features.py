@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import re
 import weakref
-from typing import Any
 
 from asyncsched.errors import InvalidRunConfigException
 from asyncsched.schedulers.kubernetes._client import KubeApi
 from asyncsched.schedulers.kubernetes._gate import KubernetesApiError
+from asyncsched.schedulers.kubernetes._json import JSON
 
 __all__ = [
     "check_indexed_jobs",
@@ -42,7 +42,6 @@ __all__ = [
     "server_version",
 ]
 
-JSON = dict[str, Any]
 
 #: what each connection's server answered on /version (asked once)
 _VERSIONS: weakref.WeakKeyDictionary[KubeApi, tuple[str, tuple[int, int] | None]] = (

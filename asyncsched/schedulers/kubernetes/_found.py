@@ -14,12 +14,13 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from asyncsched.errors import SchedulerError
 from asyncsched.schedulers.kit import AppSnapshot
 from asyncsched.schedulers.kubernetes._caches import Caches, app_key, expired_state
 from asyncsched.schedulers.kubernetes._job_names import LABEL_APP_NAME
+from asyncsched.schedulers.kubernetes._json import JSON
 from asyncsched.schedulers.kubernetes._resumable import version_number
 from asyncsched.schedulers.kubernetes._state import (
     describe_indexed,
@@ -37,7 +38,6 @@ __all__ = (
     "snapshot_of",
 )
 
-JSON = dict[str, Any]
 #: how the app runs: one Volcano Job, or one Indexed Job per role
 JobApi = Literal["volcano", "indexed"]
 

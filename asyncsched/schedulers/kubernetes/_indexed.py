@@ -29,10 +29,7 @@ from asyncsched.schedulers.kubernetes._pod import (
     ENV_IMAGE,
     RenderContext,
     env_list,
-    make_container,
-    pod_template,
-    port_list,
-    role_mounts,
+    replica_pod,
     set_ttl,
 )
 from asyncsched.schedulers.shared.identity import (
@@ -98,7 +95,6 @@ def indexed_jobs(ctx: RenderContext) -> list[dict[str, Any]]:
                 " (backoffLimit), not the whole app",
                 role.name,
             )
-        mounts, volumes, privileged = role_mounts(role, f"roles[{role_index}]")
         values = macros.Values(
             img_root="",
             app_id=ctx.name,
@@ -120,23 +116,13 @@ def indexed_jobs(ctx: RenderContext) -> list[dict[str, Any]]:
         env.extend(
             {"name": k, "value": v} for k, v in identity.items() if k != ENV_REPLICA_ID
         )
-        container = make_container(
-            parts[role_index],
-            ctx.image(role),
-            replica,
-            cfg,
-            env,
-            mounts,
-            privileged,
-        )
-        container["ports"] = port_list(role, role_index)
-        pod = pod_template(
-            container,
-            volumes,
-            ctx.pod_labels(role, role_index),
-            replica,
-            cfg,
+        pod = replica_pod(
+            ctx,
             role_index,
+            replica,
+            name=parts[role_index],
+            env=env,
+            labels=ctx.pod_labels(role, role_index),
         )
         pod["spec"]["subdomain"] = ctx.name
         if priority:

@@ -47,12 +47,12 @@ from anyio.abc import TaskStatus
 from asyncsched.schedulers.kit import ChangeNotifier
 from asyncsched.schedulers.kubernetes._client import KubeApi
 from asyncsched.schedulers.kubernetes._gate import KubernetesApiError, aiohttp_module
+from asyncsched.schedulers.kubernetes._json import JSON
 
 __all__ = ["DEFAULT_PAGE_SIZE", "Informer"]
 
 logger = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 _RELIST, _DROPPED, _ENDED = "relist", "dropped", "ended"
 #: objects per page of a list: each page is decoded in one event-loop
 #: callback (pages of 500 pods with ``managedFields``, ~5 MB of JSON, took up

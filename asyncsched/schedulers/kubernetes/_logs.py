@@ -27,19 +27,18 @@ import logging
 import random
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any
 
 import anyio
 
 from asyncsched.schedulers.kit import DEFAULT_MAX_LINE_BYTES, LineSplitter
 from asyncsched.schedulers.kubernetes._client import KubeApi
 from asyncsched.schedulers.kubernetes._gate import KubernetesApiError, aiohttp_module
+from asyncsched.schedulers.kubernetes._json import JSON
 
 __all__ = ["RETRY_STATUSES", "has_log", "iter_pod_log", "parse_timestamp"]
 
 logger = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 _NS = 1_000_000_000
 #: answers to a log request that are retried (overload, a restarting server)
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})

@@ -23,7 +23,6 @@ Example:
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from asyncsched.errors import SchedulerUnavailableError
 from asyncsched.schedulers.kubernetes._caches import SELECTOR, Caches, app_key
@@ -35,6 +34,7 @@ from asyncsched.schedulers.kubernetes._job_names import (
     LABEL_MANAGED_BY,
     MANAGED_BY,
 )
+from asyncsched.schedulers.kubernetes._json import JSON
 from asyncsched.schedulers.kubernetes._names import MAX_LABEL
 
 __all__ = (
@@ -47,8 +47,6 @@ __all__ = (
 )
 
 logger = logging.getLogger(__name__)
-
-JSON = dict[str, Any]
 
 
 def is_managed(obj: JSON) -> bool:

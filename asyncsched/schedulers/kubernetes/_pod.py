@@ -47,10 +47,7 @@ __all__ = (
     "check_env_names",
     "deep_merge",
     "env_list",
-    "make_container",
-    "pod_template",
-    "port_list",
-    "role_mounts",
+    "replica_pod",
     "set_ttl",
 )
 
@@ -147,7 +144,7 @@ def env_list(env: Mapping[str, str]) -> list[dict[str, Any]]:
     return out
 
 
-def make_container(
+def _make_container(
     name: str,
     image: str,
     role: Role,
@@ -172,7 +169,7 @@ def make_container(
     return container
 
 
-def port_list(role: Role, role_index: int) -> list[dict[str, Any]]:
+def _port_list(role: Role, role_index: int) -> list[dict[str, Any]]:
     ports = []
     for port_name, port in role.port_map.items():
         if len(port_name) > 15 or not _PORT_NAME.match(port_name):
@@ -210,7 +207,7 @@ def _resources(role: Role, cfg: Mapping[str, CfgVal]) -> dict[str, dict[str, str
     return {"limits": limits, "requests": requests}
 
 
-def role_mounts(
+def _role_mounts(
     role: Role, where: str
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool]:
     mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
@@ -245,7 +242,7 @@ def role_mounts(
     return mounts, volumes, privileged
 
 
-def pod_template(
+def _pod_template(
     main: dict[str, Any],
     volumes: list[dict[str, Any]],
     labels: dict[str, str],
@@ -291,6 +288,38 @@ def pod_template(
             )
         pod = deep_merge(pod, overlay)
     return pod
+
+
+def replica_pod(
+    ctx: RenderContext,
+    role_index: int,
+    replica: Role,
+    *,
+    name: str,
+    env: list[dict[str, Any]],
+    labels: dict[str, str],
+) -> dict[str, Any]:
+    """The pod template of one replica of ``ctx.app.roles[role_index]``.
+
+    ``replica`` is the role with the replica's macros filled in, ``name`` its
+    container's name and ``env`` that container's environment, in order. The
+    mounts, ports and image come from the role; resources, node selector,
+    tolerations and the role's overlay as in every pod of the app.
+
+    Example:
+        >>> app = AppDef("a", roles=[Role("r", "img", entrypoint="echo")])
+        >>> ctx = RenderContext(app, {}, "a-x", "default", "s", "1")
+        >>> pod = replica_pod(ctx, 0, app.roles[0], name="r-0", env=[], labels={})
+        >>> pod["spec"]["containers"][0]["image"]
+        'img'
+    """
+    role = ctx.app.roles[role_index]
+    mounts, volumes, privileged = _role_mounts(role, f"roles[{role_index}]")
+    container = _make_container(
+        name, ctx.image(role), replica, ctx.cfg, env, mounts, privileged
+    )
+    container["ports"] = _port_list(role, role_index)
+    return _pod_template(container, volumes, labels, replica, ctx.cfg, role_index)
 
 
 def deep_merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:

@@ -24,11 +24,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from asyncsched.schedulers.kubernetes._json import JSON
 from asyncsched.specs import StatusReason, explain_exit_code
 
 __all__ = ["PodReason", "main_container_status", "pod_reason"]
 
-JSON = Mapping[str, Any]
 
 _WAITING: Mapping[str, StatusReason] = {
     "ErrImagePull": StatusReason.IMAGE_PULL,

@@ -56,7 +56,6 @@ __all__ = (
 
 logger = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 #: seconds a namespace whose caches failed to start answers that error again
 _START_BACKOFF = 1.0
 #: default seconds a finished app stays whole in the caches

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import KW_ONLY, dataclass
-from typing import Any
 
 import anyio
 
@@ -29,6 +28,7 @@ from asyncsched.schedulers.kubernetes._job_names import (
     LABEL_ROLE_NAME,
     sanitize_label_value,
 )
+from asyncsched.schedulers.kubernetes._json import JSON
 from asyncsched.schedulers.kubernetes._logs import has_log, iter_pod_log
 from asyncsched.schedulers.kubernetes._lookup import is_managed
 from asyncsched.schedulers.kubernetes._registry import NamespaceRegistry
@@ -36,7 +36,6 @@ from asyncsched.schedulers.kubernetes._state import completion_index, main_conta
 
 __all__ = ("ReplicaLogs",)
 
-JSON = dict[str, Any]
 #: seconds a log follow waiting for its container re-reads the cache anyway
 _LOG_START_RECHECK = 30.0
 

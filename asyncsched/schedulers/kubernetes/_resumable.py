@@ -31,10 +31,10 @@ import anyio
 from asyncsched.schedulers.kubernetes._client import KubeApi
 from asyncsched.schedulers.kubernetes._gate import KubernetesApiError
 from asyncsched.schedulers.kubernetes._informer import Informer
+from asyncsched.schedulers.kubernetes._json import JSON
 
 __all__ = ["InformerListener", "ResumableInformer", "version_number"]
 
-JSON = dict[str, Any]
 _CHANGES = ("ADDED", "MODIFIED", "DELETED")
 
 

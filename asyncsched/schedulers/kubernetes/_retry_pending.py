@@ -19,14 +19,13 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from asyncsched.schedulers.kit import ReplicaSnapshot
+from asyncsched.schedulers.kubernetes._json import JSON
 from asyncsched.specs import AppState
 
 __all__ = ["job_version", "restarting"]
 
-JSON = dict[str, Any]
 #: Job phases in which Volcano still applies the policies of a failed pod
 _LIVE_PHASES = frozenset({"Pending", "Running", "Restarting"})
 _RESTARTS = frozenset({"RestartJob", "RestartTask", "RestartPod"})

@@ -29,9 +29,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from asyncsched.schedulers.kubernetes._json import JSON
+
 __all__ = ["slim"]
 
-JSON = dict[str, Any]
 
 _META = (
     "name",

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from typing import Any
 
 from asyncsched.schedulers.kit import (
     AppSnapshot,
@@ -34,6 +33,7 @@ from asyncsched.schedulers.kubernetes._job_names import (
     LABEL_ROLE_INDEX,
     LABEL_ROLE_NAME,
 )
+from asyncsched.schedulers.kubernetes._json import JSON
 from asyncsched.schedulers.kubernetes._reasons import (
     main_container_status,
     pod_reason,
@@ -53,7 +53,6 @@ __all__ = [
     "volcano_state",
 ]
 
-JSON = dict[str, Any]
 
 JOB_STATE: dict[str, AppState] = {
     "Pending": AppState.PENDING,

@@ -18,7 +18,6 @@ from __future__ import annotations
 import copy
 import functools
 import logging
-from typing import Any
 
 from asyncsched.errors import SubmitError
 from asyncsched.schedulers.kit import all_or_nothing
@@ -37,6 +36,7 @@ from asyncsched.schedulers.kubernetes._field_validation import create_query
 from asyncsched.schedulers.kubernetes._found import labels
 from asyncsched.schedulers.kubernetes._gate import KubernetesApiError
 from asyncsched.schedulers.kubernetes._indexed import fit_to_server
+from asyncsched.schedulers.kubernetes._json import JSON
 from asyncsched.schedulers.kubernetes._render import KubernetesJob
 
 __all__ = (
@@ -51,7 +51,6 @@ __all__ = (
 
 logger = logging.getLogger(__name__)
 
-JSON = dict[str, Any]
 SERVICES = "/api/v1/namespaces/{ns}/services"
 #: seconds a failed submit may spend deleting what it created
 UNDO_TIMEOUT = 60.0

@@ -27,10 +27,7 @@ from asyncsched.schedulers.kubernetes._pod import (
     ENV_IMAGE,
     RenderContext,
     env_list,
-    make_container,
-    pod_template,
-    port_list,
-    role_mounts,
+    replica_pod,
     set_ttl,
 )
 from asyncsched.schedulers.shared.identity import ENV_APP_ID, RANK0_ENV
@@ -59,7 +56,6 @@ def volcano_job(ctx: RenderContext, queue: str) -> dict[str, Any]:
     rank0_var = f"VC_{tasks_by_role[0][0].upper().replace('-', '_')}_HOSTS"
     tasks = []
     for role_index, role in enumerate(app.roles):
-        mounts, volumes, privileged = role_mounts(role, f"roles[{role_index}]")
         policies = _volcano_policies(role, role_index) if role.max_retries > 0 else []
         specs = expand_role(ctx.name, role, role_index=role_index, rank0_env=rank0_var)
         if role_index == 0:
@@ -73,15 +69,13 @@ def volcano_job(ctx: RenderContext, queue: str) -> dict[str, Any]:
             env.append({"name": ENV_IMAGE, "value": ctx.image(role)})
             identity = {**spec.identity, ENV_APP_ID: ctx.app_id}
             env.extend({"name": k, "value": v} for k, v in identity.items())
-            container = make_container(
-                task_name, ctx.image(role), replica, cfg, env, mounts, privileged
-            )
-            container["ports"] = port_list(role, role_index)
             labels = {
                 **ctx.pod_labels(role, role_index),
                 LABEL_REPLICA_ID: str(spec.replica_id),
             }
-            pod = pod_template(container, volumes, labels, replica, cfg, role_index)
+            pod = replica_pod(
+                ctx, role_index, replica, name=task_name, env=env, labels=labels
+            )
             task: dict[str, Any] = {
                 "name": task_name,
                 "replicas": 1,

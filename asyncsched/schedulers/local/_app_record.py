@@ -1,31 +1,57 @@
 """What an app's files on disk hold: its record and TorchX's SUCCESS file.
 
-Pure functions of a :class:`~asyncsched.schedulers.local._local_app.LocalApp`'s
-state (JSON-ready dicts); writing them is the record writer's job.
+Pure functions of an app's state (JSON-ready dicts): a
+:class:`~asyncsched.schedulers.local._local_app.LocalApp`, as far as
+:class:`RecordedApp` reads it. Writing them is the record writer's job.
 
 Example:
     >>> first_error([])
-    'N/A'
+    '<NONE>'
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from asyncsched.schedulers.local._records import RECORD_VERSION
 from asyncsched.schedulers.local._replica import (
     Replica,
+    RoleInfo,
     by_role,
     record_entry,
     success_entry,
 )
-from asyncsched.specs import NONE
+from asyncsched.specs import NONE, AppState
 
-if TYPE_CHECKING:
-    from asyncsched.schedulers.local._local_app import LocalApp
+__all__ = ("RecordedApp", "app_record", "first_error", "success_file")
 
-__all__ = ("app_record", "first_error", "success_file")
+
+class _Flag(Protocol):
+    def is_set(self) -> bool: ...
+
+
+class RecordedApp(Protocol):
+    """What the record and the SUCCESS file are made of (a ``LocalApp`` has it)."""
+
+    app_id: str
+    name: str
+    session: str
+    app_dir: str
+    state: AppState
+    msg: str
+    num_restarts: int
+    created: float
+    last_updated: float
+    fail_fast: bool
+    supervisor: dict[str, Any]
+
+    @property
+    def replicas(self) -> Sequence[Replica]: ...
+    @property
+    def roles(self) -> Mapping[str, RoleInfo]: ...
+    @property
+    def finished(self) -> _Flag: ...
 
 
 def first_error(replicas: Sequence[Replica]) -> str:
@@ -36,7 +62,7 @@ def first_error(replicas: Sequence[Replica]) -> str:
     return min(failed, key=lambda r: r.error_mtime or 0.0).structured_error
 
 
-def app_record(app: LocalApp) -> dict[str, Any]:
+def app_record(app: RecordedApp) -> dict[str, Any]:
     """The app record (JSON-ready)."""
     return {
         "version": RECORD_VERSION,
@@ -59,7 +85,7 @@ def app_record(app: LocalApp) -> dict[str, Any]:
     }
 
 
-def success_file(app: LocalApp) -> dict[str, Any]:
+def success_file(app: RecordedApp) -> dict[str, Any]:
     """TorchX's SUCCESS file content."""
     return {
         "app_id": app.app_id,

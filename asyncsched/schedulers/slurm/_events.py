@@ -41,7 +41,7 @@ import re
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 
@@ -63,9 +63,6 @@ from asyncsched.schedulers.slurm._commands import CommandFailed, SlurmCli
 from asyncsched.schedulers.slurm._jobcomp import JobCompLog, LogPosition
 from asyncsched.schedulers.slurm._registry import Registry
 from asyncsched.specs import is_terminal
-
-if TYPE_CHECKING:
-    from asyncsched.schedulers.slurm._scheduler import SlurmScheduler  # noqa: F401
 
 __all__ = [
     "ACCOUNTING_OVERLAP",
