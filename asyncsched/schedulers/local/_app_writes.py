@@ -5,7 +5,10 @@ Starting an app already costs a spawner-thread job (dirs, log files,
 second hop, one after the other, before ``submit`` may return. Instead the
 spawn job itself writes the first record, the state-dir pointer and the app's
 SUBMITTED journal line (through the writer's :meth:`RecordWriter.write_here`),
-and the loop then takes them as written (:meth:`FirstRecord.adopt`).
+and the loop then takes them as written (:meth:`FirstRecord.adopt`). When
+other spawns wait for the spawner (submits at once), the record is left to
+the writer, whose one hop writes the records and journal lines of many apps:
+there the batch costs less than a write per app.
 
 Likewise at the end: the exit that ends an app already costs a hop to read its
 exit facts (reply file, cancel marker). :class:`FinalRecord` makes, in the
@@ -23,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from asyncsched.schedulers.kit import AppSnapshot, SnapshotDiffer
@@ -50,11 +54,27 @@ class FirstRecord:
     when the submit is undone.
     """
 
-    __slots__ = ("app", "failure", "lines", "observed", "seq", "snapshot", "writer")
+    __slots__ = (
+        "app",
+        "busy",
+        "failure",
+        "lines",
+        "observed",
+        "seq",
+        "snapshot",
+        "writer",
+        "written",
+    )
 
-    def __init__(self, app: LocalApp, writer: RecordWriter) -> None:
+    def __init__(
+        self, app: LocalApp, writer: RecordWriter, busy: Callable[[], bool]
+    ) -> None:
         self.app = app
         self.writer = writer
+        #: True when other spawns wait: the writer's batch is cheaper then
+        self.busy = busy
+        #: the record was written by the spawn job
+        self.written = False
         self.snapshot: AppSnapshot | None = None
         self.observed = 0.0
         self.seq = 0
@@ -68,6 +88,9 @@ class FirstRecord:
         app = self.app
         self.observed = now = time.time()
         app.prepare(started, now)
+        if self.busy():
+            return self
+        self.written = True
         self.seq = app.dirty_seq
         self.snapshot = snapshot_app(app, [])
         journal = self.writer.journal
@@ -79,7 +102,11 @@ class FirstRecord:
         return self
 
     def adopt(self) -> None:
-        """In the loop, once the app is supervised: the record is on disk."""
+        """In the loop, once the app is supervised: the record is on disk, or
+        the writer is told to write it."""
+        if not self.written:
+            self.app.record_changed()
+            return
         journal = self.writer.journal
         if journal is not None and self.snapshot is not None:
             journal.remember(self.snapshot, observed=self.observed)

@@ -718,6 +718,13 @@ class LocalApp:
     def record_path(self) -> str:
         return os.path.join(self.app_dir, RECORD_NAME)
 
+    def record_changed(self) -> None:
+        """The state changed outside the usual transitions (the first attempts
+        noted by :meth:`prepare`, which counted the change): have the record
+        written."""
+        if not self._forgotten:
+            self._writer.mark(self)
+
     def _mark_dirty(self) -> None:
         self.dirty_seq += 1
         if not self._forgotten and not self._adopting:

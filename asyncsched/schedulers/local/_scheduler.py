@@ -457,7 +457,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
             request,
             launches,
             spawn_cfg,
-            FirstRecord(app, self._runtime.writer),
+            FirstRecord(app, self._runtime.writer, self._runtime.spawner.busy),
         )
         async with all_or_nothing(request.app_id) as steps:
             # never leave started replicas unsupervised
