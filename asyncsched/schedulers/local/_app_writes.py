@@ -25,8 +25,9 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from asyncsched.schedulers.kit import AppSnapshot, SnapshotDiffer
@@ -39,6 +40,7 @@ from asyncsched.schedulers.local._records import remove_pointer
 from asyncsched.schedulers.local._replica import Replica
 from asyncsched.schedulers.local._snapshot import snapshot_app
 from asyncsched.schedulers.local._spawn import Started
+from asyncsched.specs import AppState, rollup_state
 
 __all__ = ("FinalRecord", "FinalRecords", "FirstRecord")
 
@@ -130,6 +132,35 @@ class FirstRecord:
             journal.write([event_line(gone)])
 
 
+@contextlib.contextmanager
+def _exit_foreseen(app: LocalApp, replica: Replica, now: float) -> Iterator[None]:
+    """Inside the ``with``: ``app`` as a plain exit 0 of ``replica`` (its
+    last one) at ``now`` leaves it; put back after. No await inside: nobody
+    else sees these fields."""
+    saved = (
+        replica.state,
+        replica.exit_code,
+        replica.attempts[-1],
+        app.state,
+        app.last_updated,
+    )
+    replica.attempts[-1] = {**saved[2], "exit_code": 0, "finished": now}
+    replica.state = AppState.SUCCEEDED
+    replica.exit_code = 0
+    app.state = rollup_state((r.state for r in app.replicas), app.decided())
+    app.last_updated = now
+    try:
+        yield
+    finally:
+        (
+            replica.state,
+            replica.exit_code,
+            replica.attempts[-1],
+            app.state,
+            app.last_updated,
+        ) = saved
+
+
 class FinalRecords:
     """Makes :class:`FinalRecord`\\ s: what a :class:`LocalApp` calls as its
     ``final(app, replica, now)``."""
@@ -140,7 +171,7 @@ class FinalRecords:
         self.writer = writer
 
     def __call__(self, app: LocalApp, replica: Replica, now: float) -> FinalRecord:
-        with app.exit_foreseen(replica, now):
+        with _exit_foreseen(app, replica, now):
             record = app_record(app)
             success = success_file(app)
             snapshot = snapshot_app(app, [])

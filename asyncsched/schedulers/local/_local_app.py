@@ -8,13 +8,12 @@ termination are plain method calls, so there is no polling and no queue.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -370,34 +369,6 @@ class LocalApp:
             return None
         self._final_pending = True
         return self._final(self, replica, now)
-
-    @contextlib.contextmanager
-    def exit_foreseen(self, replica: Replica, now: float) -> Iterator[None]:
-        """Inside the ``with``: the app as a plain exit 0 of ``replica`` (its
-        last one) at ``now`` leaves it; put back after. No await inside:
-        nobody else sees these fields."""
-        saved = (
-            replica.state,
-            replica.exit_code,
-            replica.attempts[-1],
-            self.state,
-            self.last_updated,
-        )
-        replica.attempts[-1] = {**saved[2], "exit_code": 0, "finished": now}
-        replica.state = AppState.SUCCEEDED
-        replica.exit_code = 0
-        self.state = rollup_state((r.state for r in self.replicas), self.decided())
-        self.last_updated = now
-        try:
-            yield
-        finally:
-            (
-                replica.state,
-                replica.exit_code,
-                replica.attempts[-1],
-                self.state,
-                self.last_updated,
-            ) = saved
 
     def _supervision_failed(self, replica: Replica, error: BaseException) -> None:
         launch = replica.launch
