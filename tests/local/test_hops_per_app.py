@@ -180,3 +180,37 @@ async def test_a_submit_undone_after_its_first_record_leaves_no_trace(
     ]
     assert submitted["k"] == "submitted"
     assert (forgotten["k"], forgotten["a"]) == ("forgotten", submitted["a"])
+
+
+async def test_apps_submitted_at_once_are_each_journaled_once_per_change(
+    log_dir: Path, state_dir: Path
+) -> None:
+    # at once, first records go through the record writer's batches (the
+    # spawn jobs leave them) and final ones through the exit hops: either
+    # way a record on disk when submit returns and each change journaled once
+    cfg = {"log_dir": str(log_dir)}
+    app_ids: list[str] = []
+    async with LocalScheduler("many") as sched:
+
+        async def one() -> None:
+            app_id = await sched.submit(app_of(sh_role("exit 0")), cfg)
+            assert record(log_dir / "many" / app_id)["app_id"] == app_id
+            desc = await sched.wait(app_id, timeout=60)
+            assert desc is not None
+            assert desc.state == AppState.SUCCEEDED
+            app_ids.append(app_id)
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(20):
+                tg.start_soon(one)
+    assert len(app_ids) == 20
+    for app_id in app_ids:
+        assert record(log_dir / "many" / app_id)["state"] == "SUCCEEDED"
+        kinds = [
+            (line["k"], line["st"]) for line in _journal(state_dir, "many", app_id)
+        ]
+        assert kinds == [
+            ("submitted", "RUNNING"),
+            ("replica", "SUCCEEDED"),
+            ("app", "SUCCEEDED"),
+        ]
