@@ -12,10 +12,11 @@ every variant alike:
 * ``run_many``: ``Runner.run_many`` + ``wait_all`` of the N apps.
 
 Each asyncsched child also counts its worker-thread hops (``anyio.to_thread``
-calls and spawner-thread jobs: the benchmark wraps both, the library has no
-counter of its own) by kind -- spawner jobs and record writes (the two a
-``submit`` awaits), exit-fact reads -- and the CPU time of the event-loop
-thread alone (``time.thread_time`` in the loop). Printed per app.
+calls and spawner-thread jobs: the benchmark wraps both) by kind -- spawner
+jobs (which also write an app's first record), the record writer's own hops,
+exit-fact reads (which also write the final record of an app that ends as its
+exit code says) -- and the CPU time of the event-loop thread alone
+(``time.thread_time`` in the loop). Printed per app.
 """
 
 from __future__ import annotations

@@ -27,9 +27,10 @@ async def all_pids(leaders: list[int]) -> set[int]:
     """Leaders plus their grandchildren, once each group holds both sleeps."""
     with anyio.fail_after(10):
         while True:
-            pids = {p for leader in leaders for p in group_pids(leader)}
-            if all(len(group_pids(leader)) >= 2 for leader in leaders):
-                return pids
+            # one look at each group: the pids returned are the ones checked
+            groups = [group_pids(leader) for leader in leaders]
+            if all(len(group) >= 2 for group in groups):
+                return set().union(*groups)
             await anyio.sleep(0.02)
 
 

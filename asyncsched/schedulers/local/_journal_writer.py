@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -144,6 +145,9 @@ class EventJournal:
         self.segments = 0
         self._watching = False
         self.kernel_watch = kernel_watch
+        #: appends come from the record writer's hop and from the spawn and
+        #: exit jobs that write their own app's record: one at a time
+        self._write_lock = threading.Lock()
 
     def start_watch(self, spawn: Callable[..., None]) -> None:
         """Count one more reader; start the watch (with ``spawn``) if none runs."""
@@ -179,6 +183,27 @@ class EventJournal:
         for draft in self._differ.update(snapshot, observed=observed):
             self._pending.append(event_line(draft))
 
+    def new_app_lines(
+        self, snapshot: AppSnapshot, *, observed: float
+    ) -> list[dict[str, Any]]:
+        """The lines of an app not journaled yet, as :meth:`changed` would queue
+        them (pure: any thread; :meth:`remember` it once they are written)."""
+        return [
+            event_line(e) for e in SnapshotDiffer().update(snapshot, observed=observed)
+        ]
+
+    def remember(self, snapshot: AppSnapshot, *, observed: float) -> None:
+        """``snapshot`` was journaled outside the queue (in the loop): the next
+        change of its app is diffed against it."""
+        self._differ.update(snapshot, observed=observed)
+
+    def preview(
+        self, snapshot: AppSnapshot, *, observed: float
+    ) -> list[dict[str, Any]]:
+        """The lines :meth:`changed` would queue for ``snapshot``, queueing and
+        remembering nothing (in the loop)."""
+        return [event_line(e) for e in self._differ.peek(snapshot, observed=observed)]
+
     def knows(self, app_id: str) -> bool:
         """True while the last journaled state of ``app_id`` is kept."""
         return app_id in self._differ
@@ -203,11 +228,12 @@ class EventJournal:
         try:
             if self._before_write is not None:
                 self._before_write(self.file.directory)
-            last = self.file.append(lines)
-            if self.file.written is not None:
-                journal_id, segment, end = self.file.written
-                first = last - len(lines) + 1
-                self.tail.add(Appended(journal_id, segment, end, first, lines))
+            with self._write_lock:
+                last = self.file.append(lines)
+                if self.file.written is not None:
+                    journal_id, segment, end = self.file.written
+                    first = last - len(lines) + 1
+                    self.tail.add(Appended(journal_id, segment, end, first, lines))
         except Exception as exc:  # noqa: BLE001 - supervision goes on; readers resync
             self.file.lost = True
             logger.warning(

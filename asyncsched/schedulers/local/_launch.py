@@ -2,8 +2,9 @@
 
 :func:`plan_launches` checks a rendered request against this host (working
 directories, executables) before anything is made; :func:`spawn_app` makes the
-app dir and log files and starts every replica in the spawner thread; when a
-step fails, what was started is killed and reaped and the app dir removed
+app dir and log files, starts every replica and then runs the caller's
+``then`` (the app's first record write) in ONE spawner-thread job; when a step
+fails, what was started is killed and reaped and the app dir removed
 (:func:`undo_spawn`).
 """
 
@@ -14,6 +15,8 @@ import errno
 import os
 import shutil
 import signal
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 from asyncsched.errors import InvalidRunConfigException, SpecError, SubmitError
 from asyncsched.schedulers.local._env import child_env
@@ -38,7 +41,27 @@ from asyncsched.schedulers.local._spawner import (
 )
 from asyncsched.schedulers.shared.state_dir import PRIVATE_DIR_MODE, makedirs_private
 
-__all__ = ("ExecutableCache", "plan_launches", "spawn_app", "undo_spawn")
+__all__ = (
+    "AfterSpawn",
+    "ExecutableCache",
+    "Undoable",
+    "plan_launches",
+    "spawn_app",
+    "undo_spawn",
+)
+
+
+class Undoable(Protocol):
+    """What ``then`` of :func:`spawn_app` returns: its own undo (blocking)."""
+
+    def undo(self) -> None:
+        """Take back what ``then`` did (the spawn is being undone)."""
+        ...
+
+
+T = TypeVar("T", bound=Undoable)
+#: what runs in the spawner thread once every replica started
+AfterSpawn = Callable[[list[LogFiles], list[Started]], T]
 
 #: positive executable lookups remembered before the cache starts afresh
 _EXECUTABLES_KEPT = 256
@@ -137,23 +160,26 @@ async def spawn_app(
     request: PopenRequest,
     launches: list[ReplicaLaunch],
     cfg: SpawnConfig,
-) -> tuple[list[LogFiles], list[Started]]:
-    """Make the app dir and log files and start every replica (in ``spawner``).
+    then: AfterSpawn[T],
+) -> tuple[list[LogFiles], list[Started], T]:
+    """Make the app dir and log files, start every replica, then run
+    ``then(files, started)``: one job of ``spawner``.
 
     All or nothing: on any failure, or when cancelled, whatever started is
-    stopped and the app dir removed.
+    stopped, ``then``'s result undone and the app dir removed.
 
     Raises:
         SubmitError: the log dir cannot be created, a replica failed to start,
             or starting took longer than ``SPAWN_TIMEOUT``.
     """
     try:
-        made: tuple[list[LogFiles], list[Started]] = await spawner.run(
+        made: tuple[list[LogFiles], list[Started], T] = await spawner.run(
             _prepare_and_spawn,
             request.log_dir,
             launches,
             cfg,
-            undo=lambda result: undo_spawn(request.log_dir, result[1], cfg),
+            then,
+            undo=lambda result: undo_spawn(request.log_dir, result[1], cfg, result[2]),
         )
     except SpawnTimeoutError as exc:
         raise SubmitError(
@@ -200,26 +226,37 @@ def _prepare_and_spawn(
     app_dir: str,
     launches: list[ReplicaLaunch],
     cfg: SpawnConfig,
-) -> tuple[list[LogFiles], list[Started]]:
-    """Create the app dir and log files, then spawn every replica (blocking).
+    then: AfterSpawn[T],
+) -> tuple[list[LogFiles], list[Started], T]:
+    """Create the app dir and log files, spawn every replica, run ``then``
+    (blocking).
 
     Runs in the spawner thread. On a failure whatever started is killed and
-    reaped and the app dir removed; raises ``_SpawnFailed`` (spawn) or
-    OSError (dirs).
+    reaped and the app dir removed; raises ``_SpawnFailed`` (spawn, ``then``)
+    or OSError (dirs).
     """
     files = _prepare_app_dir(app_dir, [launch.log_dir for launch in launches])
     started: list[Started] = []
     try:
         # extend() keeps what started before a failure
         started.extend(spawn_child(launch, cfg) for launch in launches)
+        after = then(files, started)
     except Exception as exc:  # any failure (OSError, ValueError...): all or nothing
         undo_spawn(app_dir, started, cfg)
         raise _SpawnFailed(str(exc)) from exc
-    return files, started
+    return files, started, after
 
 
-def undo_spawn(app_dir: str, started: list[Started], cfg: SpawnConfig) -> None:
-    """Kill and reap what started, close its fds, remove the app dir (blocking)."""
+def undo_spawn(
+    app_dir: str,
+    started: list[Started],
+    cfg: SpawnConfig,
+    after: Undoable | None = None,
+) -> None:
+    """Kill and reap what started, close its fds, take back ``after`` (the
+    first record), remove the app dir (blocking)."""
+    if after is not None:
+        after.undo()
     for st in started:
         st.child.signal(signal.SIGKILL)
         with contextlib.suppress(OSError):

@@ -29,9 +29,10 @@ from asyncsched.schedulers.local._app_record import (
     first_error,
     success_file,
 )
-from asyncsched.schedulers.local._exit_batch import ExitFactsReader
+from asyncsched.schedulers.local._exit_batch import ExitFactsReader, ExitWrite
 from asyncsched.schedulers.local._exit_facts import ExitFacts
 from asyncsched.schedulers.local._faults import LocalFaults
+from asyncsched.schedulers.local._logs import ReplicaLog
 from asyncsched.schedulers.local._oom import out_of_memory
 from asyncsched.schedulers.local._process import Child
 from asyncsched.schedulers.local._reaper import Reaper, Watch
@@ -88,6 +89,7 @@ class LocalApp:
         on_done: Callable[[], None] | None = None,
         time_limit: int | None = None,
         faults: LocalFaults | None = None,
+        final: Callable[[LocalApp, Replica, float], ExitWrite] | None = None,
     ) -> None:
         self.app_id = app_id
         self.name = name
@@ -138,17 +140,37 @@ class LocalApp:
         #: long-lived objects per app keep full garbage collections short)
         self._deadline: anyio.CancelScope | None = None
         self._faults = faults if faults is not None else LocalFaults()
+        #: makes the final record of an exit that ends the app, for the plain
+        #: outcome, to be written in the hop that reads the exit's facts
+        self._final = final
+        #: such a record is being written: the outcome is the exit's
+        self._final_pending = False
+        #: the state being handled was written already: marks write nothing
+        self._adopting = False
 
     # -- start -------------------------------------------------------------------
 
-    def start(self, started: list[Started]) -> None:
-        """Supervise the first attempts (spawned by :func:`spawn_child`, in order)."""
+    def prepare(self, started: list[Started], now: float) -> None:
+        """Note the first attempts (spawned by :func:`spawn_child`, in order):
+        the app is RUNNING as of ``now``.
+
+        Only data, no loop object: the spawn job runs it in the spawner
+        thread, before anyone can see the app, and writes the record it makes
+        (see ``_app_writes.FirstRecord``); :meth:`start` then supervises.
+        """
         for replica, st in zip(self.replicas, started, strict=True):
-            self._attach(replica, st)
+            self._note_attempt(replica, st.child, now)
         self.state = AppState.RUNNING
+        self.dirty_seq += 1
+
+    def start(self, started: list[Started], logs: list[ReplicaLog]) -> None:
+        """Supervise the first attempts noted by :meth:`prepare`, each replica
+        writing its output to its log in ``logs`` (in order)."""
+        for replica, st, log in zip(self.replicas, started, logs, strict=True):
+            replica.log = log
+            self._watch(replica, st)
         if self.time_limit is not None:
             self._host.spawn(self._enforce_time_limit, name=f"deadline:{self.app_id}")
-        self._mark_dirty()
 
     async def _enforce_time_limit(self) -> None:
         assert self.time_limit is not None
@@ -162,7 +184,9 @@ class LocalApp:
     def _time_is_up(self) -> None:
         """The time limit has passed: stop every replica; those stopped FAIL
         with reason TIME_LIMIT (a cancel, or an app already over, wins)."""
-        if self.cancelled or self.closing or is_terminal(self.state):
+        if self.cancelled or self.closing or self._final_pending:
+            return
+        if is_terminal(self.state):
             return
         self.timed_out = True
         if not self.failed:
@@ -180,9 +204,12 @@ class LocalApp:
         self._attach(replica, spawn_child(replica.launch, self._spawn_cfg))
 
     def _attach(self, replica: Replica, started: Started) -> None:
-        child = started.child
+        self._note_attempt(replica, started.child, time.time())
+        self._watch(replica, started)
+
+    def _note_attempt(self, replica: Replica, child: Child, now: float) -> None:
+        """An attempt of ``replica`` started at ``now`` (data only: any thread)."""
         replica.child = child
-        replica.exited = anyio.Event()
         replica.pid = child.pid
         replica.start_time = child.start_time
         replica.exit_code = None
@@ -194,16 +221,20 @@ class LocalApp:
                 "attempt": len(replica.attempts),
                 "pid": child.pid,
                 "start_time": child.start_time,
-                "started": time.time(),
+                "started": now,
                 "finished": None,
                 "exit_code": None,
                 "offsets": replica.log.offsets(),
             }
         )
+
+    def _watch(self, replica: Replica, started: Started) -> None:
+        """Have the reaper serve the exit and output of the attempt (loop)."""
+        replica.exited = anyio.Event()
         pipes = {"stdout": started.out_r, "stderr": started.err_r}
         failure = self._check_logs(replica, pipes)
         self._reaper.watch(
-            child,
+            started.child,
             replica.log,
             pipes,
             functools.partial(self._leader_exited, replica),
@@ -243,41 +274,47 @@ class LocalApp:
         )
 
     async def _finish(self, replica: Replica, watch: Watch) -> None:
-        """Reap the exited leader, read its exit facts, let its pipes drain
-        (bounded), then hand the exit to the state machine."""
+        """Reap the exited leader, let its pipes drain (bounded), read its exit
+        facts, then hand the exit to the state machine."""
         child, exited = watch.child, replica.exited
         rc: int | None = None
         error: Exception | None = None
         facts = ExitFacts()
+        now: float | None = None
+        plan: ExitWrite | None = None
         try:
             try:
                 # bounded and shielded: the exit must be handled
                 with (
                     anyio.CancelScope(shield=True),
-                    anyio.move_on_after(2 * REAP_TIMEOUT),
+                    anyio.move_on_after(REAP_TIMEOUT),
                 ):
                     # the leader is a zombie: its group id cannot be reused yet
                     child.signal(signal.SIGKILL)
-                    with anyio.move_on_after(REAP_TIMEOUT):
-                        rc = await child.reap()
-                    if rc is not None:
-                        self._spawn_cfg.guardian.remove(child.pid)
-                    # the files the exit depends on, read off the loop
-                    # (with the other exits due now, in one hop)
-                    facts = await self._exits.read(
-                        (
-                            replica.launch.error_file,
-                            replica.launch.log_dir,
-                            self.app_dir,
-                            rc,
-                            len(replica.attempts) - 1,
-                            replica.attempts[-1]["started"],
-                        )
-                    )
+                    rc = await child.reap()
+                if rc is not None:
+                    self._spawn_cfg.guardian.remove(child.pid)
                 with anyio.move_on_after(DRAIN_TIMEOUT):
                     await watch.wait_drained()
             finally:
                 self._reaper.close_streams(watch)
+            now = time.time()
+            plan = self._plan_final(replica, rc, now)
+            with anyio.CancelScope(shield=True), anyio.move_on_after(REAP_TIMEOUT):
+                # the files the exit depends on, read off the loop with the
+                # other exits due now, in one hop; the final record too when
+                # this exit ends the app as its code says
+                facts = await self._exits.read(
+                    (
+                        replica.launch.error_file,
+                        replica.launch.log_dir,
+                        self.app_dir,
+                        rc,
+                        len(replica.attempts) - 1,
+                        replica.attempts[-1]["started"],
+                    ),
+                    plan,
+                )
             if rc and replica.launch.memory_mb is not None:
                 # read once the pipes are drained: the last words are in the log
                 with (
@@ -295,9 +332,43 @@ class LocalApp:
         finally:
             if exited is not None:
                 exited.set()
-            self._on_exit(replica, child, rc, facts)
+            self._final_pending = False
+            self._on_exit(replica, child, rc, facts, now, plan)
         if error is not None:
             self._supervision_failed(replica, error)
+
+    def _plan_final(
+        self, replica: Replica, rc: int | None, now: float
+    ) -> ExitWrite | None:
+        """The final record of this exit for the plain outcome, when the exit
+        of ``replica`` with ``rc`` ends the app (its last replica, exit 0,
+        nothing else going on) and the record on disk is current; else None.
+
+        From here until the exit is handled the outcome is the exit's: a
+        cancel, close, time limit or failure meanwhile finds the app over.
+        """
+        if (
+            self._final is None
+            or rc != 0
+            or self._faults.before_exit is not None
+            or self.cancelled
+            or self.closing
+            or self.timed_out
+            or self.failed
+            or self._restart_batch
+            or replica.restarting
+            or self._forgotten
+            or self._writer.closed
+            or self.written_seq != self.dirty_seq
+            or not (self._pointer_written or self._state_dir is None)
+            or any(
+                r is not replica and (r.child is not None or not is_terminal(r.state))
+                for r in self.replicas
+            )
+        ):
+            return None
+        self._final_pending = True
+        return self._final(self, replica, now)
 
     def _supervision_failed(self, replica: Replica, error: BaseException) -> None:
         launch = replica.launch
@@ -353,6 +424,9 @@ class LocalApp:
         """
         if self.finished.is_set() or self.internal_error is not None:
             return
+        if self._final_pending:  # the last exit is being handled: it decides
+            logger.error("%s: %s after its last exit: %s", self.app_id, what, exc)
+            return
         text = f"{what}: {describe_error(exc)}"
         self.internal_error = text
         if not self.cancelled:
@@ -367,10 +441,32 @@ class LocalApp:
         self._update_state()
 
     def _on_exit(
-        self, replica: Replica, child: Child, rc: int | None, facts: ExitFacts
+        self,
+        replica: Replica,
+        child: Child,
+        rc: int | None,
+        facts: ExitFacts,
+        now: float | None = None,
+        plan: ExitWrite | None = None,
     ) -> None:
         if replica.child is not child:  # pragma: no cover - defensive
             return
+        if plan is not None and plan.written:
+            # the final record is on disk: the same change writes nothing more
+            self._adopting = True
+            try:
+                self._exit_changes(replica, rc, facts, now)
+            finally:
+                self._adopting = False
+            if not plan.adopt():  # pragma: no cover - defensive
+                logger.warning("%s: its final record is written again", self.app_id)
+                self._mark_dirty()
+            return
+        self._exit_changes(replica, rc, facts, now)
+
+    def _exit_changes(
+        self, replica: Replica, rc: int | None, facts: ExitFacts, now: float | None
+    ) -> None:
         if self._faults.before_exit is not None:
             launch = replica.launch
             self._faults.before_exit(self.app_id, launch.role, launch.replica_id)
@@ -380,7 +476,7 @@ class LocalApp:
         replica.exit_code = shell_exit_code(rc)
         attempt = replica.attempts[-1]
         attempt["exit_code"] = replica.exit_code
-        attempt["finished"] = time.time()
+        attempt["finished"] = time.time() if now is None else now
         if rc != 0 and facts.error_text is not None:
             replica.structured_error = facts.error_text
             replica.error_mtime = facts.error_mtime
@@ -406,7 +502,7 @@ class LocalApp:
         # the exit is a change of its own (its exit code is journaled even
         # when a restart replaces the attempt at once)
         self._mark_dirty()
-        self._after_change()
+        self._after_change(now)
 
     def _on_failure(self, replica: Replica) -> None:
         launch = replica.launch
@@ -450,7 +546,7 @@ class LocalApp:
                 r.restarting = True
                 self._terminate(r, self.cancel_grace)
 
-    def _after_change(self) -> None:
+    def _after_change(self, now: float | None = None) -> None:
         if self._restart_batch and not (self.cancelled or self.closing or self.failed):
             batch = [self.replicas[i] for i in sorted(self._restart_batch)]
             if all(r.child is None for r in batch):
@@ -475,7 +571,7 @@ class LocalApp:
                 if not is_terminal(r.state):
                     r.state = AppState.CANCELLED
             self._restart_batch.clear()
-        self._update_state()
+        self._update_state(now)
 
     def decided(self) -> AppState | None:
         """The outcome settled for the whole app: CANCELLED once cancelled,
@@ -487,9 +583,9 @@ class LocalApp:
             return AppState.FAILED
         return None
 
-    def _update_state(self) -> None:
+    def _update_state(self, now: float | None = None) -> None:
         self.state = rollup_state((r.state for r in self.replicas), self.decided())
-        self.last_updated = time.time()
+        self.last_updated = time.time() if now is None else now
         self._changes.notify(self.app_id)
         if is_terminal(self.state):
             if not self.done.is_set():
@@ -543,7 +639,7 @@ class LocalApp:
         SUCCEEDED or FAILED (whose other replicas may still be in their
         SIGTERM grace) only makes sure those survivors are terminated.
         """
-        if self.cancelled or self.finished.is_set():
+        if self.cancelled or self.finished.is_set() or self._final_pending:
             return
         if is_terminal(self.state):
             if not self._survivors_terminated:
@@ -561,6 +657,8 @@ class LocalApp:
 
     def begin_close(self) -> None:
         """The scheduler is closing: stop everything (SIGTERM now)."""
+        if self._final_pending:  # its last exit is being handled: nothing runs
+            return
         self.closing = True
         if self.finished.is_set() and all(is_terminal(r.state) for r in self.replicas):
             return  # nothing runs, nothing changes: keep the record as it is
@@ -583,12 +681,24 @@ class LocalApp:
     # -- record ----------------------------------------------------------------------
 
     @property
+    def state_dir(self) -> str | None:
+        """The state dir the app's pointer is written in (None: none)."""
+        return self._state_dir
+
+    @property
     def record_path(self) -> str:
         return os.path.join(self.app_dir, RECORD_NAME)
 
+    def record_changed(self) -> None:
+        """The state changed outside the usual transitions (the first attempts
+        noted by :meth:`prepare`, which counted the change): have the record
+        written."""
+        if not self._forgotten:
+            self._writer.mark(self)
+
     def _mark_dirty(self) -> None:
         self.dirty_seq += 1
-        if not self._forgotten:
+        if not self._forgotten and not self._adopting:
             self._writer.mark(self)
 
     async def settled(self) -> None:

@@ -98,6 +98,8 @@ class RecordWriter:
         self._scope: anyio.CancelScope | None = None
         self._stopped: anyio.Event | None = None
         self.closed = False
+        #: worker-thread hops of its own made so far (each writes a batch)
+        self.hops = 0
 
     def mark(self, app: Recorded) -> None:
         """``app`` changed: write its record soon."""
@@ -156,6 +158,7 @@ class RecordWriter:
         written = False
         failures: list[tuple[int, Exception]] = []
         try:
+            self.hops += 1
             failures = await anyio.to_thread.run_sync(
                 _write_batch, jobs, self._before_write, self.journal, lines
             )
@@ -174,6 +177,29 @@ class RecordWriter:
                 self.journal.appended.notify()
         for i, exc in failures:  # one app's record failing fails that app only
             apps[i].record_failed(exc, closing=self.closed)
+
+    def write_here(
+        self, jobs: list[RecordJob], lines: list[dict[str, Any]]
+    ) -> list[tuple[int, Exception]]:
+        """Write ``jobs``, then the journal ``lines``, in THIS thread (blocking).
+
+        For a worker-thread job that already runs off the loop (the spawn, an
+        exit) and writes its own app's record there instead of handing it to
+        the writer's next hop; the loop then calls :meth:`wrote`. Returns the
+        failures (index, error).
+        """
+        return _write_batch(jobs, self._before_write, self.journal, lines)
+
+    def wrote(self, apps: list[tuple[Recorded, int]], lines: bool) -> None:
+        """In the loop, after :meth:`write_here`: each app's record is on disk
+        as of its change counter ``seq``; wake whoever waits for it."""
+        for app, seq in apps:
+            app.written_seq = max(app.written_seq, seq)
+            if app.written_seq >= app.dirty_seq:
+                self._dirty.pop(app, None)
+        self._written.notify()
+        if lines and self.journal is not None:
+            self.journal.appended.notify()
 
     async def aclose(self) -> None:
         """Stop the writer task (after the batch in flight) and release waiters."""

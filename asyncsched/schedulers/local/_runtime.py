@@ -19,6 +19,7 @@ import anyio
 
 from asyncsched.schedulers.kit import TaskHost
 from asyncsched.schedulers.local import _remote as remote
+from asyncsched.schedulers.local._app_writes import FinalRecords
 from asyncsched.schedulers.local._capacity import LOG_FILES_KEPT_OPEN
 from asyncsched.schedulers.local._exit_batch import ExitFactsReader
 from asyncsched.schedulers.local._faults import LocalFaults
@@ -86,7 +87,9 @@ class LocalRuntime:
             on_mark=self._journal_change,
         )
         #: reads the reply files and cancel markers of exits, a batch per hop
-        self.exits = ExitFactsReader()
+        self.exits = ExitFactsReader(write=self.writer.write_here)
+        #: an app's final record, written by the hop of its last exit
+        self.final = FinalRecords(self.writer)
         self.spawner = Spawner(
             f"asyncsched-spawner-{session_name}", before_dispatch=faults.before_dispatch
         )

@@ -40,6 +40,7 @@ from asyncsched.schedulers.kit import (
 )
 from asyncsched.schedulers.local import _records as records, _remote as remote
 from asyncsched.schedulers.local._app_table import AppTable
+from asyncsched.schedulers.local._app_writes import FirstRecord
 from asyncsched.schedulers.local._capacity import (
     ReplicaSlots,
     check_replica_count,
@@ -60,7 +61,7 @@ from asyncsched.schedulers.local._launch import (
 from asyncsched.schedulers.local._limits import raise_nofile_limit
 from asyncsched.schedulers.local._local_app import LocalApp
 from asyncsched.schedulers.local._log_lines import log_batches
-from asyncsched.schedulers.local._logs import LogFiles, ReplicaLog
+from asyncsched.schedulers.local._logs import ReplicaLog
 from asyncsched.schedulers.local._opts import LocalOpts, base_log_dir, local_run_opts
 from asyncsched.schedulers.local._process import PdeathsigMode
 from asyncsched.schedulers.local._record_writer import supervisor_info
@@ -445,8 +446,19 @@ class LocalScheduler(Scheduler[LocalOpts]):
     ) -> LocalApp:
         spawn_cfg = await self._ensure_runtime()
         self._check_open()
-        files, started = await spawn_app(
-            self._runtime.spawner, request, launches, spawn_cfg
+        try:
+            app = self._build_app(request, launches)
+        except Exception as exc:
+            raise SubmitError(
+                f"failed to supervise the replicas of {request.app_id}: {exc}"
+            ) from exc
+        # one spawner job starts the replicas and writes the first record
+        files, started, first = await spawn_app(
+            self._runtime.spawner,
+            request,
+            launches,
+            spawn_cfg,
+            FirstRecord(app, self._runtime.writer, self._runtime.spawner.busy),
         )
         async with all_or_nothing(request.app_id) as steps:
             # never leave started replicas unsupervised
@@ -457,30 +469,37 @@ class LocalScheduler(Scheduler[LocalOpts]):
                     request.log_dir,
                     started,
                     spawn_cfg,
+                    first,
                 ),
                 name="replicas",
             )
             self._check_open()  # closed while spawning: the app never existed
             try:
-                app = self._build_app(request, launches, files)
+                logs = [
+                    ReplicaLog(launch.log_dir, f, self._runtime.log_files)
+                    for launch, f in zip(launches, files, strict=True)
+                ]
             except Exception as exc:
                 raise SubmitError(
                     f"failed to supervise the replicas of {request.app_id}: {exc}"
                 ) from exc
-        return self._supervise(app, dryrun_info, started)
+        return self._supervise(app, dryrun_info, started, logs, first)
 
     def _build_app(
         self,
         request: PopenRequest,
         launches: builtins.list[ReplicaLaunch],
-        files: builtins.list[LogFiles],
     ) -> LocalApp:
-        """The supervisor of a spawned app (no side effect: undone by a kill)."""
+        """The supervisor of an app about to be spawned (no side effect).
+
+        Its replicas' logs are stand-ins until the spawn job has created the
+        files (:meth:`_supervise` puts the real ones in).
+        """
         runtime = self._runtime
         assert runtime.spawn_cfg is not None
         replicas = [
-            Replica(launch, ReplicaLog(launch.log_dir, f, runtime.log_files))
-            for launch, f in zip(launches, files, strict=True)
+            Replica(launch, ReplicaLog(launch.log_dir, {}, runtime.log_files))
+            for launch in launches
         ]
         roles = role_infos(request)
         app = LocalApp(
@@ -503,6 +522,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
             on_done=functools.partial(self._table.app_done, request.app_id),
             time_limit=request.time_limit,
             faults=self._faults,
+            final=runtime.final,
         )
         return app
 
@@ -511,11 +531,14 @@ class LocalScheduler(Scheduler[LocalOpts]):
         app: LocalApp,
         dryrun_info: AppDryRunInfo[Any],
         started: builtins.list[Started],
+        logs: builtins.list[ReplicaLog],
+        first: FirstRecord,
     ) -> LocalApp:
         """Watch the spawned replicas of ``app`` (no await: never interrupted)."""
         runtime = self._runtime
         assert runtime.spawn_cfg is not None
-        app.start(started)
+        app.start(started, logs)
+        first.adopt()
         self._table.add(app, dryrun_info.app)
         guardian = runtime.spawn_cfg.guardian
         if guardian.has_pending:

@@ -95,6 +95,10 @@ class Spawner:
         self._rfd = -1
         self._wfd = -1
         self._closed = False
+        #: jobs queued so far (each one hop to a spawner thread)
+        self.jobs = 0
+        #: jobs queued or running now (kept in the loop)
+        self._in_flight = 0
 
     def start(self) -> None:
         """Start the thread (idempotent)."""
@@ -166,10 +170,15 @@ class Spawner:
         if not self._threads or self._closed:
             raise SchedulerClosedError("the spawner is not running")
         job = _Job(func, args, undo)
+        self.jobs += 1
+        self._in_flight += 1
         self._jobs.put(job)
-        with anyio.CancelScope(shield=True):
-            with anyio.move_on_after(timeout):
-                await job.done.wait()
+        try:
+            with anyio.CancelScope(shield=True):
+                with anyio.move_on_after(timeout):
+                    await job.done.wait()
+        finally:
+            self._in_flight -= 1
         if not job.done.is_set():
             with job.lock:
                 job.abandoned = not job.finished
@@ -179,6 +188,10 @@ class Spawner:
         if job.error is not None:
             raise job.error
         return job.result
+
+    def busy(self) -> bool:
+        """True while other jobs are queued or running (any thread may ask)."""
+        return self._in_flight > 1
 
     async def aclose(self) -> None:
         """Finish the queued jobs, stop the thread and wake their tasks."""

@@ -61,14 +61,23 @@ class SnapshotDiffer:
     def update(self, snapshot: AppSnapshot, *, observed: float) -> list[AppEvent]:
         """Remember ``snapshot``; the events since the app's last state
         (SUBMITTED for an app not seen before)."""
+        events, self._seen[snapshot.app_id] = self._diff(snapshot, observed)
+        return events
+
+    def peek(self, snapshot: AppSnapshot, *, observed: float) -> list[AppEvent]:
+        """The events :meth:`update` would return, remembering nothing."""
+        return self._diff(snapshot, observed)[0]
+
+    def _diff(
+        self, snapshot: AppSnapshot, observed: float
+    ) -> tuple[list[AppEvent], _Seen]:
         app_id = snapshot.app_id
         replicas = tuple(snapshot.replicas)
         state = snapshot.state
         now = _Seen(state, snapshot.msg, snapshot.num_restarts, replicas, observed)
         before = self._seen.get(app_id)
-        self._seen[app_id] = now
         if before is None:
-            return [_event(EventKind.SUBMITTED, app_id, now)]
+            return [_event(EventKind.SUBMITTED, app_id, now)], now
         old = {(r.role, r.id): replica_key(r) for r in before.replicas}
         out = [
             _event(EventKind.REPLICA, app_id, now, r)
@@ -79,7 +88,7 @@ class SnapshotDiffer:
             out and before.msg != snapshot.msg
         ):
             out.append(_event(EventKind.APP, app_id, now))
-        return out
+        return out, now
 
     def relist(
         self, snapshots: Iterable[AppSnapshot], *, observed: float
