@@ -8,10 +8,12 @@ re-exports it. Private modules, one idea each:
   ``_factories``, ``_opts`` (run options), ``_faults`` (the fault seam);
 * submitting: ``_render`` (dry-run request), ``_env`` (environment and PATH),
   ``_gpus``, ``_limits`` (prlimit), ``_capacity`` (replica slots),
-  ``_launch`` (plan, spawn all or nothing, undo), ``_spawn`` (one replica
+  ``_launch`` (plan, spawn all or nothing, undo), ``_app_start`` (one
+  admitted app: its supervisor, spawn, watch), ``_spawn`` (one replica
   start), ``_spawner`` (the spawning threads), ``_process`` (process groups,
   reaping, killing, the guardian), ``_runtime`` (start and close order);
-* supervising: ``_local_app`` (``LocalApp``: one running app), ``_replica``,
+* supervising: ``_local_app`` (``LocalApp``: one running app), ``_attempts``
+  (a replica's attempts: start, watch, exit, reap), ``_replica``,
   ``_state`` (state rules and retries), ``_exit_facts`` (reply file, cancel
   marker), ``_oom``, ``_reasons``;
 * records and reading: ``_record_writer``, ``_records`` (on-disk layout),

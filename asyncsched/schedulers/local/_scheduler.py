@@ -16,7 +16,6 @@ from __future__ import annotations
 import builtins
 import contextlib
 import dataclasses
-import functools
 import logging
 import warnings
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -33,14 +32,17 @@ from asyncsched.schedulers.kit import (
     DescribeAppResponse,
     LogQuery,
     Scheduler,
-    all_or_nothing,
     final_if_settled,
     make_unique,
     render_off_loop,
 )
 from asyncsched.schedulers.local import _records as records, _remote as remote
+from asyncsched.schedulers.local._app_start import (
+    build_app,
+    spawn_replicas,
+    supervise,
+)
 from asyncsched.schedulers.local._app_table import AppTable
-from asyncsched.schedulers.local._app_writes import FirstRecord
 from asyncsched.schedulers.local._capacity import (
     ReplicaSlots,
     check_replica_count,
@@ -55,16 +57,12 @@ from asyncsched.schedulers.local._journal_writer import JournalBounds
 from asyncsched.schedulers.local._launch import (
     ExecutableCache,
     plan_launches,
-    spawn_app,
-    undo_spawn,
 )
 from asyncsched.schedulers.local._limits import raise_nofile_limit
 from asyncsched.schedulers.local._local_app import LocalApp
 from asyncsched.schedulers.local._log_lines import log_batches
-from asyncsched.schedulers.local._logs import ReplicaLog
 from asyncsched.schedulers.local._opts import LocalOpts, base_log_dir, local_run_opts
 from asyncsched.schedulers.local._process import PdeathsigMode
-from asyncsched.schedulers.local._record_writer import supervisor_info
 from asyncsched.schedulers.local._render import (
     CWDImageProvider,
     HostFacts,
@@ -75,12 +73,11 @@ from asyncsched.schedulers.local._render import (
     gpus_requested,
     render_request,
 )
-from asyncsched.schedulers.local._replica import Replica
 from asyncsched.schedulers.local._retention import Retention
-from asyncsched.schedulers.local._role_plan import role_infos, warn_ignored_mounts
+from asyncsched.schedulers.local._role_plan import warn_ignored_mounts
 from asyncsched.schedulers.local._runtime import LocalRuntime, stop_apps
 from asyncsched.schedulers.local._snapshot import snapshot_app
-from asyncsched.schedulers.local._spawn import ReplicaLaunch, SpawnConfig, Started
+from asyncsched.schedulers.local._spawn import ReplicaLaunch, SpawnConfig
 from asyncsched.schedulers.shared.ids import unique_app_id
 from asyncsched.specs import (
     AppDef,
@@ -446,104 +443,24 @@ class LocalScheduler(Scheduler[LocalOpts]):
     ) -> LocalApp:
         spawn_cfg = await self._ensure_runtime()
         self._check_open()
-        try:
-            app = self._build_app(request, launches)
-        except Exception as exc:
-            raise SubmitError(
-                f"failed to supervise the replicas of {request.app_id}: {exc}"
-            ) from exc
-        # one spawner job starts the replicas and writes the first record
-        files, started, first = await spawn_app(
-            self._runtime.spawner,
+        app = build_app(
             request,
             launches,
-            spawn_cfg,
-            FirstRecord(app, self._runtime.writer, self._runtime.spawner.busy),
-        )
-        async with all_or_nothing(request.app_id) as steps:
-            # never leave started replicas unsupervised
-            steps.add(
-                functools.partial(
-                    anyio.to_thread.run_sync,
-                    undo_spawn,
-                    request.log_dir,
-                    started,
-                    spawn_cfg,
-                    first,
-                ),
-                name="replicas",
-            )
-            self._check_open()  # closed while spawning: the app never existed
-            try:
-                logs = [
-                    ReplicaLog(launch.log_dir, f, self._runtime.log_files)
-                    for launch, f in zip(launches, files, strict=True)
-                ]
-            except Exception as exc:
-                raise SubmitError(
-                    f"failed to supervise the replicas of {request.app_id}: {exc}"
-                ) from exc
-        return self._supervise(app, dryrun_info, started, logs, first)
-
-    def _build_app(
-        self,
-        request: PopenRequest,
-        launches: builtins.list[ReplicaLaunch],
-    ) -> LocalApp:
-        """The supervisor of an app about to be spawned (no side effect).
-
-        Its replicas' logs are stand-ins until the spawn job has created the
-        files (:meth:`_supervise` puts the real ones in).
-        """
-        runtime = self._runtime
-        assert runtime.spawn_cfg is not None
-        replicas = [
-            Replica(launch, ReplicaLog(launch.log_dir, {}, runtime.log_files))
-            for launch in launches
-        ]
-        roles = role_infos(request)
-        app = LocalApp(
-            app_id=request.app_id,
-            name=request.app_name or request.app_id,
+            self._runtime,
             session=self.session_name,
-            app_dir=request.log_dir,
-            roles=roles,
-            replicas=replicas,
-            fail_fast=request.fail_fast,
             cancel_grace=self.cancel_grace,
-            spawn=runtime.spawn_cfg,
-            host=runtime.host,
-            writer=runtime.writer,
-            exits=runtime.exits,
             state_dir=self.state_dir,
-            supervisor=supervisor_info(),
             changes=self.change_source,
-            on_finished=functools.partial(self._slots.release, len(replicas)),
-            on_done=functools.partial(self._table.app_done, request.app_id),
-            time_limit=request.time_limit,
+            slots=self._slots,
+            table=self._table,
             faults=self._faults,
-            final=runtime.final,
         )
-        return app
-
-    def _supervise(
-        self,
-        app: LocalApp,
-        dryrun_info: AppDryRunInfo[Any],
-        started: builtins.list[Started],
-        logs: builtins.list[ReplicaLog],
-        first: FirstRecord,
-    ) -> LocalApp:
-        """Watch the spawned replicas of ``app`` (no await: never interrupted)."""
-        runtime = self._runtime
-        assert runtime.spawn_cfg is not None
-        app.start(started, logs)
-        first.adopt()
-        self._table.add(app, dryrun_info.app)
-        guardian = runtime.spawn_cfg.guardian
-        if guardian.has_pending:
-            runtime.host.spawn(guardian.flush, name="local:guardian")
-        return app
+        started, logs, first = await spawn_replicas(
+            app, request, launches, self._runtime, spawn_cfg, self._check_open
+        )
+        return supervise(
+            app, dryrun_info, started, logs, first, self._runtime, self._table
+        )
 
     # -- observation ----------------------------------------------------------------------
 
