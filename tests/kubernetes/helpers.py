@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import pytest
 
+from asyncsched import AppEvent, EventKind
 from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asyncsched.specs import AppDef, CfgVal, Resource, Role
 
@@ -73,3 +75,26 @@ async def scheduler(env: KubeEnv, **kwargs: Any) -> AsyncIterator[KubernetesSche
         "k8s-test", kubeconfig=env.kubeconfig, context=env.context, **kwargs
     ) as sched:
         yield sched
+
+
+async def events_until(
+    sched: KubernetesScheduler,
+    since: str | None,
+    done: Callable[[AppEvent], bool],
+    timeout: float = 30,
+) -> list[AppEvent]:
+    """Events from ``since`` up to and including the first ``done`` one."""
+    got: list[AppEvent] = []
+    with anyio.fail_after(timeout):
+        async with sched.events(since=since) as stream:
+            async for event in stream:
+                got.append(event)
+                if done(event):
+                    return got
+    raise AssertionError(f"stream ended before the awaited event: {got}")
+
+
+def app_ended(app_id: str) -> Callable[[AppEvent], bool]:
+    """The app's own terminal change (a replica's change that ends the app
+    comes first, with a cursor that replays the whole change)."""
+    return lambda e: e.app_id == app_id and e.kind == EventKind.APP and e.terminal
