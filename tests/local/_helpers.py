@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import anyio
 import psutil
 
 from asyncsched.schedulers.local_scheduler import LocalScheduler
-from asyncsched.specs import AppDef, AppState
+from asyncsched.specs import AppDef, AppState, CfgVal
 
 IGNORES_TERM = "trap '' TERM; echo ready; sleep 30"
 """A replica that ignores SIGTERM once it printed ``ready`` (see :func:`until_ready`)."""
@@ -111,3 +112,22 @@ def child_pids() -> set[int]:
     are not). By parent pid: a child just spawned may not show its new
     command line yet."""
     return {proc.pid for proc in psutil.Process().children()}
+
+
+async def objects_per_finished_app(
+    sched: LocalScheduler,
+    make_app: Callable[[str], AppDef],
+    cfg: Mapping[str, CfgVal],
+    apps: int,
+) -> float:
+    """How many more objects the garbage collector tracks, per app, once
+    ``apps`` more apps (``make_app(name)``) ran one after the other to success."""
+    gc.collect()
+    before = len(gc.get_objects())
+    for i in range(apps):
+        app_id = await sched.submit(make_app(f"a{i}"), cfg)
+        desc = await sched.wait(app_id, timeout=30)
+        assert desc is not None
+        assert desc.state == AppState.SUCCEEDED
+    gc.collect()
+    return (len(gc.get_objects()) - before) / apps
