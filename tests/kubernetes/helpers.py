@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -98,3 +99,19 @@ def app_ended(app_id: str) -> Callable[[AppEvent], bool]:
     """The app's own terminal change (a replica's change that ends the app
     comes first, with a cursor that replays the whole change)."""
     return lambda e: e.app_id == app_id and e.kind == EventKind.APP and e.terminal
+
+
+async def expired_watch_status(core: Any, namespace: str, version: str) -> Any:
+    """The Status of the ERROR event that a watch of ``namespace``'s pods from
+    ``version`` starts with, checked to be 410 Expired (``core``: CoreV1Api)."""
+    resp = await core.list_namespaced_pod(
+        namespace, watch=True, resource_version=version, _preload_content=False
+    )
+    try:
+        line = json.loads(await resp.content.readline())
+    finally:
+        resp.release()
+    assert line["type"] == "ERROR", line
+    status = line["object"]
+    assert (status["code"], status["reason"]) == (410, "Expired"), status
+    return status
