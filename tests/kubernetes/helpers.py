@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import json
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import pytest
 
+from asyncsched import AppEvent, EventKind
 from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asyncsched.specs import AppDef, CfgVal, Resource, Role
 
@@ -73,3 +76,42 @@ async def scheduler(env: KubeEnv, **kwargs: Any) -> AsyncIterator[KubernetesSche
         "k8s-test", kubeconfig=env.kubeconfig, context=env.context, **kwargs
     ) as sched:
         yield sched
+
+
+async def events_until(
+    sched: KubernetesScheduler,
+    since: str | None,
+    done: Callable[[AppEvent], bool],
+    timeout: float = 30,
+) -> list[AppEvent]:
+    """Events from ``since`` up to and including the first ``done`` one."""
+    got: list[AppEvent] = []
+    with anyio.fail_after(timeout):
+        async with sched.events(since=since) as stream:
+            async for event in stream:
+                got.append(event)
+                if done(event):
+                    return got
+    raise AssertionError(f"stream ended before the awaited event: {got}")
+
+
+def app_ended(app_id: str) -> Callable[[AppEvent], bool]:
+    """The app's own terminal change (a replica's change that ends the app
+    comes first, with a cursor that replays the whole change)."""
+    return lambda e: e.app_id == app_id and e.kind == EventKind.APP and e.terminal
+
+
+async def expired_watch_status(core: Any, namespace: str, version: str) -> Any:
+    """The Status of the ERROR event that a watch of ``namespace``'s pods from
+    ``version`` starts with, checked to be 410 Expired (``core``: CoreV1Api)."""
+    resp = await core.list_namespaced_pod(
+        namespace, watch=True, resource_version=version, _preload_content=False
+    )
+    try:
+        line = json.loads(await resp.content.readline())
+    finally:
+        resp.release()
+    assert line["type"] == "ERROR", line
+    status = line["object"]
+    assert (status["code"], status["reason"]) == (410, "Expired"), status
+    return status

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -27,32 +26,13 @@ from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asyncsched.specs import AppState
 
 from .fakeapi.env import KubeEnv
-from .helpers import cfg_for, make_app, scheduler
+from .helpers import app_ended, cfg_for, events_until, make_app, scheduler
 
 pytestmark = pytest.mark.usefixtures("kube_controller")
 
 #: seconds to wait for what a stream should tell (pods start one after the
 #: other on the real test node, on a machine shared by several test runs)
 WAIT = 120
-
-
-async def _until(
-    sched: KubernetesScheduler, since: str | None, done: Callable[[AppEvent], bool]
-) -> list[AppEvent]:
-    """Events from ``since`` up to and including the first ``done`` one."""
-    got: list[AppEvent] = []
-    with anyio.fail_after(WAIT):
-        async with sched.events(since=since) as stream:
-            async for event in stream:
-                got.append(event)
-                if done(event):
-                    return got
-    raise AssertionError(f"stream ended before the awaited event: {got}")
-
-
-def _ends(event: AppEvent, app_id: str) -> bool:
-    """The app's own terminal change (its replica's may come first)."""
-    return event.app_id == app_id and event.kind == EventKind.APP and event.terminal
 
 
 async def _version_now(env: KubeEnv) -> str:
@@ -126,7 +106,7 @@ async def _resumed(
             got.append(event)
             if {e.app_id for e in got if e.kind == EventKind.CURRENT} >= apps:
                 told.set()
-            if live and _ends(event, live[0]):
+            if live and app_ended(live[0])(event):
                 return got
     raise AssertionError(f"stream ended before the live app did: {got}")
 
@@ -163,15 +143,18 @@ async def test_cursors_the_server_forgot_give_resync_every_app_then_live_changes
     # a reader follows until its app ends, keeps the cursor and stops
     async with scheduler(kube_env) as sched:
         first = await sched.submit(make_app("exit 0", name="first"), cfg)
-        old = (await _until(sched, None, lambda e: _ends(e, first)))[-1].cursor
+        old = (await events_until(sched, None, app_ended(first), WAIT))[-1].cursor
     old_version = await _version_now(kube_env)
     # apps change while no reader exists: one ends, one fails, one is cancelled
     async with scheduler(kube_env) as sched:
         ok = await sched.submit(make_app("exit 0", name="ok"), cfg)
         failed = await sched.submit(make_app("exit 3", name="failed"), cfg)
         cancelled = await sched.submit(make_app("sleep 600", name="cancelled"), cfg)
-        await _until(
-            sched, None, lambda e: e.app_id == cancelled and e.state == AppState.RUNNING
+        await events_until(
+            sched,
+            None,
+            lambda e: e.app_id == cancelled and e.state == AppState.RUNNING,
+            WAIT,
         )
         await sched.cancel(cancelled)
         for app_id in (ok, failed, cancelled):
@@ -193,7 +176,7 @@ async def test_cursors_the_server_forgot_give_resync_every_app_then_live_changes
         return told >= set(ended)
 
     async with scheduler(kube_env) as sched:
-        recent = (await _until(sched, None, all_told))[-1].cursor
+        recent = (await events_until(sched, None, all_told, WAIT))[-1].cursor
     recent_version = await _version_now(kube_env)
     async with await kube_env.api_client() as api:
         # any later write: the restarted server's watch cache starts after it

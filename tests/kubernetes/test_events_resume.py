@@ -14,36 +14,12 @@ import anyio
 import pytest
 
 from asyncsched import AppEvent, EventKind
-from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
 from asyncsched.specs import AppState
 
 from .fakeapi.env import KubeEnv
-from .helpers import cfg_for, make_app, scheduler
+from .helpers import app_ended, cfg_for, events_until, make_app, scheduler
 
 pytestmark = [pytest.mark.usefixtures("kube_controller"), pytest.mark.fake_api]
-
-
-async def _until(
-    sched: KubernetesScheduler,
-    since: str | None,
-    done: Callable[[AppEvent], bool],
-    timeout: float = 30,
-) -> list[AppEvent]:
-    """Events from ``since`` up to and including the first ``done`` one."""
-    got: list[AppEvent] = []
-    with anyio.fail_after(timeout):
-        async with sched.events(since=since) as stream:
-            async for event in stream:
-                got.append(event)
-                if done(event):
-                    return got
-    raise AssertionError(f"stream ended before the awaited event: {got}")
-
-
-def _terminal(app_id: str) -> Callable[[AppEvent], bool]:
-    """The app's own terminal change (a replica's change that ends the app
-    comes first, with a cursor that replays the whole change)."""
-    return lambda e: e.app_id == app_id and e.terminal and e.kind == EventKind.APP
 
 
 def _failed_with(app_id: str, code: int) -> Callable[[AppEvent], bool]:
@@ -63,7 +39,7 @@ async def test_a_new_scheduler_resumes_from_a_cursor_with_exactly_the_later_chan
     cfg = cfg_for(kube_env, "volcano")
     async with scheduler(kube_env) as sched:
         first = await sched.submit(make_app("exit 0", name="first"), cfg)
-        seen = await _until(sched, None, _terminal(first))
+        seen = await events_until(sched, None, app_ended(first))
         cursor = seen[-1].cursor
     # changes made while no reader exists
     async with scheduler(kube_env) as sched:
@@ -73,7 +49,7 @@ async def test_a_new_scheduler_resumes_from_a_cursor_with_exactly_the_later_chan
         assert final.state == AppState.FAILED
     # a new scheduler (as a new process would) resumes from the cursor
     async with scheduler(kube_env) as sched:
-        later = await _until(sched, cursor, _failed_with(second, 3))
+        later = await events_until(sched, cursor, _failed_with(second, 3))
     assert {e.app_id for e in later} == {second}, later
     kinds = [e.kind for e in later]
     assert EventKind.RESYNC not in kinds
@@ -90,12 +66,12 @@ async def test_a_cursor_the_server_forgot_gives_resync_then_current_then_resumes
     cfg = cfg_for(kube_env, "volcano")
     async with scheduler(kube_env) as sched:
         first = await sched.submit(make_app("exit 0", name="first"), cfg)
-        cursor = (await _until(sched, None, _terminal(first)))[-1].cursor
+        cursor = (await events_until(sched, None, app_ended(first)))[-1].cursor
         second = await sched.submit(make_app("exit 0", name="second"), cfg)
         await sched.wait(second, timeout=30)
     kube_env.fake_server().compact()  # the cursor's versions: 410 Expired
     async with scheduler(kube_env) as sched:
-        got = await _until(
+        got = await events_until(
             sched, cursor, lambda e: e.kind == EventKind.CURRENT and e.app_id == second
         )
     assert got[0].kind == EventKind.RESYNC
@@ -104,7 +80,7 @@ async def test_a_cursor_the_server_forgot_gives_resync_then_current_then_resumes
     # a reader that saved the RESYNC's cursor and stopped before the
     # CURRENT events gets the RESYNC and all of them again
     async with scheduler(kube_env) as sched:
-        again = await _until(
+        again = await events_until(
             sched,
             got[0].cursor,
             lambda e: e.kind == EventKind.CURRENT and e.app_id == second,
@@ -114,7 +90,7 @@ async def test_a_cursor_the_server_forgot_gives_resync_then_current_then_resumes
     # the cursors after a RESYNC are the server's versions again
     async with scheduler(kube_env) as sched:
         third = await sched.submit(make_app("exit 0", name="third"), cfg)
-        later = await _until(sched, got[-1].cursor, _terminal(third))
+        later = await events_until(sched, got[-1].cursor, app_ended(third))
     assert {e.app_id for e in later} == {third}, later
 
 

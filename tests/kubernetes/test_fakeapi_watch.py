@@ -13,6 +13,7 @@ from kubernetes_asyncio import client, watch
 
 from .fakeapi.env import KubeEnv
 from .fakeapi.untyped import CoreV1Api
+from .helpers import expired_watch_status
 
 #: checks the fake API server itself: not collected for a real cluster
 pytestmark = pytest.mark.fake_api
@@ -170,15 +171,9 @@ async def test_history_window_expires_old_versions(kube_env: KubeEnv) -> None:
         old = (await core.list_namespaced_pod(ns)).metadata.resource_version
         for name in ("a", "b", "c"):
             await core.create_namespaced_pod(ns, _pod(name))
-        resp = await core.list_namespaced_pod(
-            ns, watch=True, resource_version=old, _preload_content=False
-        )
-        line = json.loads(await resp.content.readline())
-        resp.release()
-    assert line["type"] == "ERROR"
-    assert line["object"]["kind"] == "Status"
-    assert (line["object"]["code"], line["object"]["reason"]) == (410, "Expired")
-    assert line["object"]["message"].startswith(f"too old resource version: {old}")
+        status = await expired_watch_status(core, ns, old)
+    assert status["kind"] == "Status"
+    assert status["message"].startswith(f"too old resource version: {old}")
 
 
 async def test_a_restart_ends_open_watches_and_only_watches_forget_older_versions(
@@ -203,14 +198,8 @@ async def test_a_restart_ends_open_watches_and_only_watches_forget_older_version
     )
     assert listed.items == []
     # the new watch cache does not: a watch from it gets an ERROR event
-    resp = await core.list_namespaced_pod(
-        ns, watch=True, resource_version=old, _preload_content=False
-    )
-    line = json.loads(await resp.content.readline())
-    resp.release()
-    assert line["type"] == "ERROR"
-    assert (line["object"]["code"], line["object"]["reason"]) == (410, "Expired")
-    assert line["object"]["message"].startswith(f"too old resource version: {old} (")
+    status = await expired_watch_status(core, ns, old)
+    assert status["message"].startswith(f"too old resource version: {old} (")
 
 
 async def test_expire_fault_answers_one_410_error_event(

@@ -15,6 +15,7 @@ import pytest
 from .fakeapi.env import KubeEnv
 from .fakeapi.fieldsets import fields_v1
 from .fakeapi.untyped import CoreV1Api
+from .helpers import expired_watch_status
 
 #: checks the fake API server itself: not collected for a real cluster
 pytestmark = pytest.mark.fake_api
@@ -68,10 +69,4 @@ async def test_a_watch_from_outside_the_window_gets_410(kube_env: KubeEnv) -> No
         await core.create_namespaced_pod(ns, _pod("b"))
         store.watch_window = 0.0  # the next write ages out what came before
         await core.create_namespaced_pod(ns, _pod("c"))
-        resp = await core.list_namespaced_pod(
-            ns, watch=True, resource_version=old, _preload_content=False
-        )
-        line = json.loads(await resp.content.readline())
-        resp.release()
-    assert line["type"] == "ERROR"
-    assert (line["object"]["code"], line["object"]["reason"]) == (410, "Expired")
+        await expired_watch_status(core, ns, old)  # 410 Expired

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import aclosing, asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,9 @@ import anyio
 import psutil
 
 from asyncsched.schedulers.local_scheduler import LocalScheduler
-from asyncsched.specs import AppDef, AppState
+from asyncsched.specs import AppDef, AppState, CfgVal
+
+from .conftest import app_of, py_role
 
 IGNORES_TERM = "trap '' TERM; echo ready; sleep 30"
 """A replica that ignores SIGTERM once it printed ``ready`` (see :func:`until_ready`)."""
@@ -111,3 +115,40 @@ def child_pids() -> set[int]:
     are not). By parent pid: a child just spawned may not show its new
     command line yet."""
     return {proc.pid for proc in psutil.Process().children()}
+
+
+async def objects_per_finished_app(
+    sched: LocalScheduler,
+    make_app: Callable[[str], AppDef],
+    cfg: Mapping[str, CfgVal],
+    apps: int,
+) -> float:
+    """How many more objects the garbage collector tracks, per app, once
+    ``apps`` more apps (``make_app(name)``) ran one after the other to success."""
+    gc.collect()
+    before = len(gc.get_objects())
+    for i in range(apps):
+        app_id = await sched.submit(make_app(f"a{i}"), cfg)
+        desc = await sched.wait(app_id, timeout=30)
+        assert desc is not None
+        assert desc.state == AppState.SUCCEEDED
+    gc.collect()
+    return (len(gc.get_objects()) - before) / apps
+
+
+async def early_then_late(
+    sched: LocalScheduler, log_dir: Path, go: Path, *, then: str = ""
+) -> tuple[str, datetime]:
+    """Submits a replica that prints ``early``, waits for ``go`` to exist,
+    prints ``late`` and runs ``then``; returns its app id and a time after
+    ``early`` arrived (read by a follower) and before ``late`` is printed."""
+    code = (
+        "import os, time\nprint('early', flush=True)\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.01)\n"
+        f"print('late', flush=True)\n{then}"
+    )
+    app_id = await sched.submit(app_of(py_role(code)), {"log_dir": str(log_dir)})
+    async with aclosing(sched.log_iter(app_id, "worker", should_tail=True)) as it:
+        with anyio.fail_after(30):
+            assert await anext(it) == "early\n"
+    return app_id, datetime.now(UTC)

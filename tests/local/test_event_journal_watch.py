@@ -7,6 +7,8 @@ from __future__ import annotations
 import functools
 import shutil
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -58,34 +60,44 @@ def append_in_thread(directory: str, segment_bytes: int = 4 << 20) -> None:
     JournalFile(directory, segment_bytes=segment_bytes).append([{"k": "app"}])
 
 
-@linux_only
-async def test_a_write_of_another_process_wakes_the_kernel_watch(
-    tmp_path: Path,
-) -> None:
+@asynccontextmanager
+async def watched(
+    tmp_path: Path, *, kernel: bool = True
+) -> AsyncIterator[tuple[str, Wakes, str]]:
+    """A new journal and a watch of it past its first look: its directory,
+    the watch's wakes and its mode; the watch is stopped on the way out."""
     directory = str(tmp_path / "journal")
     JournalFile(directory).ensure()
     wakes = Wakes()
     async with anyio.create_task_group() as tg:
-        mode = await tg.start(watch_journal, directory, wakes, lambda: True)
-        assert mode == "kernel"
+        watch = functools.partial(watch_journal, kernel=kernel)
+        mode = await tg.start(watch, directory, wakes, lambda: True)
         await wakes.wait()  # the first look, right after the watch was set
-        for _ in range(3):
-            wakes.arm()
-            await anyio.to_thread.run_sync(append_in_thread, directory)
-            assert await wakes.wait() == [False]  # a write: no new segment
+        yield directory, wakes, mode
         tg.cancel_scope.cancel()
+
+
+async def each_write_wakes_the_watch(directory: str, wakes: Wakes) -> None:
+    for _ in range(3):
+        wakes.arm()
+        await anyio.to_thread.run_sync(append_in_thread, directory)
+        assert await wakes.wait() == [False]  # a write: no new segment
+
+
+@linux_only
+async def test_a_write_of_another_process_wakes_the_kernel_watch(
+    tmp_path: Path,
+) -> None:
+    async with watched(tmp_path) as (directory, wakes, mode):
+        assert mode == "kernel"
+        await each_write_wakes_the_watch(directory, wakes)
 
 
 @linux_only
 async def test_the_kernel_watch_tells_of_a_new_segment_and_outlives_a_recreated_journal(
     tmp_path: Path,
 ) -> None:
-    directory = str(tmp_path / "journal")
-    JournalFile(directory).ensure()
-    wakes = Wakes()
-    async with anyio.create_task_group() as tg:
-        await tg.start(watch_journal, directory, wakes, lambda: True)
-        await wakes.wait()
+    async with watched(tmp_path) as (directory, wakes, _):
         # a tiny segment bound: the second append starts a new segment
         await anyio.to_thread.run_sync(append_in_thread, directory, 1)
         wakes.arm()
@@ -99,25 +111,14 @@ async def test_the_kernel_watch_tells_of_a_new_segment_and_outlives_a_recreated_
                 await anyio.to_thread.run_sync(append_in_thread, directory)
                 if await wakes.wait() == [False]:
                     break  # a plain write, seen by a kernel watch again
-        tg.cancel_scope.cancel()
 
 
 async def test_without_kernel_notifications_the_watch_polls_the_size(
     tmp_path: Path,
 ) -> None:
-    directory = str(tmp_path / "journal")
-    JournalFile(directory).ensure()
-    wakes = Wakes()
-    async with anyio.create_task_group() as tg:
-        polling = functools.partial(watch_journal, kernel=False)
-        mode = await tg.start(polling, directory, wakes, lambda: True)
+    async with watched(tmp_path, kernel=False) as (directory, wakes, mode):
         assert mode == "poll"
-        await wakes.wait()  # the first look
-        for _ in range(3):
-            wakes.arm()
-            await anyio.to_thread.run_sync(append_in_thread, directory)
-            assert await wakes.wait() == [False]
-        tg.cancel_scope.cancel()
+        await each_write_wakes_the_watch(directory, wakes)
 
 
 @linux_only

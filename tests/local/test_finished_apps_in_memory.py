@@ -15,6 +15,7 @@ from asyncsched.schedulers.local._journal_tail import Appended, JournalTail
 from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.specs import AppState, StatusReason
 
+from ._helpers import objects_per_finished_app
 from .conftest import app_of, sh_role
 
 pytestmark = pytest.mark.anyio
@@ -29,15 +30,9 @@ async def test_a_finished_app_keeps_little_more_than_its_definition_for_the_coll
     async with LocalScheduler("objs", cache_size=2 * apps) as sched:
         for i in range(5):  # warm-up: the scheduler's threads, caches, journal
             await sched.wait(await sched.submit(app_of(role, name=f"w{i}"), cfg))
-        gc.collect()
-        before = len(gc.get_objects())
-        for i in range(apps):
-            app_id = await sched.submit(app_of(role, name=f"a{i}"), cfg)
-            desc = await sched.wait(app_id, timeout=30)
-            assert desc is not None
-            assert desc.state == AppState.SUCCEEDED
-        gc.collect()
-        per_app = (len(gc.get_objects()) - before) / apps
+        per_app = await objects_per_finished_app(
+            sched, lambda name: app_of(role, name=name), cfg, apps
+        )
         # what is left is the submitted AppDef (its roles are described);
         # the app itself is its record as text (31 objects when it was kept
         # as the supervisor's LocalApp, its replica, log and attempts)

@@ -11,8 +11,7 @@ do for a finished log.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import aclosing
-from datetime import UTC, datetime
+from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -22,7 +21,7 @@ import pytest
 from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.specs import AppState
 
-from ._helpers import lines
+from ._helpers import early_then_late, lines
 from .conftest import app_of, py_role
 
 pytestmark = pytest.mark.anyio
@@ -47,6 +46,23 @@ def numbered(i: int) -> str:
     return f"{i:08d}{'x' * 71}\n"
 
 
+@asynccontextmanager
+async def following_gated_writer(
+    sched: LocalScheduler, log_dir: Path, total: int
+) -> AsyncIterator[tuple[str, Path, AsyncIterator[str]]]:
+    """A :func:`gated_writer` replica's app id, its ``go`` file and a follower
+    of its stdout that has read ``ready``; the follower is closed on the way out."""
+    go = log_dir / "go"
+    app_id = await sched.submit(
+        app_of(py_role(gated_writer(go, total))), {"log_dir": str(log_dir)}
+    )
+    it = sched.log_iter(app_id, "worker", should_tail=True, streams="stdout")
+    async with aclosing(it):
+        with anyio.fail_after(30):
+            assert await anext(it) == "ready\n"  # the follower is following
+        yield app_id, go, it
+
+
 async def _expect_numbered(it: AsyncIterator[str], count: int) -> None:
     i = 0
     async for line in it:
@@ -58,15 +74,9 @@ async def _expect_numbered(it: AsyncIterator[str], count: int) -> None:
 async def test_followed_output_is_read_once_from_the_pipe_not_again_from_the_file(
     sched: LocalScheduler, log_dir: Path
 ) -> None:
-    go, total = log_dir / "go", 8 * MiB
-    app_id = await sched.submit(
-        app_of(py_role(gated_writer(go, total))), {"log_dir": str(log_dir)}
-    )
+    total = 8 * MiB
     proc = psutil.Process()
-    it = sched.log_iter(app_id, "worker", should_tail=True, streams="stdout")
-    async with aclosing(it):
-        with anyio.fail_after(30):
-            assert await anext(it) == "ready\n"  # the follower is following
+    async with following_gated_writer(sched, log_dir, total) as (_, go, it):
         read_before = proc.io_counters().read_chars
         go.touch()
         with anyio.fail_after(60):
@@ -80,15 +90,9 @@ async def test_followed_output_is_read_once_from_the_pipe_not_again_from_the_fil
 async def test_a_stalled_follower_holds_bounded_memory_and_then_gets_every_line(
     sched: LocalScheduler, log_dir: Path
 ) -> None:
-    go, total = log_dir / "go", 24 * MiB
-    app_id = await sched.submit(
-        app_of(py_role(gated_writer(go, total))), {"log_dir": str(log_dir)}
-    )
+    total = 24 * MiB
     proc = psutil.Process()
-    it = sched.log_iter(app_id, "worker", should_tail=True, streams="stdout")
-    async with aclosing(it):
-        with anyio.fail_after(30):
-            assert await anext(it) == "ready\n"
+    async with following_gated_writer(sched, log_dir, total) as (app_id, go, it):
         rss_before = proc.memory_info().rss
         go.touch()
         # the follower takes nothing while the replica writes all of it
@@ -137,15 +141,7 @@ async def test_followed_since_and_until_keep_the_arrival_times(
     sched: LocalScheduler, log_dir: Path
 ) -> None:
     go = log_dir / "go"
-    code = (
-        "import os, time\nprint('early', flush=True)\n"
-        f"while not os.path.exists({str(go)!r}): time.sleep(0.01)\n"
-        "print('late', flush=True)\ntime.sleep(60)\n"
-    )
-    app_id = await sched.submit(app_of(py_role(code)), {"log_dir": str(log_dir)})
-    async with aclosing(sched.log_iter(app_id, "worker", should_tail=True)) as it:
-        assert await anext(it) == "early\n"
-    middle = datetime.now(UTC)  # after "early" arrived, before "late" is printed
+    app_id, middle = await early_then_late(sched, log_dir, go, then="time.sleep(60)\n")
     since = sched.log_iter(app_id, "worker", should_tail=True, since=middle)
     until = sched.log_iter(app_id, "worker", should_tail=True, until=middle)
     async with aclosing(since), aclosing(until):

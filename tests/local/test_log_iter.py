@@ -13,7 +13,7 @@ import pytest
 from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.specs import AppState
 
-from ._helpers import lines, run
+from ._helpers import early_then_late, lines, run
 from .conftest import app_of, py_role
 
 pytestmark = pytest.mark.anyio
@@ -51,15 +51,7 @@ async def test_since_until_use_arrival_times(
     sched: LocalScheduler, log_dir: Path
 ) -> None:
     go = log_dir / "go"
-    code = (
-        "import os, time\nprint('early', flush=True)\n"
-        f"while not os.path.exists({str(go)!r}): time.sleep(0.01)\n"
-        "print('late', flush=True)"
-    )
-    app_id = await sched.submit(app_of(py_role(code)), {"log_dir": str(log_dir)})
-    async with aclosing(sched.log_iter(app_id, "worker", should_tail=True)) as it:
-        assert await anext(it) == "early\n"
-    middle = datetime.now(UTC)  # after "early" arrived, before "late" is printed
+    app_id, middle = await early_then_late(sched, log_dir, go)
     go.touch()
     desc = await sched.wait(app_id, timeout=30)
     assert desc is not None

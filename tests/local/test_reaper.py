@@ -8,7 +8,6 @@ reaper serving the others. Every test runs on asyncio and on trio.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 import signal
@@ -28,6 +27,7 @@ from asyncsched.schedulers.local._open_files import OpenFiles
 from asyncsched.schedulers.local._process import Child
 from asyncsched.schedulers.local._reaper import Reaper, Watch
 from asyncsched.specs import AppState, CfgVal
+from tests.local._helpers import objects_per_finished_app
 from tests.local.conftest import app_of, sh_role
 
 pytestmark = pytest.mark.anyio
@@ -270,15 +270,9 @@ async def test_a_finished_app_keeps_few_objects_for_the_collector(
                 tg.start_soon(
                     sched.wait, await sched.submit(app_of(role, name=f"w{i}"), cfg)
                 )
-        gc.collect()
-        before = len(gc.get_objects())
-        for i in range(apps):
-            app_id = await sched.submit(app_of(role, name=f"a{i}"), cfg)
-            desc = await sched.wait(app_id, timeout=30)
-            assert desc is not None
-            assert desc.state == AppState.SUCCEEDED
-        gc.collect()
-        per_app = (len(gc.get_objects()) - before) / apps
+        per_app = await objects_per_finished_app(
+            sched, lambda name: app_of(role, name=name), cfg, apps
+        )
     # the app, its replica and log, the submitted AppDef (38 before a
     # finished app dropped its spare event and callbacks)
     assert per_app < 36, per_app

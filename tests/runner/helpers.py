@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
+
 from asyncsched.runner import Runner
 from asyncsched.schedulers import SchedulerFactory
 from asyncsched.schedulers.api import Scheduler
-from asyncsched.specs import AppDef, Resource, Role
-from asyncsched.testing import create_scheduler
+from asyncsched.specs import AppDef, AppDryRunInfo, Resource, Role
+from asyncsched.testing import InMemoryScheduler, create_scheduler
 
 
 def sh_app(
@@ -55,3 +57,21 @@ def fixed(sched: Scheduler[Any]) -> SchedulerFactory:
         return sched
 
     return factory
+
+
+class GatedScheduler(InMemoryScheduler):  # type: ignore[misc]
+    """An in-memory scheduler whose submits wait until :attr:`release` is set,
+    counting how many wait at once (:attr:`active`, at the most :attr:`peak`)."""
+
+    def __init__(self, session_name: str, **kwargs: Any) -> None:
+        super().__init__(session_name, **kwargs)
+        self.active = 0
+        self.peak = 0
+        self.release = anyio.Event()
+
+    async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
+        self.active += 1
+        self.peak = max(self.peak, self.active)
+        await self.release.wait()
+        self.active -= 1
+        return await super().schedule(dryrun_info)

@@ -36,7 +36,13 @@ from asyncsched.specs import (
     parse_app_handle,
 )
 from asyncsched.testing import InMemoryScheduler, create_scheduler
-from tests.runner.helpers import CountingFactory, fixed, inmemory_runner, sh_app
+from tests.runner.helpers import (
+    CountingFactory,
+    GatedScheduler,
+    fixed,
+    inmemory_runner,
+    sh_app,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -407,22 +413,8 @@ async def test_wait_accepts_torchx_wait_interval_positionally(runner: Runner) ->
 
 
 async def test_max_concurrent_submits_applies_backpressure() -> None:
-    active = 0
-    peak = 0
-    release = anyio.Event()
-
-    class Slow(InMemoryScheduler):  # type: ignore[misc]
-        async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
-            nonlocal active, peak
-            active += 1
-            peak = max(peak, active)
-            await release.wait()
-            active -= 1
-            return await super().schedule(dryrun_info)
-
-    async with Runner(
-        "s", {"slow": fixed(Slow("s"))}, max_concurrent_submits=3
-    ) as runner:
+    slow = GatedScheduler("s")
+    async with Runner("s", {"slow": fixed(slow)}, max_concurrent_submits=3) as runner:
         handles: list[str] = []
 
         async def submit() -> None:
@@ -432,9 +424,9 @@ async def test_max_concurrent_submits_applies_backpressure() -> None:
             for _ in range(12):
                 tg.start_soon(submit)
             await anyio.wait_all_tasks_blocked()
-            assert active == 3
-            release.set()
-        assert peak == 3
+            assert slow.active == 3
+            slow.release.set()
+        assert slow.peak == 3
         assert len(set(handles)) == 12
 
 
@@ -443,22 +435,12 @@ async def test_run_many_keeps_twice_what_the_backend_works_on_in_flight(
     streaming: bool,
 ) -> None:
     # the others would only wait, each holding its dry-run copy of the app
-    active = 0
-    peak = 0
-    release = anyio.Event()
 
-    class Paced(InMemoryScheduler):  # type: ignore[misc]
+    class Paced(GatedScheduler):  # type: ignore[misc]
         submits_at_once = 2
 
-        async def schedule(self, dryrun_info: AppDryRunInfo[Any]) -> str:
-            nonlocal active, peak
-            active += 1
-            peak = max(peak, active)
-            await release.wait()
-            active -= 1
-            return await super().schedule(dryrun_info)
-
-    async with Runner("s", {"paced": fixed(Paced("s"))}) as runner:
+    paced = Paced("s")
+    async with Runner("s", {"paced": fixed(paced)}) as runner:
 
         async def submit_all() -> None:
             apps = [sh_app("exit 0")] * 12
@@ -472,9 +454,9 @@ async def test_run_many_keeps_twice_what_the_backend_works_on_in_flight(
         async with anyio.create_task_group() as tg:
             tg.start_soon(submit_all)
             await anyio.wait_all_tasks_blocked()
-            assert active == 4
-            release.set()
-        assert peak == 4
+            assert paced.active == 4
+            paced.release.set()
+        assert paced.peak == 4
         assert runner.progress().submitted == 12
 
 
