@@ -20,7 +20,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -72,26 +72,31 @@ class ReplicaAttempts:
     _state_dir: str | None
     _restart_batch: set[int]
 
-    # what the app does (defined by it)
-    def _on_exit(
-        self,
-        replica: Replica,
-        child: Child,
-        rc: int | None,
-        facts: ExitFacts,
-        now: float | None = None,
-        plan: ExitWrite | None = None,
-    ) -> None: ...
+    # what the app does (defined by it; declared for type checking only, so
+    # an app that lacked one would fail loudly instead of doing nothing)
+    if TYPE_CHECKING:
 
-    def _supervision_failed(self, replica: Replica, error: BaseException) -> None: ...
+        def _on_exit(
+            self,
+            replica: Replica,
+            child: Child,
+            rc: int | None,
+            facts: ExitFacts,
+            now: float | None = None,
+            plan: ExitWrite | None = None,
+        ) -> None: ...
 
-    async def _fail_soon(self, replica: Replica, error: Exception) -> None: ...
+        def _supervision_failed(
+            self, replica: Replica, error: BaseException
+        ) -> None: ...
 
-    def _output_failed(
-        self, replica: Replica, watch: Watch, error: Exception
-    ) -> None: ...
+        async def _fail_soon(self, replica: Replica, error: Exception) -> None: ...
 
-    def fail_internal(self, what: str, exc: BaseException) -> None: ...
+        def _output_failed(
+            self, replica: Replica, watch: Watch, error: Exception
+        ) -> None: ...
+
+        def fail_internal(self, what: str, exc: BaseException) -> None: ...
 
     # -- starting -----------------------------------------------------------------
 
