@@ -33,4 +33,4 @@ async def main(session: str, marker: str, ack_timeout: str) -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main, *sys.argv[1:4])
+    anyio.run(main, sys.argv[1], sys.argv[2], sys.argv[3])
