@@ -369,7 +369,21 @@ def _render_mounts(
     all_mounts: list[object] = list(role.mounts)
     all_mounts.extend(get_device_mounts(role.resource.devices))
     for mount in checked_mounts(all_mounts, where, volume="a volume name"):
-        if mount.kind != MountType.DEVICE:
+        if mount.kind == MountType.DEVICE:
+            bad = set(mount.permissions) - set("rwm")
+            if not mount.permissions or bad:
+                raise SpecError(
+                    f"{mount.field}.permissions",
+                    f"must be made of 'r', 'w' and 'm', got {mount.permissions!r}",
+                )
+            devices.append(
+                {
+                    "PathOnHost": mount.src,
+                    "PathInContainer": mount.dst,
+                    "CgroupPermissions": mount.permissions,
+                }
+            )
+        else:
             mounts.append(
                 {
                     "Target": mount.dst,
@@ -378,20 +392,6 @@ def _render_mounts(
                     "ReadOnly": mount.read_only,
                 }
             )
-            continue
-        bad = set(mount.permissions) - set("rwm")
-        if not mount.permissions or bad:
-            raise SpecError(
-                f"{mount.field}.permissions",
-                f"must be made of 'r', 'w' and 'm', got {mount.permissions!r}",
-            )
-        devices.append(
-            {
-                "PathOnHost": mount.src,
-                "PathInContainer": mount.dst,
-                "CgroupPermissions": mount.permissions,
-            }
-        )
     return mounts, devices
 
 
