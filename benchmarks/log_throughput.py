@@ -66,8 +66,10 @@ from asyncsched.specs import AppDef, AppState, Role
 MiB = 1 << 20
 ROOT = Path(__file__).resolve().parent.parent
 
-# Targets from the issue.
+# Targets: issue 32 asks a followed read for 1/2 a plain read; the rest are
+# this script's own.
 MIN_RATIO = 1 / 3
+FOLLOWED_MIN_RATIO = 1 / 2
 MAX_LAG_MS = 50.0
 
 # writes pre-built 320 KiB blocks, so that the writer is never the bottleneck
@@ -426,9 +428,9 @@ def targets(rows: list[Row]) -> list[Target]:
             "x",
         ),
         Target(
-            "log_iter (followed) lines/s vs plain read",
+            "log_iter (followed) lines/s vs plain read (issue 32)",
             by["log_iter (followed)"].lines_per_s / plain,
-            MIN_RATIO,
+            FOLLOWED_MIN_RATIO,
             ">=",
             "x",
         ),
