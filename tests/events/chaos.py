@@ -25,6 +25,7 @@ import random
 import signal
 import subprocess
 import sys
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -49,6 +50,8 @@ class ChaosReader:
     kills: int = 0
     #: kills of a reader run that had delivered at least one event
     kills_reading: int = 0
+    #: seconds from each run's start to its ``open``
+    open_after: list[float] = field(default_factory=list)
     _proc: Process | None = None
     #: the running reader said ``open``
     _open: bool = False
@@ -56,6 +59,7 @@ class ChaosReader:
     _buffer: bytes = b""
     #: set (and replaced) at each kill
     _killed: anyio.Event | None = None
+    _started: float = 0.0
 
     @property
     def out(self) -> Path:
@@ -87,6 +91,7 @@ class ChaosReader:
             start_new_session=True,
         )
         self._open, self._buffer = False, b""
+        self._started = time.monotonic()
         with anyio.fail_after(60):
             line = await self._line()
         assert line == b"ready", line
@@ -113,6 +118,7 @@ class ChaosReader:
                 line = await self._line()
                 assert line == b"open", line
                 self._open = True
+                self.open_after.append(time.monotonic() - self._started)
                 tg.cancel_scope.cancel()
 
             tg.start_soon(opened)
