@@ -4,8 +4,9 @@
 SIGKILLs it when told and starts it again from its last saved cursor;
 :func:`kill_at_random` kills it once it said ``open`` (connected, its first
 batch delivered), so that the kills hit a reader that is reading, and counts
-those that did (:attr:`ChaosReader.kills_reading`). :func:`check_delivery` then reads everything the reader
-processes wrote and asserts what a user of ``events(since=...)`` relies on:
+those that did (:attr:`ChaosReader.kills_reading`). :func:`check_delivery`
+then reads everything the reader processes wrote and asserts what a user of
+``events(since=...)`` relies on:
 
 * every app's terminal state arrives (as an APP, CURRENT or SUBMITTED event);
 * every replica failure (exit code != 0) and restart count a replica reached
