@@ -1,12 +1,20 @@
-"""Keep CPython's full garbage collections out of a large fan-out.
+"""Keep CPython's full garbage collections short or out of a large fan-out.
 
-While 10,000 apps are submitted and awaited the process holds a few hundred
-thousand container objects (the apps' definitions, their handles and final
+While 10,000 apps are submitted and awaited the process holds about a
+hundred thousand container objects (the apps' definitions, their handles and final
 statuses), and CPython's cyclic collector runs a *full* (generation-2)
 collection each time that number grew by a quarter: each one scans every
 tracked object while holding the event loop, 0.1 to 0.2 s at that size on a
-2-vCPU machine. :func:`defer_full_gc` postpones those collections for a block;
-young objects are still collected as usual.
+2-vCPU machine. Two remedies:
+
+* :func:`fanout_heap` (what ``Runner.run_many`` and ``wait_all`` do, by
+  default): the objects that exist when the fan-out starts -- the caller's
+  ``AppDef`` objects, the imports, everything long-lived -- leave the collector's
+  scans until it ends (``gc.freeze()``, then ``gc.unfreeze()``), so a full
+  collection meanwhile walks only what the fan-out made: tens of
+  milliseconds at most instead of hundreds;
+* :func:`defer_full_gc` (opt-in) postpones full collections for a block;
+  young objects are still collected as usual.
 
 Example:
     >>> async def sweep(runner, apps):
@@ -22,7 +30,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["defer_full_gc"]
+__all__ = ["defer_full_gc", "fanout_heap"]
 
 #: a generation-2 threshold the collector's counter never reaches
 _NEVER = 2**31 - 1
@@ -30,6 +38,47 @@ _NEVER = 2**31 - 1
 _lock = threading.Lock()
 _depth = 0
 _saved_threshold2 = 0
+
+# fan-outs in progress (any thread), and whether the first one froze the heap
+_fanouts = 0
+_froze = False
+
+
+@contextmanager
+def fanout_heap() -> Iterator[None]:
+    """Keep the objects that exist now out of full collections in the block.
+
+    The outermost block freezes the heap (``gc.freeze()``: every object the
+    collector tracks now moves to its permanent generation) and unfreezes it
+    when it ends, so full collections inside walk only the objects made
+    since, however large the heap was. Memory stays bounded: nothing made in
+    the block is frozen, and what was frozen is scanned again once it ends
+    (the first full collection after it walks the whole heap, as it would
+    have anyway). Blocks nest and may overlap across tasks and threads. When
+    the heap is frozen already by someone else (a pre-forking server, your
+    own ``gc.freeze()``), or the collector is disabled, nothing is changed.
+
+    Example:
+        >>> import gc
+        >>> with fanout_heap():
+        ...     pass  # submit and await thousands of apps here
+        >>> gc.get_freeze_count()
+        0
+    """
+    global _fanouts, _froze
+    with _lock:
+        if _fanouts == 0 and gc.isenabled() and gc.get_freeze_count() == 0:
+            gc.freeze()
+            _froze = True
+        _fanouts += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _fanouts -= 1
+            if _fanouts == 0 and _froze:
+                _froze = False
+                gc.unfreeze()
 
 
 @contextmanager

@@ -19,6 +19,7 @@ from asyncsched.errors import (
 from asyncsched.runner._core import RunnerCore
 from asyncsched.runner._events import record_event
 from asyncsched.runner._fanout import StatusEvent
+from asyncsched.runner._gc import fanout_heap
 from asyncsched.runner._stream import RunnerEventStream, select
 from asyncsched.runner._watch import watch
 from asyncsched.schedulers.api import ListAppResponse
@@ -275,4 +276,6 @@ class Observing(RunnerCore):
             ExceptionGroup: a scheduler failed while waiting.
         """
         handles = self._validate_handles(app_handles)
-        return await self._fan.wait_all(handles, timeout)
+        # full collections meanwhile walk only what the wait makes
+        with fanout_heap():
+            return await self._fan.wait_all(handles, timeout)

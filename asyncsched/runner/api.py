@@ -46,6 +46,7 @@ from asyncsched.runner._core import (
     SESSION_ID_ENV,
 )
 from asyncsched.runner._events import EventHook, get_session_id, record_event
+from asyncsched.runner._gc import fanout_heap
 from asyncsched.runner._observing import Observing
 from asyncsched.specs import (
     AppDef,
@@ -319,9 +320,11 @@ class Runner(Observing):
                     errors[i] = exc
 
         try:
-            async with anyio.create_task_group() as tg:
-                for _ in range(workers):
-                    tg.start_soon(worker)
+            # full collections meanwhile walk only what the fan-out makes
+            with fanout_heap():
+                async with anyio.create_task_group() as tg:
+                    for _ in range(workers):
+                        tg.start_soon(worker)
         except BaseException:  # cancelled: no caller will get the handles
             if cancel_on_error:
                 await self._cancel_quietly([h for h in handles if h is not None])
