@@ -275,7 +275,7 @@ class Observing(RunnerCore):
             WaitTimeoutError: ``timeout`` seconds passed first.
             ExceptionGroup: a scheduler failed while waiting.
         """
-        handles = self._validate_handles(app_handles)
+        handles = await self._validate_handles_in_steps(app_handles)
         # full collections meanwhile walk only what the wait makes
         with fanout_heap():
             return await self._fan.wait_all(handles, timeout)
