@@ -271,6 +271,9 @@ class Observing(RunnerCore):
     ) -> dict[AppHandle, AppStatus | None]:
         """Wait for every app; return handle -> final status, in the input order.
 
+        While it waits, the objects that existed before it are kept out of
+        full garbage collections (see ``docs/async.md``).
+
         Raises:
             WaitTimeoutError: ``timeout`` seconds passed first.
             ExceptionGroup: a scheduler failed while waiting.

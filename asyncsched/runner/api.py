@@ -288,7 +288,9 @@ class Runner(Observing):
 
         Returns the handles in the order of ``apps``. One failing submission
         neither stops nor cancels the others: every submission runs to its
-        end, so no handle of a started app is ever lost.
+        end, so no handle of a started app is ever lost. While it runs, the
+        objects that existed before it are kept out of full garbage
+        collections (see ``docs/async.md``).
 
         Raises:
             RunManyError: some apps could not be submitted (an

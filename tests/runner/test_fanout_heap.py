@@ -137,3 +137,9 @@ def test_objects_made_inside_the_block_are_scanned_and_nothing_stays_frozen() ->
             pass
         assert gc.get_freeze_count() > 0
     assert gc.get_freeze_count() == 0
+
+
+def test_a_freeze_made_during_the_block_is_undone_at_its_end() -> None:
+    with fanout_heap():
+        gc.freeze()
+    assert gc.get_freeze_count() == 0
