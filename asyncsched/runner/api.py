@@ -46,7 +46,7 @@ from asyncsched.runner._core import (
     SESSION_ID_ENV,
 )
 from asyncsched.runner._events import EventHook, get_session_id, record_event
-from asyncsched.runner._gc import fanout_heap
+from asyncsched.runner._gc import fanout_heap, make_attribute_dicts
 from asyncsched.runner._observing import Observing
 from asyncsched.specs import (
     AppDef,
@@ -323,7 +323,7 @@ class Runner(Observing):
 
         try:
             # full collections meanwhile walk only what the fan-out makes
-            with fanout_heap():
+            with fanout_heap(partial(make_attribute_dicts, apps)):
                 async with anyio.create_task_group() as tg:
                     for _ in range(workers):
                         tg.start_soon(worker)

@@ -43,10 +43,17 @@ def _scanned(obj: object) -> bool:
 async def test_run_many_keeps_older_objects_out_of_full_collections() -> None:
     apps = [sh_app("true", name=f"a{i}") for i in range(5)]
     seen: list[tuple[bool, int]] = []
+    dicts_scanned: list[bool] = []
 
     def hook(event: RunnerEvent) -> None:
         if event.api == "schedule":
             seen.append((_scanned(apps), gc.get_freeze_count()))
+            # copying an app makes its (and its roles') attribute dicts: made
+            # before the freeze, they are not walked either
+            scanned = {id(o) for o in gc.get_objects()}
+            dicts_scanned.extend(
+                id(vars(obj)) in scanned for a in apps for obj in (a, *a.roles)
+            )
 
     async with inmemory_runner(event_hook=hook) as runner:
         assert _scanned(apps)
@@ -56,6 +63,8 @@ async def test_run_many_keeps_older_objects_out_of_full_collections() -> None:
         results = await runner.wait_all(handles)
     assert len(seen) == 5
     assert all(not scanned and frozen > 0 for scanned, frozen in seen)
+    assert dicts_scanned
+    assert not any(dicts_scanned)
     assert all(
         s is not None and s.state == AppState.SUCCEEDED for s in results.values()
     )
