@@ -34,7 +34,7 @@ async def test_wait_all_lets_other_tasks_run_while_it_checks_thousands_of_handle
             ticks += 1
 
     # a malformed handle at the end is still refused before anything is waited for
-    handles = [f"inmemory://test/app{i}" for i in range(2999)] + ["no-handle"]
+    handles = [f"inmemory://test/app{i}" for i in range(4999)] + ["no-handle"]
     async with anyio.create_task_group() as tg:
         tg.start_soon(ticker)
         await anyio.lowlevel.checkpoint()
