@@ -27,12 +27,18 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+
+import anyio
+import anyio.lowlevel
 
 from asyncsched.specs import AppDef
 
 __all__ = ["defer_full_gc", "fanout_heap", "make_attribute_dicts"]
+
+#: apps whose attribute dicts are made per loop turn
+_APPS_PER_TURN = 1000
 
 #: a generation-2 threshold the collector's counter never reaches
 _NEVER = 2**31 - 1
@@ -47,7 +53,7 @@ _froze = False
 
 
 @contextmanager
-def fanout_heap(prepare: Callable[[], object] | None = None) -> Iterator[None]:
+def fanout_heap() -> Iterator[None]:
     """Keep the objects that exist now out of full collections in the block.
 
     The outermost block freezes the heap (``gc.freeze()``: every object the
@@ -59,8 +65,6 @@ def fanout_heap(prepare: Callable[[], object] | None = None) -> Iterator[None]:
     have anyway). Blocks nest and may overlap across tasks and threads. When
     the heap is frozen already by someone else (a pre-forking server, your
     own ``gc.freeze()``), or the collector is disabled, nothing is changed.
-    ``prepare`` is called just before the heap is frozen (only then): what
-    it makes is frozen too.
 
     Example:
         >>> import gc
@@ -72,8 +76,6 @@ def fanout_heap(prepare: Callable[[], object] | None = None) -> Iterator[None]:
     global _fanouts, _froze
     with _lock:
         if _fanouts == 0 and gc.isenabled() and gc.get_freeze_count() == 0:
-            if prepare is not None:
-                prepare()
             gc.freeze()
             _froze = True
         _fanouts += 1
@@ -121,8 +123,9 @@ def defer_full_gc() -> Iterator[None]:
                 gc.set_threshold(young, middle, _saved_threshold2)
 
 
-def make_attribute_dicts(apps: Iterable[object]) -> None:
-    """Make the attribute dicts of ``apps`` and of their roles now.
+async def make_attribute_dicts(apps: Sequence[object]) -> None:
+    """Make the attribute dicts of ``apps`` and of their roles now, 1,000
+    apps per loop turn.
 
     CPython makes an object's ``__dict__`` only when something asks for it,
     as copying an ``AppDef`` or a ``Role`` does: made during a fan-out, the
@@ -130,8 +133,11 @@ def make_attribute_dicts(apps: Iterable[object]) -> None:
     walk (two per app); made before :func:`fanout_heap` freezes the heap,
     they are frozen with their objects.
     """
-    for app in apps:
-        if isinstance(app, AppDef) and isinstance(app.roles, list):
-            getattr(app, "__dict__", None)
-            for role in app.roles:
-                getattr(role, "__dict__", None)
+    for start in range(0, len(apps), _APPS_PER_TURN):
+        if start:
+            await anyio.lowlevel.checkpoint()
+        for app in apps[start : start + _APPS_PER_TURN]:
+            if isinstance(app, AppDef) and isinstance(app.roles, list):
+                getattr(app, "__dict__", None)
+                for role in app.roles:
+                    getattr(role, "__dict__", None)

@@ -323,7 +323,8 @@ class Runner(Observing):
 
         try:
             # full collections meanwhile walk only what the fan-out makes
-            with fanout_heap(partial(make_attribute_dicts, apps)):
+            await make_attribute_dicts(apps)  # frozen with the apps, below
+            with fanout_heap():
                 async with anyio.create_task_group() as tg:
                     for _ in range(workers):
                         tg.start_soon(worker)
