@@ -20,7 +20,12 @@ from collections.abc import (
     Iterator,
 )
 from concurrent.futures import CancelledError, Future
-from contextlib import AbstractAsyncContextManager, suppress
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    contextmanager,
+    suppress,
+)
 from functools import partial
 from types import TracebackType
 from typing import Any, Concatenate, Literal, ParamSpec, Self, TypeVar, final
@@ -346,3 +351,30 @@ def _blocking_events(
     return _delegate(
         method, _stream, "a blocking iterator (close it).", "SyncEventStream"
     )
+
+
+def _blocking_context(
+    method: Callable[Concatenate[Any, _P], AbstractAsyncContextManager[T]],
+    returns: str,
+) -> Callable[Concatenate[_Facade, _P], AbstractContextManager[T]]:
+    """Mirror ``method`` returning an async context manager: a plain one whose
+    entry and exit block for the async one's (``returns`` names its type)."""
+    return _delegate(method, _context, "a plain context manager.", returns)
+
+
+@contextmanager
+def _context(
+    facade: _Facade, make: Callable[[], AbstractAsyncContextManager[T]]
+) -> Iterator[T]:
+    manager = facade._call_sync(make)
+    value = facade._call(manager.__aenter__)
+    try:
+        yield value
+    except BaseException as exc:
+        # a facade closed meanwhile has no loop left to run the exit in
+        exit_ = partial(manager.__aexit__, type(exc), exc, exc.__traceback__)
+        if facade.closed or not facade._call(exit_):
+            raise
+    else:
+        if not facade.closed:
+            facade._call(partial(manager.__aexit__, None, None, None))

@@ -28,10 +28,8 @@ from __future__ import annotations
 import builtins
 import warnings
 from collections.abc import (
-    Iterator,
     Mapping,
 )
-from contextlib import contextmanager, suppress
 from functools import partial
 from typing import Any, final
 
@@ -39,6 +37,7 @@ from asyncsched._facade import (
     EventLoopName,
     SyncEventStream,
     _blocking,
+    _blocking_context,
     _blocking_events,
     _blocking_iter,
     _Facade,
@@ -54,10 +53,7 @@ from asyncsched.schedulers.api import (
     Scheduler,
 )
 from asyncsched.specs import (
-    AppDef,
     AppHandle,
-    CfgVal,
-    Workspace,
 )
 
 __all__ = [
@@ -243,25 +239,7 @@ class SyncRunner(_Facade):
         Runner.run_many_iter, "Iterator[tuple[int, AppHandle]]"
     )
 
-    @contextmanager
-    def running(
-        self,
-        app: AppDef,
-        scheduler: str,
-        cfg: Mapping[str, CfgVal] | None = None,
-        workspace: str | Workspace | None = None,
-        *,
-        detach: bool = False,
-    ) -> Iterator[AppHandle]:
-        """Run ``app`` for the block; cancel it if the block raises, unless ``detach``."""
-        handle = self.run(app, scheduler, cfg, workspace)
-        try:
-            yield handle
-        except BaseException:
-            if not detach and not self._closed:
-                with suppress(Exception):
-                    self.cancel(handle)
-            raise
+    running = _blocking_context(Runner.running, "AbstractContextManager[AppHandle]")
 
     status = _blocking(Runner.status)
     wait = _blocking(Runner.wait)

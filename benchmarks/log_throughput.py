@@ -9,6 +9,10 @@ same process and run:
 * ``async generator floor``: the same lines, split beforehand and held in
   memory, yielded by an async generator in batches of 800 (what any
   ``log_iter`` pays per line on top of splitting: one async-generator step);
+* ``line-cutting floor``: the file's bytes, held in memory, cut into lines
+  64 KiB at a time by the cutter ``log_iter`` uses and yielded one by one by
+  an async generator: the least any ``log_iter`` pays per line (no file, no
+  scheduler), so its ratio to the plain read is the ceiling of ``log_iter``'s;
 * ``log_iter (finished)``: ``async for line in sched.log_iter(...)`` over the
   same, finished log;
 * ``log_iter (followed)``: ``log_iter(..., should_tail=True)`` started right
@@ -16,7 +20,8 @@ same process and run:
   the first line to the last (the reader keeps up with the writer);
 * ``no reader (supervisor only)``: the second replica alone, from submit to
   ``wait`` returning (process start-up included): the supervisor's share of
-  the followed run, whose pipe pump runs on the same loop as the reader;
+  the followed run, whose pipe pump runs on the same loop as the reader (its
+  CPU time is the supervisor's: the replica is another process);
 * ``log_iter (one 32 MiB line)``: a replica that writes 32 MiB without a
   newline, read back (in 1 MiB pieces) -- the case that used to stall the loop.
 
@@ -55,13 +60,16 @@ from typing import Any, Self
 from _harness import Target, machine_info, percentile, source_state, targets_table
 
 from asyncsched.schedulers.local_scheduler import LocalScheduler
+from asyncsched.schedulers.shared.lines import LineAssembler
 from asyncsched.specs import AppDef, AppState, Role
 
 MiB = 1 << 20
 ROOT = Path(__file__).resolve().parent.parent
 
-# Targets from the issue.
+# Targets: issue 32 asks a followed read for 1/2 a plain read; the rest are
+# this script's own.
 MIN_RATIO = 1 / 3
+FOLLOWED_MIN_RATIO = 1 / 2
 MAX_LAG_MS = 50.0
 
 # writes pre-built 320 KiB blocks, so that the writer is never the bottleneck
@@ -133,6 +141,25 @@ def _read_batches(path: str) -> list[list[str]]:
 
 #: lines per batch of the async-generator floor (about 64 KiB of 80-byte lines)
 _FLOOR_BATCH = 800
+
+
+def _read_slices(path: str) -> list[bytes]:
+    with open(path, "rb") as f:
+        return list(iter(lambda: f.read(_CUT_SLICE), b""))
+
+
+#: bytes cut at a time by the line-cutting floor (as ``log_iter`` does)
+_CUT_SLICE = 1 << 16
+
+
+async def _cut_each(slices: list[bytes]) -> AsyncIterator[str]:
+    cutter = LineAssembler()
+    for piece in slices:
+        for line in cutter.feed(piece):
+            yield line
+    tail = cutter.flush()
+    if tail:
+        yield tail
 
 
 async def _yield_each(batches: list[list[str]]) -> AsyncIterator[str]:
@@ -272,15 +299,21 @@ async def measure(mib: int, width: int, repeat: int, log_dir: str) -> list[Row]:
             batches = await asyncio.to_thread(_read_batches, path)
             return await _drain(_yield_each(batches), "async generator floor")
 
+        async def cut_floor() -> Row:
+            slices = await asyncio.to_thread(_read_slices, path)
+            return await _drain(_cut_each(slices), "line-cutting floor")
+
         async def finished() -> Row:
             return await _drain(sched.log_iter(app_id, "writer"), "log_iter (finished)")
 
         async def supervised() -> Row:
             async with _LagSampler() as lag:
+                cpu = time.process_time()
                 started = time.perf_counter()
                 live = await _submit(sched, code, log_dir)
                 await sched.wait(live, timeout=600)
                 seconds = time.perf_counter() - started
+                cpu = time.process_time() - cpu
             lines = mib * MiB // width
             return Row(
                 "no reader (supervisor only)",
@@ -289,6 +322,7 @@ async def measure(mib: int, width: int, repeat: int, log_dir: str) -> list[Row]:
                 seconds,
                 lag.max_ms,
                 lag.p99_ms,
+                cpu,
             )
 
         async def followed() -> Row:
@@ -310,6 +344,7 @@ async def measure(mib: int, width: int, repeat: int, log_dir: str) -> list[Row]:
             idle,
             plain,
             agen_floor,
+            cut_floor,
             finished,
             pipe,
             supervised,
@@ -338,6 +373,7 @@ def table(rows: list[Row]) -> str:
         "lines/s",
         "MiB/s",
         "vs plain read (x)",
+        "CPU vs plain read (x)",
         "vs plain pipe read (x)",
         "loop lag max (ms)",
         "loop lag p99 (ms)",
@@ -346,10 +382,13 @@ def table(rows: list[Row]) -> str:
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
         same_data = r.lines > 0 and r.variant.startswith(
-            ("plain", "log_iter (", "async generator")
+            ("plain", "log_iter (", "async generator", "line-cutting")
         )
         same_data = same_data and "32 MiB" not in r.variant  # another file
         ratio_text = _fmt(r.lines_per_s / plain.lines_per_s, 2) if same_data else "n/a"
+        cpu_text = "n/a"  # plain read's CPU over this one's: steadier when shared
+        if same_data and r.cpu_s and plain.cpu_s:
+            cpu_text = _fmt(plain.cpu_s / r.cpu_s, 2)
         pipe_text = "n/a"
         if "followed" in r.variant or r is pipe:
             pipe_text = _fmt(r.lines_per_s / pipe.lines_per_s, 2)
@@ -362,6 +401,7 @@ def table(rows: list[Row]) -> str:
             f"{r.lines_per_s:,.0f}" if moved else "",
             _fmt(r.mib_per_s) if moved else "",
             ratio_text,
+            cpu_text,
             pipe_text,
             _fmt(r.lag_max_ms),
             _fmt(r.lag_p99_ms),
@@ -388,9 +428,9 @@ def targets(rows: list[Row]) -> list[Target]:
             "x",
         ),
         Target(
-            "log_iter (followed) lines/s vs plain read",
+            "log_iter (followed) lines/s vs plain read (issue 32)",
             by["log_iter (followed)"].lines_per_s / plain,
-            MIN_RATIO,
+            FOLLOWED_MIN_RATIO,
             ">=",
             "x",
         ),

@@ -69,19 +69,16 @@ SESSION_ID_ENV = "TORCHX_INTERNAL_SESSION_ID"
 PARENT_RUN_ID_ENV = "TORCHX_PARENT_RUN_ID"
 
 
+#: what an AppStatus takes from a DescribeAppResponse as it is
+_STATUS_FIELDS = ("state", "num_restarts", "msg", "structured_error_msg", "ui_url")
+
+
 def _to_status(desc: DescribeAppResponse) -> AppStatus:
     reason = desc.reason
     if reason is None:
         reason, _ = deciding_reason(desc.state, desc.roles_statuses)
-    return AppStatus(
-        state=desc.state,
-        num_restarts=desc.num_restarts,
-        msg=desc.msg,
-        structured_error_msg=desc.structured_error_msg,
-        ui_url=desc.ui_url,
-        roles=desc.roles_statuses,
-        reason=reason,
-    )
+    shared = {name: getattr(desc, name) for name in _STATUS_FIELDS}
+    return AppStatus(roles=desc.roles_statuses, reason=reason, **shared)
 
 
 class RunnerCore(AsyncClosable):

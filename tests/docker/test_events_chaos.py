@@ -6,6 +6,7 @@ user relies on still arrives, in order, duplicated only at resume boundaries.
 from __future__ import annotations
 
 import random
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -122,9 +123,11 @@ async def test_every_change_arrives_while_the_reader_is_killed_at_random(
     )
     await reader.start()
     try:
+        quiet = anyio.Event()  # no change to come: kills stop waiting for one
         async with anyio.create_task_group() as tg:
-            tg.start_soon(kill_at_random, reader, 12)
+            tg.start_soon(partial(kill_at_random, reader, 12, quiet=quiet))
             kinds = await run_apps(sched, mixed_apps(50), seed=31)
+            quiet.set()
         final, failed, restarts = await expectations(sched, list(kinds))
         await until_delivered(reader, final, failed, timeout=120)
     finally:

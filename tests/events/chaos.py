@@ -1,9 +1,12 @@
 """Chaos for event readers: kill a reader process at random, resume it, check.
 
 :class:`ChaosReader` runs ``tests.events.reader`` in its own process,
-SIGKILLs it when told (after it said ``ready``) and starts it again from its
-last saved cursor. :func:`check_delivery` then reads everything the reader
-processes wrote and asserts what a user of ``events(since=...)`` relies on:
+SIGKILLs it when told and starts it again from its last saved cursor;
+:func:`kill_at_random` kills it once it said ``open`` (connected, its first
+batch delivered), so that the kills hit a reader that is reading, and counts
+those that did (:attr:`ChaosReader.kills_reading`). :func:`check_delivery`
+then reads everything the reader processes wrote and asserts what a user of
+``events(since=...)`` relies on:
 
 * every app's terminal state arrives (as an APP, CURRENT or SUBMITTED event);
 * every replica failure (exit code != 0) and restart count a replica reached
@@ -23,6 +26,7 @@ import random
 import signal
 import subprocess
 import sys
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -45,7 +49,18 @@ class ChaosReader:
     workdir: Path
     params: dict[str, Any] = field(default_factory=dict)
     kills: int = 0
+    #: kills of a reader run that had delivered at least one event
+    kills_reading: int = 0
+    #: seconds from each run's start to its ``open``
+    open_after: list[float] = field(default_factory=list)
     _proc: Process | None = None
+    #: the running reader said ``open``
+    _open: bool = False
+    #: what was read of the running reader's output after its last full line
+    _buffer: bytes = b""
+    #: set (and replaced) at each kill
+    _killed: anyio.Event | None = None
+    _started: float = 0.0
 
     @property
     def out(self) -> Path:
@@ -76,29 +91,67 @@ class ChaosReader:
             stderr=None,
             start_new_session=True,
         )
+        self._open, self._buffer = False, b""
+        self._started = time.monotonic()
         with anyio.fail_after(60):
             line = await self._line()
         assert line == b"ready", line
 
     async def _line(self) -> bytes:
+        """The reader's next line (what was read of it is kept if cancelled)."""
         assert self._proc is not None
         assert self._proc.stdout is not None
-        line = b""
-        while not line.endswith(b"\n"):
-            line += await self._proc.stdout.receive(1)
+        while b"\n" not in self._buffer:
+            self._buffer += await self._proc.stdout.receive()
+        line, _, self._buffer = self._buffer.partition(b"\n")
         return line.strip()
 
-    async def wait_open(self) -> None:
-        """Wait until the reader's event stream is open (an engine that is
-        down, restarting, may hold it up)."""
-        line = await self._line()
-        assert line == b"open", line
+    async def wait_open(self, quiet: anyio.Event | None = None) -> bool:
+        """Wait until the reader's stream is connected and its first batch
+        was delivered (an engine that is down, restarting, holds it up), or
+        until ``quiet`` is set (no change is to come: a resumed reader may
+        have nothing to read). Answers whether the reader said ``open``."""
+        if self._open:
+            return True
+        async with anyio.create_task_group() as tg:
+
+            async def opened() -> None:
+                line = await self._line()
+                assert line == b"open", line
+                self._open = True
+                self.open_after.append(time.monotonic() - self._started)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(opened)
+            if quiet is not None:
+                await quiet.wait()
+                tg.cancel_scope.cancel()
+        return self._open
+
+    def delivered_by_this_run(self) -> int:
+        """How many events the running reader process wrote."""
+        if self._proc is None:
+            return 0
+        return sum(1 for e in self.events() if e["pid"] == self._proc.pid)
 
     async def kill_and_restart(self) -> None:
         """SIGKILL the reader (no cleanup of any kind), then resume it."""
+        reading = self.delivered_by_this_run() > 0
         await self.stop(signal.SIGKILL)
         self.kills += 1
+        self.kills_reading += reading
+        if self._killed is not None:
+            self._killed.set()
+            self._killed = None
         await self.start()
+
+    async def killed(self, count: int) -> None:
+        """Wait until the reader was killed ``count`` times (e.g. to make
+        changes while no reader runs, which the resumed one then reads)."""
+        while self.kills < count:
+            if self._killed is None:
+                self._killed = anyio.Event()
+            await self._killed.wait()
 
     async def stop(self, sig: signal.Signals = signal.SIGTERM) -> None:
         if self._proc is None:
@@ -172,13 +225,20 @@ async def until_delivered(
 
 
 async def kill_at_random(
-    reader: ChaosReader, times: int, *, every: tuple[float, float] = (0.2, 1.5)
+    reader: ChaosReader,
+    times: int,
+    *,
+    every: tuple[float, float] = (0.2, 1.5),
+    quiet: anyio.Event | None = None,
 ) -> None:
-    """Kill and resume ``reader`` ``times`` times at random moments after
-    its event stream opened (so that each killed reader was reading)."""
+    """Kill and resume ``reader`` ``times`` times, each at a random moment
+    after the reader run said ``open`` (so that each killed reader was
+    reading), or, once ``quiet`` is set (the workload made its last change),
+    without waiting for that. ``reader.kills_reading`` counts the kills of a
+    run that had delivered an event."""
     rng = random.Random(os.environ.get("CHAOS_SEED", "7"))
     for _ in range(times):
-        await reader.wait_open()
+        await reader.wait_open(quiet)
         await anyio.sleep(rng.uniform(*every))
         await reader.kill_and_restart()
 

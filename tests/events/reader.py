@@ -6,10 +6,13 @@
 each event as a JSON line to ``out`` (flushed), *then* saves the event's
 cursor (write to a temp file, rename): a kill between the two re-delivers the
 event after the restart, which is the at-least-once boundary the tests allow.
-It prints ``ready`` once it runs and ``open`` each time its event stream is
-open (the chaos kills wait for that: a reader killed before it connected
-would test nothing); an engine that is down (restarting) is waited for, as a
-supervised reader would be restarted until it connects.
+It prints ``ready`` once it runs and ``open`` once its stream is connected
+and its first batch arrived: the first event written and saved, or, when the
+stream starts with a CURRENT burst (no cursor, a cursor inside a burst, a
+RESYNC), the whole burst. ``Scheduler.events`` connects on the first read,
+so a reader killed before that would test nothing of the resume path: the
+chaos kills wait for ``open``. An engine that is down (restarting) is waited
+for, as a supervised reader would be restarted until it connects.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 import anyio
 
 from asyncsched import SchedulerUnavailableError, get_scheduler
+from asyncsched.schedulers.kit import burst_restart
 
 
 def _save(path: Path, cursor: str) -> None:
@@ -34,24 +38,24 @@ def _save(path: Path, cursor: str) -> None:
 async def main(spec: dict[str, Any]) -> None:
     print("ready", flush=True)  # noqa: T201 -- the parent waits for it
     cursor_file = Path(spec["cursor_file"])
+    opened = anyio.Event()
     # like a reader under a supervisor (systemd, a pod): an engine that is
     # down (restarting) is waited for, and the reader resumes from its cursor
     while True:
         try:
-            await _follow(spec, cursor_file)
+            await _follow(spec, cursor_file, opened)
             return
         except* SchedulerUnavailableError:
             pass  # bare or from inside the scheduler's task group
         await anyio.sleep(0.5)
 
 
-async def _follow(spec: dict[str, Any], cursor_file: Path) -> None:
+async def _follow(spec: dict[str, Any], cursor_file: Path, opened: anyio.Event) -> None:
     since = cursor_file.read_text() if cursor_file.exists() else None
     async with get_scheduler(
         spec["scheduler"], spec["session"], **spec.get("params", {})
     ) as sched:
         async with sched.events(since=since) as stream:
-            print("open", flush=True)  # noqa: T201 -- the chaos kills wait for it
             with open(spec["out"], "a", encoding="utf-8") as out:
                 async for event in stream:
                     out.write(
@@ -59,6 +63,10 @@ async def _follow(spec: dict[str, Any], cursor_file: Path) -> None:
                     )
                     out.flush()
                     _save(cursor_file, event.cursor)
+                    # a burst's events but the last resume the whole burst
+                    if not opened.is_set() and burst_restart(event.cursor) is None:
+                        opened.set()
+                        print("open", flush=True)  # noqa: T201 -- the kills wait
 
 
 if __name__ == "__main__":

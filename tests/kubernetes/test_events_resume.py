@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from asyncsched import AppEvent, EventKind
+from asyncsched.schedulers.kit import decode_cursor
 from asyncsched.specs import AppState
 
 from .fakeapi.env import KubeEnv
@@ -119,3 +120,27 @@ async def test_a_watch_answered_410_while_following_yields_resync_then_current(
     assert got[at + 1].kind == EventKind.CURRENT
     assert got[at + 1].app_id == app_id
     assert got[at + 1].state == AppState.SUCCEEDED
+
+
+async def test_a_restarted_server_still_serving_the_cursor_gives_the_later_changes_without_resync(
+    kube_env: KubeEnv,
+) -> None:
+    cfg = cfg_for(kube_env, "volcano")
+    async with scheduler(kube_env) as sched:
+        first = await sched.submit(make_app("exit 0", name="first"), cfg)
+        await sched.wait(first, timeout=30)
+        # one app: its CURRENT ends the burst; the cursor holds the versions
+        # of the lists, the newest version there is
+        (current,) = await events_until(sched, None, lambda e: e.app_id == first)
+    server = kube_env.fake_server()
+    versions = decode_cursor(current.cursor, "kubernetes")["ns"][kube_env.namespace]
+    assert versions == [str(server.store.rv)] * 3
+    # nothing changed since: the new watch cache starts at those versions
+    # (etcd moves only through API servers: a single one's restart leaves it)
+    await kube_env.restart_api_server()
+    async with scheduler(kube_env) as sched:
+        second = await sched.submit(make_app("exit 3", name="second"), cfg)
+        got = await events_until(sched, current.cursor, _failed_with(second, 3))
+    # the watches from the cursor were served: the changes since, no RESYNC
+    assert [e.kind for e in got if e.app_id != second] == []
+    assert got[0].kind == EventKind.SUBMITTED, got

@@ -5,6 +5,7 @@ the journal still holds the history)."""
 from __future__ import annotations
 
 import random
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -130,9 +131,11 @@ async def test_a_reader_killed_at_random_misses_no_change(tmp_path: Path) -> Non
         async with LocalScheduler("chaos", cancel_grace=2.0) as sched:
             work = Workload(sched, tmp_path)
             await work.reader_follows(reader)
+            quiet = anyio.Event()  # no change to come: kills stop waiting for one
             async with anyio.create_task_group() as tg:
-                tg.start_soon(kill_at_random, reader, 12)
+                tg.start_soon(partial(kill_at_random, reader, 12, quiet=quiet))
                 await work.run(kinds, spread=6.0)
+                quiet.set()
             await until_delivered(reader, work.final, work.failed, timeout=60)
     finally:
         await reader.stop()

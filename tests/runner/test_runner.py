@@ -270,12 +270,14 @@ async def test_status_copies_ui_url_and_structured_error() -> None:
             ui_url="https://ui/app",
             structured_error_msg='{"message": "boom"}',
             msg="it failed",
+            num_restarts=2,
         )
 
     sched.describe = describe  # type: ignore[method-assign]
     async with Runner("s", {"x": fixed(sched)}) as runner:
         status = await runner.status("x://s/anything")
     assert status is not None
+    assert (status.state, status.num_restarts) == (AppState.FAILED, 2)
     assert status.ui_url == "https://ui/app"
     assert status.structured_error_msg == '{"message": "boom"}'
     assert status.msg == "it failed"

@@ -127,18 +127,22 @@ async def _chaos(
         assert desc is not None
         results[app_id] = desc
 
+    quiet = anyio.Event()  # no change to come: kills stop waiting for one
+    kills = functools.partial(kill_at_random, reader, 10, every=(0.5, 3.0), quiet=quiet)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(functools.partial(kill_at_random, reader, 10, every=(0.5, 3.0)))
-        for k, (app, final, fails) in enumerate(plan):
-            app_id = await sched.submit(app, {"job_dir": str(tmp_path / f"j{k}")})
-            ids[app_id] = (final, fails, app.roles[0].max_retries > 0)
-            if app.roles[0].max_retries:
-                tg.start_soon(_cancel_once_restarted, sched, app_id)
-            elif final == "CANCELLED":
-                await sched.cancel(app_id)
-            tg.start_soon(finish, app_id)
-            if restart_controller and k == len(plan) // 2:
-                await anyio.to_thread.run_sync(slurm_cluster.restart_controller)
+        tg.start_soon(kills)
+        async with anyio.create_task_group() as work:
+            for k, (app, final, fails) in enumerate(plan):
+                app_id = await sched.submit(app, {"job_dir": str(tmp_path / f"j{k}")})
+                ids[app_id] = (final, fails, app.roles[0].max_retries > 0)
+                if app.roles[0].max_retries:
+                    work.start_soon(_cancel_once_restarted, sched, app_id)
+                elif final == "CANCELLED":
+                    await sched.cancel(app_id)
+                work.start_soon(finish, app_id)
+                if restart_controller and k == len(plan) // 2:
+                    await anyio.to_thread.run_sync(slurm_cluster.restart_controller)
+        quiet.set()
     final_states = {i: f for i, (f, _, _) in ids.items()}
     # what Slurm reports is what the test planned
     assert {i: d.state.name for i, d in results.items()} == final_states

@@ -110,6 +110,33 @@ def test_running_context_manager_cancels_on_error(runner: SyncRunner) -> None:
     assert final.state == AppState.CANCELLED
 
 
+def test_running_keeps_the_app_when_detached_or_when_the_block_ends(
+    runner: SyncRunner,
+) -> None:
+    kept = []
+    with pytest.raises(ValueError, match="boom"):  # noqa: PT012
+        with runner.running(sh_app("sleep 60"), "inmemory", detach=True) as handle:
+            kept.append(handle)
+            raise ValueError("boom")
+    with runner.running(sh_app("sleep 60"), "inmemory") as handle:
+        kept.append(handle)
+    for handle in kept:
+        status = runner.status(handle)
+        assert status is not None
+        assert not status.is_terminal()
+
+
+def test_running_cancels_the_app_on_ctrl_c_in_the_block(runner: SyncRunner) -> None:
+    kept = ""
+    with pytest.raises(KeyboardInterrupt):  # noqa: PT012
+        with runner.running(sh_app("sleep 60"), "inmemory") as handle:
+            kept = handle
+            raise KeyboardInterrupt
+    final = runner.wait(kept, timeout=5)
+    assert final is not None
+    assert final.state == AppState.CANCELLED
+
+
 def test_stop_warns(runner: SyncRunner) -> None:
     handle = runner.run(sh_app("sleep 60"), "inmemory")
     with pytest.warns(PendingDeprecationWarning):

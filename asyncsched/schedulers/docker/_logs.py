@@ -22,7 +22,12 @@ from typing import Any
 
 import aiodocker
 
-from asyncsched.schedulers.kit import DEFAULT_MAX_LINE_BYTES, LineAssembler, Stream
+from asyncsched.schedulers.kit import (
+    DEFAULT_MAX_LINE_BYTES,
+    LineAssembler,
+    LogQuery,
+    Stream,
+)
 from asyncsched.schedulers.shared.docker_errors import docker_errors
 
 from ._client import open_logs
@@ -84,15 +89,13 @@ async def iter_container_log(
     docker: aiodocker.Docker,
     host: str,
     container_id: str,
+    query: LogQuery,
     *,
-    since: datetime | None,
-    until: datetime | None,
-    should_tail: bool,
-    streams: Stream | None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> AsyncGenerator[list[str], None]:
-    """Yield whole lines in batches (one per network read); with ``should_tail``
-    follow until the container stops.
+    """Yield whole lines in batches (one per network read) of the streams and
+    times ``query`` asks for; with its ``should_tail`` follow until the
+    container stops.
 
     Reads the multiplexed stream itself (containers run without a TTY) in
     whatever chunks arrive, parsing frames out of one buffer; lines are
@@ -101,7 +104,10 @@ async def iter_container_log(
     frames, costs no more than any other output). One request per call;
     closing the generator closes the response (its connection) at once.
     """
-    params = {**log_params(since, until, streams), "follow": should_tail}
+    params = {
+        **log_params(query.since, query.until, query.streams),
+        "follow": query.should_tail,
+    }
     assemblers = {
         1: LineAssembler(max_line_bytes),
         2: LineAssembler(max_line_bytes),

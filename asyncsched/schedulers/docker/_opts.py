@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
+from asyncsched.schedulers.shared.run_options import add_fail_fast
 from asyncsched.specs import runopts
 
 __all__ = ("DockerOpts", "run_opts")
@@ -47,12 +48,7 @@ def run_opts() -> runopts:
         default=False,
         help="run the containers privileged (docker run --privileged)",
     )
-    opts.add(
-        "fail_fast",
-        type_=bool,
-        default=True,
-        help="stop the other replicas when one fails for good",
-    )
+    add_fail_fast(opts)
     opts.add(
         "image_pull_policy",
         type_=str,

@@ -33,15 +33,9 @@ from asyncsched.schedulers.shared.labels import (
     LABEL_ROLE_NAME,
     ReplicaLabels,
 )
+from asyncsched.schedulers.shared.mounts import checked_mounts
 from asyncsched.schedulers.shared.replicas import expand_role
-from asyncsched.specs import (
-    AppDef,
-    BindMount,
-    CfgVal,
-    DeviceMount,
-    Role,
-    VolumeMount,
-)
+from asyncsched.specs import AppDef, CfgVal, MountType, Role
 from asyncsched.specs.runopts import choice
 
 from ._state import LABEL_FAIL_FAST, LABEL_MAX_RETRIES
@@ -374,57 +368,31 @@ def _render_mounts(
     devices: list[dict[str, str]] = []
     all_mounts: list[object] = list(role.mounts)
     all_mounts.extend(get_device_mounts(role.resource.devices))
-    for i, mount in enumerate(all_mounts):
-        field_name = f"{where}.mounts[{i}]"
-        if isinstance(mount, BindMount):
-            _check_path(mount.src_path, f"{field_name}.src_path")
-            _check_path(mount.dst_path, f"{field_name}.dst_path")
-            mounts.append(
-                {
-                    "Target": mount.dst_path,
-                    "Source": mount.src_path,
-                    "Type": "bind",
-                    "ReadOnly": mount.read_only,
-                }
-            )
-        elif isinstance(mount, VolumeMount):
-            if not mount.src:
-                raise SpecError(
-                    f"{field_name}.src", "a volume mount needs a volume name"
-                )
-            _check_path(mount.dst_path, f"{field_name}.dst_path")
-            mounts.append(
-                {
-                    "Target": mount.dst_path,
-                    "Source": mount.src,
-                    "Type": "volume",
-                    "ReadOnly": mount.read_only,
-                }
-            )
-        elif isinstance(mount, DeviceMount):
-            _check_path(mount.src_path, f"{field_name}.src_path")
-            _check_path(mount.dst_path, f"{field_name}.dst_path")
+    for mount in checked_mounts(all_mounts, where, volume="a volume name"):
+        if mount.kind == MountType.DEVICE:
             bad = set(mount.permissions) - set("rwm")
             if not mount.permissions or bad:
                 raise SpecError(
-                    f"{field_name}.permissions",
+                    f"{mount.field}.permissions",
                     f"must be made of 'r', 'w' and 'm', got {mount.permissions!r}",
                 )
             devices.append(
                 {
-                    "PathOnHost": mount.src_path,
-                    "PathInContainer": mount.dst_path,
+                    "PathOnHost": mount.src,
+                    "PathInContainer": mount.dst,
                     "CgroupPermissions": mount.permissions,
                 }
             )
         else:
-            raise SpecError(field_name, f"unknown mount type {type(mount).__name__}")
+            mounts.append(
+                {
+                    "Target": mount.dst,
+                    "Source": mount.src,
+                    "Type": mount.kind.value,
+                    "ReadOnly": mount.read_only,
+                }
+            )
     return mounts, devices
-
-
-def _check_path(path: object, field_name: str) -> None:
-    if not isinstance(path, str) or not path.startswith("/"):
-        raise SpecError(field_name, f"must be an absolute path, got {path!r}")
 
 
 def _str_list(value: CfgVal) -> list[str]:

@@ -392,10 +392,7 @@ class DockerScheduler(
             self._conn.docker(),
             self._conn.host,
             record.id,
-            since=query.since,
-            until=query.until,
-            should_tail=query.should_tail,
-            streams=query.streams,
+            query,
             max_line_bytes=self.max_line_bytes,
         )
         # closing this generator closes the HTTP response at once

@@ -15,8 +15,8 @@ the HTTP response.
 
 Example:
     >>> async def main(api: KubeApi, pod_done: Callable[[], Awaitable[bool]]) -> None:
-    ...     async for line in iter_pod_log(api, "ns", "pod-0", follow=True,
-    ...                                    pod_done=pod_done):
+    ...     query = LogQuery("trainer", 0, should_tail=True)
+    ...     async for line in iter_pod_log(api, "ns", "pod-0", query, pod_done=pod_done):
     ...         print(line, end="")
 """
 
@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 
 import anyio
 
-from asyncsched.schedulers.kit import DEFAULT_MAX_LINE_BYTES, LineSplitter
+from asyncsched.schedulers.kit import DEFAULT_MAX_LINE_BYTES, LineSplitter, LogQuery
 from asyncsched.schedulers.kubernetes._client import KubeApi
 from asyncsched.schedulers.kubernetes._gate import KubernetesApiError, aiohttp_module
 from asyncsched.schedulers.kubernetes._json import JSON
@@ -132,19 +132,18 @@ async def iter_pod_log(
     api: KubeApi,
     namespace: str,
     pod: str,
+    query: LogQuery,
     *,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    follow: bool = False,
     pod_done: Callable[[], Awaitable[bool]] | None = None,
     wait_started: Callable[[], Awaitable[bool]] | None = None,
     container: str | None = None,
     idle_timeout: float | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> AsyncGenerator[str]:
-    """Yield the lines of ``pod``'s log (one container), timestamps stripped.
+    """Yield the lines of ``pod``'s log (one container) between ``query``'s
+    ``since`` and ``until``, timestamps stripped.
 
-    With ``follow`` the stream is re-opened after a drop from the last line
+    With ``query.should_tail`` the stream is re-opened after a drop from the last line
     seen, until ``pod_done()`` is true and the log is drained. A followed
     stream silent for ``idle_timeout`` seconds counts as dropped (a dead
     connection is noticed), and is re-opened the same way. A line longer
@@ -159,18 +158,19 @@ async def iter_pod_log(
         KubernetesApiError: the server kept answering 429/5xx, or refused
             the request otherwise (400 and 404 end the log instead).
     """
-    pos = _Position(_to_ns(since))
-    end = _to_ns(until)
+    pos = _Position(_to_ns(query.since))
+    end = _to_ns(query.until)
+    follow = query.should_tail
     path = f"/api/v1/namespaces/{namespace}/pods/{pod}/log"
     failures = 0
     refusals = 0  # 429/5xx answers in a row
     while True:
         if follow and wait_started is not None and not await wait_started():
             follow = False  # it never ran: one plain read says what there is
-        query: dict[str, object] = {"timestamps": True, "follow": follow}
+        params: dict[str, object] = {"timestamps": True, "follow": follow}
         if container:
-            query["container"] = container
-        query["sinceTime"] = pos.query_since()
+            params["container"] = container
+        params["sinceTime"] = pos.query_since()
         pos.begin()
         splitter = LineSplitter(max_line_bytes)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -180,7 +180,7 @@ async def iter_pod_log(
         continuing = keep = False
         try:
             async with api.stream(
-                path, query=query, read_timeout=idle_timeout if follow else None
+                path, query=params, read_timeout=idle_timeout if follow else None
             ) as resp:
                 async for chunk in resp.content.iter_any():
                     for raw in splitter.feed(decoder.decode(chunk)):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
+from asyncsched.schedulers.shared.run_options import add_fail_fast
 from asyncsched.specs import runopts
 
 __all__ = ("KubernetesOpts", "kubernetes_run_opts")
@@ -98,13 +99,7 @@ def kubernetes_run_opts() -> runopts:
         " or Never (default: the cluster's, Always for :latest or an untagged"
         " image); IfNotPresent/Never run images already on the nodes",
     )
-    opts.add(
-        "fail_fast",
-        type_=bool,
-        default=True,
-        help="stop the other replicas when one fails for good; False lets"
-        " them run to their own end (the app is FAILED either way)",
-    )
+    add_fail_fast(opts)
     opts.add("context", type_=str, help="kubeconfig context to use")
     opts.add(
         "ttl_seconds_after_finished",

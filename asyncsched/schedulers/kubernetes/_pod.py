@@ -31,14 +31,8 @@ from asyncsched.schedulers.kubernetes._job_names import (
     MANAGED_BY,
     sanitize_label_value,
 )
-from asyncsched.specs import (
-    AppDef,
-    BindMount,
-    CfgVal,
-    DeviceMount,
-    Role,
-    VolumeMount,
-)
+from asyncsched.schedulers.shared.mounts import checked_mounts
+from asyncsched.specs import AppDef, CfgVal, MountType, Role
 
 __all__ = (
     "ENV_IMAGE",
@@ -212,33 +206,19 @@ def _role_mounts(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool]:
     mounts: list[dict[str, Any]] = [{"name": "dshm", "mountPath": "/dev/shm"}]
     volumes: list[dict[str, Any]] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
-    privileged = False
-    for i, mount in enumerate(role.mounts):
-        name, field_name = f"mount-{i}", f"{where}.mounts[{i}]"
-        if isinstance(mount, BindMount):
-            _check_path(mount.src_path, f"{field_name}.src_path")
-            _check_path(mount.dst_path, f"{field_name}.dst_path")
-            volumes.append({"name": name, "hostPath": {"path": mount.src_path}})
-            read_only = mount.read_only
-        elif isinstance(mount, VolumeMount):
-            if not mount.src:
-                raise SpecError(f"{field_name}.src", "a volume mount needs a PVC name")
-            _check_path(mount.dst_path, f"{field_name}.dst_path")
+    checked = checked_mounts(role.mounts, where, volume="a PVC name")
+    for i, mount in enumerate(checked):
+        name = f"mount-{i}"
+        if mount.kind == MountType.VOLUME:
             volumes.append(
                 {"name": name, "persistentVolumeClaim": {"claimName": mount.src}}
             )
-            read_only = mount.read_only
-        elif isinstance(mount, DeviceMount):
-            _check_path(mount.src_path, f"{field_name}.src_path")
-            _check_path(mount.dst_path, f"{field_name}.dst_path")
-            volumes.append({"name": name, "hostPath": {"path": mount.src_path}})
-            read_only = "w" not in mount.permissions and "m" not in mount.permissions
-            privileged = True
-        else:
-            raise SpecError(field_name, f"unknown mount type {type(mount).__name__}")
+        else:  # a bind mount or a device: a host path
+            volumes.append({"name": name, "hostPath": {"path": mount.src}})
         mounts.append(
-            {"name": name, "mountPath": mount.dst_path, "readOnly": read_only}
+            {"name": name, "mountPath": mount.dst, "readOnly": mount.read_only}
         )
+    privileged = any(m.kind == MountType.DEVICE for m in checked)
     return mounts, volumes, privileged
 
 
@@ -361,11 +341,6 @@ def _tolerations(value: CfgVal, cfg: Mapping[str, CfgVal]) -> list[dict[str, str
             tol["effect"] = effect
         out.append(tol)
     return out
-
-
-def _check_path(path: object, field_name: str) -> None:
-    if not isinstance(path, str) or not path.startswith("/"):
-        raise SpecError(field_name, f"must be an absolute path, got {path!r}")
 
 
 def _int(value: CfgVal, default: int) -> int:

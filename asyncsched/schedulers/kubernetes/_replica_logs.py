@@ -126,12 +126,10 @@ class ReplicaLogs:
             await self._connector.connect(),
             ns.name,
             pod_name,
+            query,
             # a sidecar (an overlay's, a mesh's) makes the server ask which one
             container=container,
             wait_started=wait_started,
-            since=query.since,
-            until=query.until,
-            follow=query.should_tail,
             pod_done=pod_done,
             idle_timeout=self.idle_timeout,
             max_line_bytes=self.max_line_bytes,

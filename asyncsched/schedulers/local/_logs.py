@@ -48,7 +48,7 @@ import os
 import struct
 import sys
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterator
 from datetime import UTC, datetime
 
 import anyio
@@ -62,7 +62,7 @@ from asyncsched.schedulers.kit import (
     follow_file,
 )
 from asyncsched.schedulers.local._log_follow import Block, follow_replica_log
-from asyncsched.schedulers.local._log_window import LogWindow
+from asyncsched.schedulers.local._log_window import Chunk, LogWindow
 from asyncsched.schedulers.local._open_files import (
     FileId,
     OpenFiles,
@@ -458,6 +458,22 @@ def _seek_since(fd: int, idx: _Index, since: float) -> int:
     return _line_start(fd, offset) if offset > 0 else 0
 
 
+def _coalesced(chunks: list[Chunk]) -> Iterator[bytes]:
+    """The bytes of ``chunks``, in order, consecutive small chunks joined into
+    pieces of up to :data:`_FEED_SIZE` (a chunk as large is a piece of its own,
+    not copied)."""
+    group: list[bytes] = []
+    size = 0
+    for data, _, _ in chunks:
+        if size and size + len(data) > _FEED_SIZE:
+            yield group[0] if len(group) == 1 else b"".join(group)
+            group, size = [], 0
+        group.append(data)
+        size += len(data)
+    if group:
+        yield group[0] if len(group) == 1 else b"".join(group)
+
+
 async def read_line_batches(
     path: str,
     *,
@@ -523,6 +539,14 @@ async def read_line_batches(
         async for block in blocks:
             # a batch per slice of at most _FEED_SIZE bytes: its lines are
             # still in the CPU cache when the caller takes them
+            if not isinstance(block, bytes) and not timed:
+                # chunks from memory, their times not needed: many small
+                # ones (a replica writing line by line) are fed together
+                for piece in _coalesced(block):
+                    lines = assembler.feed(piece)
+                    if lines:
+                        yield lines
+                continue
             if not isinstance(block, bytes):  # chunks from memory, with times
                 for data, end, arrived in block:
                     lines = assembler.feed(data)

@@ -18,6 +18,7 @@ from typing import TypedDict
 
 from asyncsched.errors import InvalidRunConfigException
 from asyncsched.schedulers.local._retention import managed_logs_dir
+from asyncsched.schedulers.shared.run_options import add_fail_fast
 from asyncsched.specs import CfgVal, runopts
 
 __all__ = ["LocalOpts", "base_log_dir", "local_run_opts"]
@@ -59,13 +60,7 @@ def local_run_opts() -> runopts:
         help="sets CUDA_VISIBLE_DEVICES for roles that request GPU resources;"
         " each replica gets its own GPUs (all or nothing)",
     )
-    opts.add(
-        "fail_fast",
-        type_=bool,
-        default=True,
-        help="when a replica fails for good, terminate the others and report"
-        " FAILED at once (False: let the others finish)",
-    )
+    add_fail_fast(opts)
     opts.add(
         "time_limit",
         type_=int,

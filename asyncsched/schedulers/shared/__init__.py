@@ -14,7 +14,10 @@ contains its tasks' failures), ``lifecycle`` (``async with`` and a bounded,
 shielded ``aclose``), ``changes`` (change events), ``factory`` (the keyword
 arguments a registry factory passes on),
 ``state_dir`` (where local state lives), ``undo`` (all-or-nothing submit:
-shielded, bounded undo), ``follow`` (follow a file being written). For the local Docker engine:
+shielded, bounded undo), ``follow`` (follow a file being written),
+``run_options`` (run options every backend declares the same way, e.g.
+``fail_fast``), ``mounts`` (a role's mounts checked once for the container
+backends). For the local Docker engine:
 ``docker_daemon`` (daemon address, registry credentials), ``docker_errors``
 (aiodocker errors into asyncsched errors) and ``images`` (workspace image
 build and push, used by the Docker and Kubernetes backends; these two need the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
+from asyncsched.schedulers.shared.run_options import add_fail_fast
 from asyncsched.specs import runopts
 
 __all__ = ("SlurmOpts", "slurm_run_opts")
@@ -52,10 +53,5 @@ def slurm_run_opts() -> runopts:
         default=False,
         help="do not request memory (--mem), e.g. on clusters that report none",
     )
-    opts.add(
-        "fail_fast",
-        type_=bool,
-        default=True,
-        help="stop the other replicas when one fails for good",
-    )
+    add_fail_fast(opts)
     return opts

@@ -53,6 +53,8 @@ TEST_IMAGE = "busybox:1.36"
 ADMIN_USER = "asyncsched-admin"
 #: a user without any RBAC grant (every request but discovery answers 403)
 NOBODY_USER = "asyncsched-nobody"
+#: the etcd key :meth:`RealCluster.move_etcd` writes (no API object lives there)
+_MOVE_KEY = "/asyncsched-test/moved"
 _HOSTS_LINE = f"127.0.0.1 {NODE_NAME}  # asyncsched test node"
 _APPLETS = (
     "sh", "cat", "echo", "env", "false", "head", "hostname", "id", "kill", "ls",
@@ -334,18 +336,32 @@ class RealCluster:
         return "\n".join(parts)
 
     def restart_apiserver(
-        self, down_s: float = 0.0, ready_s: float = 60, stop_grace: float = 3.0
+        self,
+        down_s: float = 0.0,
+        ready_s: float = 60,
+        stop_grace: float = 3.0,
+        *,
+        etcd_moves: bool = False,
     ) -> None:
         """Stop kube-apiserver (SIGTERM, by PID), wait ``down_s``, start it again.
 
         On SIGTERM the server ends its watches and closes its port at once,
         then lingers (20 s and more measured here): after ``stop_grace``
         seconds it is killed. etcd keeps the data; the new server has a fresh
-        watch cache. Blocks until ``/readyz`` answers (at most ``ready_s``
-        seconds: a loaded machine needs more than 60): from async code run it
-        in a worker thread.
+        watch cache, which starts at etcd's revision when it lists. Only API
+        servers write to etcd, so with this single one down the revision
+        stays put: a version that was etcd's newest at the stop is still
+        served by the new cache. ``etcd_moves`` writes to etcd while the
+        server is down (:meth:`move_etcd`, as the other API servers of a
+        highly available control plane would), so that every version a
+        client holds is older than the new cache (a watch from it answers
+        410). Blocks until ``/readyz`` answers (at most ``ready_s`` seconds: a
+        loaded machine needs more than 60): from async code run it in a
+        worker thread.
         """
         _terminate(self.procs.pop("kube-apiserver"), stop_grace)
+        if etcd_moves:
+            self.move_etcd()
         time.sleep(down_s)
         self._start("kube-apiserver", self.commands["kube-apiserver"])
         self._wait("kube-apiserver /readyz", self._api_ready, ready_s)
@@ -356,6 +372,14 @@ class RealCluster:
             "etcdctl", "--endpoints", self.etcd_url, "endpoint", "status", "-w", "json"
         )
         return int(json.loads(out)[0]["Status"]["header"]["revision"])
+
+    def move_etcd(self) -> int:
+        """Write a key of the tests' own, outside the API server's
+        ``/registry`` prefix: etcd's revision moves on without any object
+        changing. Answers the new revision. Blocks: from async code run it in
+        a worker thread."""
+        _run("etcdctl", "--endpoints", self.etcd_url, "put", _MOVE_KEY, "moved")
+        return self.etcd_revision()
 
     def compact_etcd(self) -> int:
         """Compact etcd at its current revision, at once (the API server's
