@@ -18,10 +18,14 @@ from asyncsched.specs import AppDef, Resource, Role
 # the script gets as its argument, which a /bin/sh wrapper sources before it
 # execs the command (docs/torchx-differences.md)
 WRAPPER = (
-    '--export=ALL /bin/sh -c \'set +vx; . "$2" || exit 127; trap : TERM;'
-    ' (shift 2; exec "$@" 2>&1); c=$?; [ "$c" -eq 0 ] || [ -e "${2%/*}/cancel" ]'
-    ' || ! (set -C; : >"${2%/*}/failed") 2>/dev/null'
-    ' || scancel --signal=TERM "$1"; exit "$c"\''
+    '--export=ALL /bin/sh -c \'set +vx; . "$2" || exit 127; d=${2%/*};'
+    " (s=; trap '\"'\"'kill $s 2>/dev/null; exit'\"'\"' TERM;"
+    " trap '\"'\"'kill -TERM 0'\"'\"' URG;"
+    ' while [ ! -e "$d/cancel" ] && [ ! -e "$d/failed" ]; do sleep 1 & s=$!;'
+    " wait $s; done; kill -TERM 0) </dev/null >/dev/null 2>&1 & w=$!;"
+    ' trap : TERM; (shift 2; exec "$@" 2>&1); c=$?; kill $w 2>/dev/null;'
+    ' [ "$c" -eq 0 ] || [ -e "$d/cancel" ] || ! (set -C; : >"$d/failed")'
+    ' 2>/dev/null || scancel --signal=URG "$1"; exit "$c"\''
     ' asyncsched-env "$SLURM_JOB_ID"'
 )
 EXPORT_0 = f'{WRAPPER} "$env_dir"/trainer-0.env'
@@ -56,7 +60,8 @@ set -evx
 env_dir=${{1:?the directory of the environment files}}
 # asyncsched cancels a running job with SIGURG to this script, once it created
 # "$env_dir/cancel" (read below, should the signal come first): the
-# replicas' steps get SIGTERM (srun does not: it would kill them; nor does a
+# replicas' steps get SIGURG, which each replica's wrapper turns into
+# SIGTERM to its command (srun gets none: it would kill them; nor does a
 # replica's fail-fast, once that file exists), srun returns
 # once they all ended, or is stopped 30 s later (the grace),
 # then the job is cancelled; never requeued
@@ -67,7 +72,7 @@ cancel() {{
     set +e
     srun_pid=$!
     : >"$env_dir/cancel"
-    scancel --signal=TERM "$SLURM_JOB_ID"
+    scancel --signal=URG "$SLURM_JOB_ID"
     if [ -n "$srun_pid" ]; then
         (sleep 30; kill -TERM "$srun_pid") &
         wait "$srun_pid"

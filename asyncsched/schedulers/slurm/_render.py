@@ -55,6 +55,7 @@ __all__ = [
     "MAX_COMPONENTS",
     "RANK0_ENV",
     "SCRIPT_NAME",
+    "STOP_SIGNAL",
     "SlurmBatchRequest",
     "SlurmReplicaRequest",
     "check_time",
@@ -76,40 +77,68 @@ JOB_OPTS = ("comment", "mail-user", "mail-type")
 #: partitions with at most this much memory per node get no ``--mem``
 #: (TorchX's workaround for AWS ParallelCluster, which reports no memory)
 MIN_PARTITION_MEM_MB = 1000
-#: what each component runs: ``$1`` is the job id, ``$2`` the component's
-#: environment file, the rest the role's command. The file is sourced with
-#: tracing off (``set +vx``: an inherited ``SHELLOPTS`` may turn it on where
-#: /bin/sh is bash), then the command replaces the shell, so neither
-#: srun's nor the replica's command line holds a value; its stderr goes into
-#: its stdout (one pipe: the combined log keeps the order it was written in) (``srun --export``'s
-#: comma list could not carry a comma either, and kept quotes)
-ENV_WRAPPER = (
-    "/bin/sh",
-    "-c",
-    'set +vx; . "$2" || exit 127; shift 2; exec "$@" 2>&1',
-    "asyncsched-env",
-)
+#: the signal asyncsched sends a running job's replica steps to stop them (a
+#: cancel, fail-fast): every process of a step gets it, and every process
+#: ignores it by default but the replica's watcher (see :data:`ENV_WRAPPER`),
+#: which turns it into one ``SIGTERM`` to the replica's whole process group
+STOP_SIGNAL = "URG"
 #: the file a fail-fast replica that exited non-zero first creates in the
 #: environment directory (the one replica that then stops the others); the
 #: script removes it before each run
 FAILED_MARK = "failed"
-#: :data:`ENV_WRAPPER` under fail-fast (the default): the command runs in a
-#: child (a subshell that execs it), the wrapper waits for it, a SIGTERM to the
-#: step reaches the command and not the wrapper (``trap :``), so the command's
-#: own exit code is the step's. The first replica to exit non-zero (it creates
-#: :data:`FAILED_MARK`; not once a cancel created the cancel mark) gives every
-#: step of the job SIGTERM (``scancel --signal=TERM``, which spares ``srun``):
-#: the other replicas stop through their own SIGTERM trap, as on a cancel,
-#: instead of ``srun --kill-on-bad-exit`` killing them
+# the wrapper's start: it reads the environment file untraced, starts its
+# watcher, then the command in a child, and waits for it
+_WRAPPER_RUN = (
+    'set +vx; . "$2" || exit 127; d=${2%/*};'
+    " (s=; trap 'kill $s 2>/dev/null; exit' TERM; trap 'kill -TERM 0' "
+    + STOP_SIGNAL
+    + '; while [ ! -e "$d/'
+    + CANCEL_MARK
+    + '" ] && [ ! -e "$d/'
+    + FAILED_MARK
+    + '" ]; do sleep 1 & s=$!; wait $s; done; kill -TERM 0)'
+    " </dev/null >/dev/null 2>&1 & w=$!;"
+    ' trap : TERM; (shift 2; exec "$@" 2>&1); c=$?; kill $w 2>/dev/null;'
+)
+#: what each component runs: ``$1`` is the job id, ``$2`` the component's
+#: environment file, the rest the role's command. The file is sourced with
+#: tracing off (``set +vx``: an inherited ``SHELLOPTS`` may turn it on where
+#: /bin/sh is bash), so neither srun's nor the replica's command line holds a
+#: value (``srun --export``'s comma list could not carry a comma either, and
+#: kept quotes). The command runs in a child (a subshell that execs it), its
+#: stderr into its stdout (one pipe: the combined log keeps the order it was
+#: written in); the wrapper waits for it and exits with its code. A SIGTERM
+#: to the step reaches the command and not the wrapper (``trap : TERM``).
+#: Beside it runs a watcher: on :data:`STOP_SIGNAL`, or once the cancel mark
+#: or :data:`FAILED_MARK` exists in the environment directory (a signal that
+#: came before its trap was set), it sends ``SIGTERM`` to the wrapper's process
+#: group (one ``kill``: the command and its children get it at once, so a
+#: command's ``SIGTERM`` trap runs even when its children die of the same
+#: signal; Slurm signals a step's processes one by one, the deepest first).
+#: E.g. ``/bin/sh -c <script> asyncsched-env 5 /dir/w-0.env cmd`` exits with
+#: ``cmd``'s code, and ``touch /dir/cancel`` gives ``cmd`` SIGTERM within 1 s
+ENV_WRAPPER = (
+    "/bin/sh",
+    "-c",
+    _WRAPPER_RUN + ' exit "$c"',
+    "asyncsched-env",
+)
+#: :data:`ENV_WRAPPER` under fail-fast (the default): the first replica to exit
+#: non-zero (it creates :data:`FAILED_MARK`; not once a cancel created the
+#: cancel mark) sends :data:`STOP_SIGNAL` to every step of the job
+#: (``scancel --signal=URG``, which spares ``srun``): the other replicas'
+#: watchers give their commands SIGTERM, and they stop through their own
+#: SIGTERM trap, as on a cancel, instead of ``srun --kill-on-bad-exit``
+#: killing them
 FAIL_FAST_WRAPPER = (
     "/bin/sh",
     "-c",
-    'set +vx; . "$2" || exit 127; trap : TERM; (shift 2; exec "$@" 2>&1);'
-    ' c=$?; [ "$c" -eq 0 ] || [ -e "${2%/*}/'
+    _WRAPPER_RUN
+    + ' [ "$c" -eq 0 ] || [ -e "$d/'
     + CANCEL_MARK
-    + '" ] || ! (set -C; : >"${2%/*}/'
+    + '" ] || ! (set -C; : >"$d/'
     + FAILED_MARK
-    + '") 2>/dev/null || scancel --signal=TERM "$1"; exit "$c"',
+    + f'") 2>/dev/null || scancel --signal={STOP_SIGNAL} "$1"; exit "$c"',
     "asyncsched-env",
 )
 #: the script's variable holding the directory of the environment files
@@ -215,7 +244,8 @@ set -evx
 {_ENV_DIR}=${{1:?the directory of the environment files}}
 # asyncsched cancels a running job with SIGURG to this script, once it created
 # "${_ENV_DIR}/{CANCEL_MARK}" (read below, should the signal come first): the
-# replicas' steps get SIGTERM (srun does not: it would kill them; nor does a
+# replicas' steps get SIG{STOP_SIGNAL}, which each replica's wrapper turns into
+# SIGTERM to its command (srun gets none: it would kill them; nor does a
 # replica's fail-fast, once that file exists), srun returns
 # once they all ended, or is stopped {self.cancel_grace} s later (the grace),
 # then the job is cancelled; never requeued
@@ -226,7 +256,7 @@ cancel() {{
     set +e
     srun_pid=$!
     : >"${_ENV_DIR}/{CANCEL_MARK}"
-    scancel --signal=TERM "$SLURM_JOB_ID"
+    scancel --signal={STOP_SIGNAL} "$SLURM_JOB_ID"
     if [ -n "$srun_pid" ]; then
         (sleep {self.cancel_grace}; kill -TERM "$srun_pid") &
         wait "$srun_pid"
