@@ -307,20 +307,26 @@ class JournalFile:
             return None
         if (st.st_dev, st.st_ino, st.st_size) != (device, inode, end):
             return None
-        seq = self._left[1]
-        parts: list[bytes] = []
-        if self.lost:
-            seq += 1
-            parts.append(_dump({"s": seq, "k": "gap"}))
-        for event in events:
-            seq += 1
-            parts.append(_dump({"s": seq, **event}))
-        payload = b"".join(parts)
+        payload, seq = self._numbered(b"", self._left[1], events)
         _write_all(fd, payload)
         self.lost = False
         self.written = (journal_id, segment, end + len(payload))
         self._left = (inode, seq)
         return seq
+
+    def _numbered(
+        self, prefix: bytes, last: int, events: Sequence[dict[str, Any]]
+    ) -> tuple[bytes, int]:
+        """The lines to append after ``prefix`` (a ``gap`` first when events
+        were lost), numbered on from ``last``; and the last number."""
+        parts = [prefix]
+        if self.lost:
+            last += 1
+            parts.append(_dump({"s": last, "k": "gap"}))
+        for event in events:
+            last += 1
+            parts.append(_dump({"s": last, **event}))
+        return b"".join(parts), last
 
     def _known(self, names: list[str]) -> JournalInfo | None:
         """Where the journal stands, when nobody wrote since this writer's
@@ -373,17 +379,9 @@ class JournalFile:
                     fd = os.open(path, os.O_WRONLY | os.O_APPEND | _OPEN_FLAGS)
                     stat = os.fstat(fd)
                     size = stat.st_size
-                seq = info.last
-                parts: list[bytes] = []
-                if size and known is None and not _ends_line(path, size):
-                    parts.append(b"\n")  # end a torn line: readers skip it
-                if self.lost:
-                    seq += 1
-                    parts.append(_dump({"s": seq, "k": "gap"}))
-                for event in events:
-                    seq += 1
-                    parts.append(_dump({"s": seq, **event}))
-                payload = b"".join(parts)
+                torn = size and known is None and not _ends_line(path, size)
+                # (a torn last line is ended: readers skip it)
+                payload, seq = self._numbered(b"\n" if torn else b"", info.last, events)
                 _write_all(fd, payload)
                 self.lost = False
                 self.written = (info.journal_id, names[-1], size + len(payload))

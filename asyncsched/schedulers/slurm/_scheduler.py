@@ -130,12 +130,13 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
 
     Example:
         >>> async def main() -> None:
+        ...     # image: the directory the replicas start in
         ...     role = Role("hi", image="/tmp", entrypoint="echo", args=["hello"])
-        ...     async with SlurmScheduler("demo") as sched:
-        ...         app_id = await sched.submit(AppDef("hi", roles=[role]))
-        ...         status = await sched.wait(app_id, timeout=600)
-        ...         async for line in sched.log_iter(app_id, "hi"):
-        ...             print(line, end="")
+        ...     cfg: SlurmOpts = {"partition": "debug", "time": "5"}
+        ...     async with SlurmScheduler("demo", cancel_grace=10) as sched:
+        ...         app_id = await sched.submit(AppDef("hi", roles=[role]), cfg)
+        ...         desc = await sched.wait(app_id, timeout=600)
+        ...         print(desc.state if desc else "forgotten")  # SUCCEEDED
     """
 
     capabilities = Capabilities.observed(
