@@ -24,8 +24,8 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
-from collections import Counter
-from collections.abc import Sequence
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,23 +41,58 @@ MAX_SUBMIT_HOPS = 2.0
 
 
 class _Hops:
-    """Count worker-thread hops: anyio.to_thread calls and spawner jobs."""
+    """Count worker-thread hops (anyio.to_thread calls and spawner jobs) and
+    the CPU time each spends in its thread (``time.thread_time``)."""
 
     def __init__(self) -> None:
         self.count = 0
         self.by_name: Counter[str] = Counter()
+        #: CPU seconds in worker threads, by the same names
+        self.cpu_by_name: defaultdict[str, float] = defaultdict(float)
+
+    def reset(self) -> None:
+        self.count = 0
+        self.by_name.clear()
+        self.cpu_by_name.clear()
+
+    def _sum(self, counter: Mapping[str, float], kind: str) -> float:
+        if kind == "spawn":
+            return sum(v for k, v in counter.items() if k.startswith("spawner:"))
+        if kind == "records":
+            return counter.get("_write_batch", 0) + counter.get("_write_records", 0)
+        if kind == "exits":
+            return sum(v for k, v in counter.items() if "Exit" in k or "exit" in k)
+        return sum(counter.values())
 
     def kinds(self, n: int) -> dict[str, float]:
-        """Hops per app by kind: spawner jobs, record writes, exit reads."""
-        spawn = sum(v for k, v in self.by_name.items() if k.startswith("spawner:"))
-        records = self.by_name["_write_batch"] + self.by_name["_write_records"]
-        exits = sum(v for k, v in self.by_name.items() if "Exit" in k or "exit" in k)
-        return {
-            "spawn_hops_per_app": spawn / n,
-            "record_hops_per_app": records / n,
-            "exit_hops_per_app": exits / n,
-            "hops_per_app": self.count / n,
+        """Hops per app by kind (spawner jobs, record writes, exit reads) and
+        their CPU ms per app."""
+        result = {
+            f"{kind}_hops_per_app": self._sum(self.by_name, kind) / n
+            for kind in ("spawn", "records", "exits")
         }
+        result["hops_per_app"] = self.count / n
+        for kind in ("spawn", "records", "exits", "all"):
+            result[f"{kind}_thread_cpu_ms_per_app"] = (
+                self._sum(self.cpu_by_name, kind) * 1000 / n
+            )
+        # the keys the tables of earlier runs used
+        result["spawn_hops_per_app"] = result.pop("spawn_hops_per_app")
+        result["record_hops_per_app"] = result.pop("records_hops_per_app")
+        result["exit_hops_per_app"] = result.pop("exits_hops_per_app")
+        return result
+
+    def _timed(self, name: str, func: Any) -> Any:
+        hops = self
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.thread_time()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                hops.cpu_by_name[name] += time.thread_time() - started
+
+        return timed
 
     def install(self) -> None:
         import anyio.to_thread
@@ -69,16 +104,20 @@ class _Hops:
         hops = self
 
         async def to_thread(func: Any, *args: Any, **kwargs: Any) -> Any:
+            name = getattr(func, "__qualname__", "?")
             hops.count += 1
-            hops.by_name[getattr(func, "__qualname__", "?")] += 1
-            return await real_to_thread(func, *args, **kwargs)
+            hops.by_name[name] += 1
+            return await real_to_thread(hops._timed(name, func), *args, **kwargs)
 
         async def spawner_run(
             spawner: Any, func: Any, *args: Any, **kwargs: Any
         ) -> Any:
+            name = "spawner:" + getattr(func, "__qualname__", "?")
             hops.count += 1
-            hops.by_name["spawner:" + getattr(func, "__qualname__", "?")] += 1
-            return await real_spawner_run(spawner, func, *args, **kwargs)
+            hops.by_name[name] += 1
+            return await real_spawner_run(
+                spawner, hops._timed(name, func), *args, **kwargs
+            )
 
         anyio.to_thread.run_sync = to_thread  # type: ignore[assignment]
         _spawner.Spawner.run = spawner_run  # type: ignore[method-assign,assignment]
@@ -107,7 +146,7 @@ async def _raw(variant: str, cmd: list[str], n: int, tmp: Path) -> Measurement:
     m = Measurement(variant, "true", n, wall, lag.max_ms, lag.p99_ms)
     m.succeeded = sum(c == 0 for c in codes)
     m.extra["loop_cpu_ms_per_app"] = loop_cpu * 1000 / n
-    return m.finish(rss_before, cpu)
+    return _with_process_cpu(m.finish(rss_before, cpu))
 
 
 async def _sched(variant: str, cmd: list[str], n: int, tmp: Path) -> Measurement:
@@ -126,8 +165,7 @@ async def _sched(variant: str, cmd: list[str], n: int, tmp: Path) -> Measurement
         async with Runner("bench", scheduler_params=params) as runner:
             # warm up (imports, threads, guardian): not timed
             await runner.wait(await runner.run(apps[0], "local_cwd", cfg))
-            hops.count = 0
-            hops.by_name.clear()
+            hops.reset()
             async with LoopLagSampler() as lag:
                 with CpuMeter() as cpu:
                     loop_cpu = time.thread_time()
@@ -143,8 +181,7 @@ async def _sched(variant: str, cmd: list[str], n: int, tmp: Path) -> Measurement
     else:
         async with get_scheduler("local_cwd", session_name="bench", **params) as sched:
             await sched.wait(await sched.submit(apps[0], cfg))  # warm up
-            hops.count = 0
-            hops.by_name.clear()
+            hops.reset()
 
             async def one(app: AppDef) -> bool:
                 app_id = await sched.submit(app, cfg)
@@ -167,7 +204,14 @@ async def _sched(variant: str, cmd: list[str], n: int, tmp: Path) -> Measurement
     m.extra["loop_cpu_ms_per_app"] = loop_cpu * 1000 / n
     m.extra.update(hops.kinds(n))
     m.extra["hops_total"] = total_hops
-    return m.finish(rss_before, cpu)
+    return _with_process_cpu(m.finish(rss_before, cpu))
+
+
+def _with_process_cpu(m: Measurement) -> Measurement:
+    """Add the whole process's CPU ms per app (every thread; ``getrusage``)."""
+    if m.cpu_self_s is not None:
+        m.extra["process_cpu_ms_per_app"] = m.cpu_self_s * 1000 / m.apps
+    return m
 
 
 def run_fast_child(variant: str, cmd: list[str], n: int, tmp: Path) -> Measurement:
@@ -185,10 +229,11 @@ def fast_path_table(runs: dict[str, list[Measurement]]) -> str:
     """One row per variant: medians of its runs, ratios paired run by run."""
     header = (
         "| variant | apps | wall median (s) | / floor (paired median) | target"
-        " | hops/app: spawn | records | exits | all | loop CPU ms/app"
+        " | hops/app: spawn | records | exits | all"
+        " | CPU ms/app: loop | spawn jobs | exit hops | record hops | process"
         " | lag p99 (ms) | lag max (ms) | peak RSS (MB) | succeeded |"
     )
-    lines = [header, "|" + "---|" * 15]
+    lines = [header, "|" + "---|" * 19]
     for variant in FAST_VARIANTS:
         ms = runs.get(variant)
         if not ms:
@@ -214,6 +259,10 @@ def fast_path_table(runs: dict[str, list[Measurement]]) -> str:
             f" | {_fmt(ratio)} | {verdict} | {_fmt(med('spawn_hops_per_app'))}"
             f" | {_fmt(med('record_hops_per_app'))} | {_fmt(med('exit_hops_per_app'))}"
             f" | {_fmt(med('hops_per_app'))} | {_fmt(med('loop_cpu_ms_per_app'))}"
+            f" | {_fmt(med('spawn_thread_cpu_ms_per_app'))}"
+            f" | {_fmt(med('exits_thread_cpu_ms_per_app'))}"
+            f" | {_fmt(med('records_thread_cpu_ms_per_app'))}"
+            f" | {_fmt(med('process_cpu_ms_per_app'))}"
             f" | {_fmt(statistics.median(m.lag_p99_ms or 0.0 for m in ms), 1)}"
             f" | {_fmt(statistics.median(m.lag_max_ms or 0.0 for m in ms), 1)}"
             f" | {_fmt(statistics.median(m.peak_rss_mb for m in ms), 1)}"

@@ -32,6 +32,7 @@ import fcntl
 import json
 import os
 import secrets
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -218,6 +219,10 @@ class JournalFile:
         directory: The journal directory (:func:`journal_dir`).
         segment_bytes: Start a new segment once the current one is this big.
         segments: How many segments to keep.
+        keep_open: Keep the segment appended to last open until :meth:`close`:
+            while nobody else touched it, the next append checks it with one
+            ``stat`` and writes to it, instead of listing the segments and
+            reading a header first.
     """
 
     def __init__(
@@ -225,10 +230,17 @@ class JournalFile:
         directory: str,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         segments: int = DEFAULT_SEGMENTS,
+        *,
+        keep_open: bool = False,
     ) -> None:
         self.directory = directory
         self.segment_bytes = segment_bytes
         self.segments = segments
+        self._keep_open = keep_open
+        #: the segment appended to last, kept open: (fd, device, inode)
+        self._kept: tuple[int, int, int] | None = None
+        #: appends (and close) of this object, one thread at a time
+        self._lock = threading.Lock()
         #: a batch was lost since the last write: the next one starts with a gap
         self.lost = False
         #: after an append: (journal id, segment name, size after it)
@@ -252,13 +264,63 @@ class JournalFile:
         An ``OSError`` (a full disk...) is raised after noting the loss: the
         next append starts with a gap line.
         """
+        with self._lock:
+            try:
+                return self._append(events)
+            except BaseException as exc:
+                self._left = None  # what was written is not known
+                self._drop_kept()
+                if isinstance(exc, OSError):
+                    self.lost = True
+                raise
+
+    def close(self) -> None:
+        """Close the segment kept open; later appends open it each time."""
+        with self._lock:
+            self._keep_open = False
+            self._drop_kept()
+
+    def _drop_kept(self) -> None:
+        if self._kept is not None:
+            fd, self._kept = self._kept[0], None
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _append_kept(self, events: Sequence[dict[str, Any]]) -> int | None:
+        """Append through the segment kept open, when nobody touched it since
+        this writer's last append; the last number, else None (nothing done).
+
+        The file at the segment's name is the one held open (an inode held
+        open is never reused), as big as this writer left it: nobody
+        appended since, nor started a newer segment (one starts only once
+        the newest is full, and this one has room).
+        """
+        if self._kept is None or self.written is None or self._left is None:
+            return None
+        fd, device, inode = self._kept
+        journal_id, segment, end = self.written
+        if end >= self.segment_bytes:
+            return None
         try:
-            return self._append(events)
-        except BaseException as exc:
-            self._left = None  # what was written is not known
-            if isinstance(exc, OSError):
-                self.lost = True
-            raise
+            st = os.stat(os.path.join(self.directory, segment), follow_symlinks=False)
+        except OSError:
+            return None
+        if (st.st_dev, st.st_ino, st.st_size) != (device, inode, end):
+            return None
+        seq = self._left[1]
+        parts: list[bytes] = []
+        if self.lost:
+            seq += 1
+            parts.append(_dump({"s": seq, "k": "gap"}))
+        for event in events:
+            seq += 1
+            parts.append(_dump({"s": seq, **event}))
+        payload = b"".join(parts)
+        _write_all(fd, payload)
+        self.lost = False
+        self.written = (journal_id, segment, end + len(payload))
+        self._left = (inode, seq)
+        return seq
 
     def _known(self, names: list[str]) -> JournalInfo | None:
         """Where the journal stands, when nobody wrote since this writer's
@@ -279,6 +341,10 @@ class JournalFile:
 
     def _append(self, events: Sequence[dict[str, Any]]) -> int:
         with _locked(self.directory):
+            last = self._append_kept(events)
+            if last is not None:
+                return last
+            self._drop_kept()
             names = segment_names(self.directory)
             known = self._known(names)
             info = known or (read_info(self.directory) if names else None)
@@ -322,6 +388,9 @@ class JournalFile:
                 self.lost = False
                 self.written = (info.journal_id, names[-1], size + len(payload))
                 self._left = (stat.st_ino, seq)
+                if self._keep_open:
+                    self._kept = (fd, stat.st_dev, stat.st_ino)
+                    fd = -1
                 return seq
             finally:
                 if fd >= 0:

@@ -130,7 +130,9 @@ class EventJournal:
         kernel_watch: bool = True,
     ) -> None:
         bounds = bounds or JournalBounds()
-        self.file = JournalFile(directory, bounds.segment_bytes, bounds.segments)
+        self.file = JournalFile(
+            directory, bounds.segment_bytes, bounds.segments, keep_open=True
+        )
         self._before_write = before_write
         self._differ = SnapshotDiffer()
         self._pending: list[dict[str, Any]] = []
@@ -173,6 +175,10 @@ class EventJournal:
         if new_segment:
             self.segments += 1
         self.appended.notify()
+
+    def close(self) -> None:
+        """Release the journal's kept descriptor (appends still work after)."""
+        self.file.close()
 
     @property
     def directory(self) -> str:

@@ -15,6 +15,7 @@ import errno
 import os
 import shutil
 import signal
+import time
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
@@ -65,29 +66,47 @@ AfterSpawn = Callable[[list[LogFiles], list[Started]], T]
 
 #: positive executable lookups remembered before the cache starts afresh
 _EXECUTABLES_KEPT = 256
+#: seconds a positive lookup is used before PATH is walked again
+EXECUTABLE_TTL = 2.0
 
 
 class ExecutableCache:
-    """PATH lookups of entrypoints, the positive ones remembered.
+    """PATH lookups of entrypoints, the positive ones remembered for a moment.
 
-    A PATH walk is a dozen stat calls on the loop thread per submit. Should a
-    remembered file vanish later, the spawn fails and submit raises
-    ``SubmitError`` instead of ``SpecError``.
+    A PATH walk is a dozen stat calls on the loop thread per submit, and the
+    file found is the one the replica execs (no second walk in the child), so
+    a program installed earlier on PATH is used by submits made more than
+    ``ttl`` seconds later. Should a remembered file vanish meanwhile, the
+    spawn fails and submit raises ``SubmitError`` instead of ``SpecError``.
+
+    Example:
+        >>> ExecutableCache().find("sh", "/bin:/usr/bin", "/").endswith("/sh")
+        True
     """
 
-    def __init__(self) -> None:
-        self._found: dict[tuple[str, str, str | None], str] = {}
+    def __init__(
+        self,
+        ttl: float = EXECUTABLE_TTL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._ttl = ttl
+        self._clock = clock
+        self._found: dict[tuple[str, str, str | None], tuple[str, float]] = {}
 
     def find(self, cmd: str, path: str, cwd: str | None) -> str | None:
         """The file ``cmd`` runs with ``path`` as PATH in ``cwd``, or None."""
         key = (cmd, path, cwd)
-        found = self._found.get(key)
+        now = self._clock()
+        hit = self._found.get(key)
+        if hit is not None and now - hit[1] < self._ttl:
+            return hit[0]
+        found = find_executable(cmd, path, cwd)
         if found is None:
-            found = find_executable(cmd, path, cwd)
-            if found is not None:
-                if len(self._found) >= _EXECUTABLES_KEPT:
-                    self._found.clear()
-                self._found[key] = found
+            self._found.pop(key, None)
+        else:
+            if len(self._found) >= _EXECUTABLES_KEPT:
+                self._found.clear()
+            self._found[key] = (found, now)
         return found
 
 
@@ -114,7 +133,8 @@ def plan_launches(
                 )
             env = child_env(param.env, parent_env)
             cmd = param.args[0]
-            if executables.find(cmd, env["PATH"], param.cwd) is None:
+            executable = executables.find(cmd, env["PATH"], param.cwd)
+            if executable is None:
                 raise SpecError(
                     f"roles[{role_idx}].entrypoint",
                     _not_found(cmd, env["PATH"], param.cwd),
@@ -125,6 +145,9 @@ def plan_launches(
                     role=role_name,
                     replica_id=i,
                     args=[*limits, *param.args],
+                    # exec'd as found: no PATH walk in the child (behind the
+                    # limits prefix, prlimit execs the command itself)
+                    executable=None if limits else executable,
                     env=env,
                     cwd=param.cwd,
                     log_dir=replica_dir,

@@ -296,6 +296,7 @@ class Child:
         env: Mapping[str, str],
         cwd: str | None,
         stdin: int,
+        executable: str | None = None,
         stdout: int,
         stderr: int,
         setpriv: str | None,
@@ -303,6 +304,8 @@ class Child:
     ) -> Child:
         """Start ``args`` in a new session; raise OSError when it cannot start.
 
+        ``executable``, when given, is the file exec'd with ``args`` as its
+        argv (``args[0]`` unchanged), instead of a PATH walk for ``args[0]``.
         Must run in a long-lived thread (the event loop's or a
         :class:`Spawner`'s): the parent-death signal fires when the spawning
         *thread* exits.
@@ -311,10 +314,12 @@ class Child:
         preexec: Callable[[], None] | None = None
         if setpriv is not None:
             argv = [setpriv, "--pdeathsig", "KILL", "--", *argv]
+            executable = None  # setpriv is exec'd; it execs the command
         elif use_preexec:
             preexec = _make_preexec(os.getpid())
         popen = subprocess.Popen(
             argv,
+            executable=executable,
             stdin=stdin,
             stdout=stdout,
             stderr=stderr,

@@ -207,6 +207,7 @@ class LocalRuntime:
         if self.spawn_cfg is not None:
             await self.spawn_cfg.guardian.aclose()
             os.close(self.spawn_cfg.devnull)
+        self.journal.close()
 
 
 async def stop_apps(apps: Sequence[LocalApp], close_grace: float) -> None:

@@ -56,6 +56,7 @@ def spawn_child(launch: ReplicaLaunch, cfg: SpawnConfig) -> Started:
     try:
         child = Child.spawn(
             launch.args,
+            executable=launch.executable,
             env=launch.env,
             cwd=launch.cwd,
             stdin=cfg.devnull,
@@ -88,3 +89,6 @@ class ReplicaLaunch:
     error_file: str
     #: the memory limit the replica runs under (``resource.memMB``), or None
     memory_mb: int | None = None
+    #: the file ``args[0]`` was found to be on the replica's PATH at submit,
+    #: exec'd as is (no PATH walk in the child); None: exec walks PATH
+    executable: str | None = None
