@@ -68,14 +68,15 @@ def _phase(server: FakeKubeServer, env: KubeEnv, app_id: str) -> str:
 
 async def _end_the_app(env: KubeEnv, app_id: str, retries: int) -> None:
     """Let each attempt's ``sleep 5`` end (``exit 4``) until the server holds
-    the Job Failed (the controller's requests are never refused)."""
+    the Job ended (the controller's requests are never refused)."""
     server, clock = env.fake_server(), env.clock
     assert clock is not None
     for _ in range(retries + 1):
         await clock.wait_sleepers(1, KUBELET_SLEEP)
         await clock.advance(5)
     with anyio.fail_after(30):
-        while _phase(server, env, app_id) != "Failed":
+        # Terminated: fail-fast ends it at the first failure (no retry left)
+        while _phase(server, env, app_id) not in ("Failed", "Terminated"):
             await anyio.sleep(0.05)
 
 
