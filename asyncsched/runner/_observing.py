@@ -19,6 +19,7 @@ from asyncsched.errors import (
 from asyncsched.runner._core import RunnerCore
 from asyncsched.runner._events import record_event
 from asyncsched.runner._fanout import StatusEvent
+from asyncsched.runner._gc import fanout_heap
 from asyncsched.runner._stream import RunnerEventStream, select
 from asyncsched.runner._watch import watch
 from asyncsched.schedulers.api import ListAppResponse
@@ -270,9 +271,14 @@ class Observing(RunnerCore):
     ) -> dict[AppHandle, AppStatus | None]:
         """Wait for every app; return handle -> final status, in the input order.
 
+        While it waits, the objects that existed before it are kept out of
+        full garbage collections (see ``docs/async.md``).
+
         Raises:
             WaitTimeoutError: ``timeout`` seconds passed first.
             ExceptionGroup: a scheduler failed while waiting.
         """
-        handles = self._validate_handles(app_handles)
-        return await self._fan.wait_all(handles, timeout)
+        handles = await self._validate_handles_in_steps(app_handles)
+        # full collections meanwhile walk only what the wait makes
+        with fanout_heap():
+            return await self._fan.wait_all(handles, timeout)

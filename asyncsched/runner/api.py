@@ -46,6 +46,7 @@ from asyncsched.runner._core import (
     SESSION_ID_ENV,
 )
 from asyncsched.runner._events import EventHook, get_session_id, record_event
+from asyncsched.runner._gc import fanout_heap, make_attribute_dicts
 from asyncsched.runner._observing import Observing
 from asyncsched.specs import (
     AppDef,
@@ -287,7 +288,9 @@ class Runner(Observing):
 
         Returns the handles in the order of ``apps``. One failing submission
         neither stops nor cancels the others: every submission runs to its
-        end, so no handle of a started app is ever lost.
+        end, so no handle of a started app is ever lost. While it runs, the
+        objects that existed before it are kept out of full garbage
+        collections (see ``docs/async.md``).
 
         Raises:
             RunManyError: some apps could not be submitted (an
@@ -319,9 +322,12 @@ class Runner(Observing):
                     errors[i] = exc
 
         try:
-            async with anyio.create_task_group() as tg:
-                for _ in range(workers):
-                    tg.start_soon(worker)
+            # full collections meanwhile walk only what the fan-out makes
+            await make_attribute_dicts(apps)  # frozen with the apps, below
+            with fanout_heap():
+                async with anyio.create_task_group() as tg:
+                    for _ in range(workers):
+                        tg.start_soon(worker)
         except BaseException:  # cancelled: no caller will get the handles
             if cancel_on_error:
                 await self._cancel_quietly([h for h in handles if h is not None])

@@ -10,7 +10,7 @@ import anyio
 import psutil
 import pytest
 
-from asyncsched.errors import SubmitError
+from asyncsched.errors import InvalidArgumentError, SubmitError
 from asyncsched.schedulers.kit import EventKind
 from asyncsched.schedulers.local import LocalFaults, LocalScheduler
 from asyncsched.schedulers.local._detach import ACK_TIMEOUT
@@ -20,6 +20,10 @@ from ._helpers import killed_owner, lines, until_gone
 from .conftest import alive
 
 pytestmark = pytest.mark.anyio
+
+#: the ack timeout of the hung-submitter test: long enough to tell a wait
+#: from an immediate cancel, short enough not to idle the suite
+HELD_ACK_TIMEOUT = 6.0
 
 
 async def test_a_detached_app_outlives_its_killed_orchestrator_and_is_waited_and_cancelled_from_a_new_process(
@@ -146,7 +150,8 @@ async def test_a_detach_submitter_killed_once_its_supervisor_runs_the_app_leaves
     None
 ):
     marker = f"held-{uuid.uuid4().hex}"
-    async with killed_owner("_detach_held_owner", "detk", marker) as (owner, line):
+    held = ("_detach_held_owner", "detk", marker, str(ACK_TIMEOUT))
+    async with killed_owner(*held) as (owner, line):
         app_id = line.decode().strip()
         assert marked(marker, frozenset({owner.pid}))  # held at the ack: it runs
     assert app_id
@@ -177,10 +182,21 @@ async def test_a_detach_submitter_hung_before_the_ack_has_its_app_cancelled_afte
     None
 ):
     marker = f"held-{uuid.uuid4().hex}"
-    async with killed_owner("_detach_held_owner", "deth", marker) as (owner, line):
+    # the timeout shortened from its 30 s default (LocalFaults.detach_ack_timeout)
+    held = ("_detach_held_owner", "deth", marker, str(HELD_ACK_TIMEOUT))
+    async with killed_owner(*held) as (owner, line):
         app_id = line.decode().strip()
         started = anyio.current_time()
         # the submitter stays alive but never acknowledges
         await assert_undone("deth", app_id, marker, frozenset({owner.pid}))
         assert owner.poll() is None
-        assert anyio.current_time() - started >= ACK_TIMEOUT - 1
+        assert anyio.current_time() - started >= HELD_ACK_TIMEOUT - 1
+
+
+def test_the_detach_ack_timeout_defaults_to_30_s_and_refuses_a_non_positive_value() -> (
+    None
+):
+    assert LocalFaults().detach_ack_timeout == ACK_TIMEOUT == 30.0
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(InvalidArgumentError, match="detach_ack_timeout"):
+            LocalFaults(detach_ack_timeout=bad)

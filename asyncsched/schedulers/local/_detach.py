@@ -4,7 +4,7 @@ With the ``detach`` run option, ``schedule`` does not start the replicas in
 the submitting process. It starts ``python -c <the supervisor's main>`` in a new
 session, hands it the dry-run request (pickled, through its stdin), and
 returns once that process says the app runs and the submit has acknowledged
-the app id (without the ack, within :data:`ACK_TIMEOUT`, the supervisor
+the app id (without the ack, within :data:`ACK_TIMEOUT` by default, the supervisor
 cancels the app: a cancelled submit leaves nothing running). The process forks once more (so
 it is nobody's child: the submitter's death reaches it in no way) and
 supervises the app with a :class:`LocalScheduler` of the same session and
@@ -69,19 +69,22 @@ async def launch_detached(
     dryrun_info: Any,
     scheduler_args: dict[str, Any],
     before_ack: Callable[[str], None] | None = None,
+    ack_timeout: float = ACK_TIMEOUT,
 ) -> str:
     """Start a detached supervisor for ``dryrun_info``; the app id once it runs.
 
     The supervisor keeps the app only once this submit acknowledges its id,
     which it does last, when nothing can fail any more: a submit cancelled
-    (or failed, or killed) before that leaves nothing running.
+    (or failed, or killed) before that leaves nothing running. Without the
+    ack within ``ack_timeout`` seconds (a submitter hung), the supervisor
+    cancels the app.
 
     Raises:
         SubmitError: the supervisor could not start the app (its error), or
             did not answer within :data:`HANDSHAKE_TIMEOUT`, or ``before_ack``
             (the test seam) raised; the app is then cancelled.
     """
-    payload = pickle.dumps((scheduler_args, dryrun_info))
+    payload = pickle.dumps((scheduler_args, dryrun_info, ack_timeout))
     proc = await anyio.open_process(
         detached_command(),
         stdin=subprocess.PIPE,

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 
 from asyncsched.schedulers.kit import describe_error
-from asyncsched.schedulers.local._detach import ACK, ACK_TIMEOUT
+from asyncsched.schedulers.local._detach import ACK
 from asyncsched.schedulers.local._scheduler import LocalScheduler
 
 __all__ = ("main",)
@@ -29,14 +29,16 @@ __all__ = ("main",)
 def main() -> None:
     """The supervisor process (see the module): read the request, fork, run."""
     (size,) = struct.unpack(">Q", _read_exactly(8))
-    scheduler_args, dryrun_info = pickle.loads(_read_exactly(size))
+    scheduler_args, dryrun_info, ack_timeout = pickle.loads(_read_exactly(size))
     if os.fork():
         os._exit(0)  # the submitter reaps this one; the supervisor is orphaned
     os.setsid()
-    anyio.run(_supervise, scheduler_args, dryrun_info)
+    anyio.run(_supervise, scheduler_args, dryrun_info, ack_timeout)
 
 
-async def _supervise(scheduler_args: dict[str, Any], dryrun_info: Any) -> None:
+async def _supervise(
+    scheduler_args: dict[str, Any], dryrun_info: Any, ack_timeout: float
+) -> None:
     dryrun_info.request = dataclasses.replace(dryrun_info.request, detach=False)
     async with LocalScheduler(**scheduler_args) as sched:
         try:
@@ -44,8 +46,12 @@ async def _supervise(scheduler_args: dict[str, Any], dryrun_info: Any) -> None:
         except Exception as exc:  # noqa: BLE001 - reported to the submitter
             _answer({"error": describe_error(exc)})
             return
-        if not (_answer({"app_id": app_id}) and await _acknowledged()):
-            # the submit was cancelled or its process died: it never got the id
+        acked = False
+        if _answer({"app_id": app_id}):
+            with anyio.move_on_after(ack_timeout):
+                acked = await _acknowledged()
+        if not acked:
+            # the submit was cancelled, hung or its process died: no id for it
             await sched.cancel(app_id)
         _quiet()
         await sched.wait(app_id, timeout=None)
@@ -62,18 +68,17 @@ def _read_exactly(size: int) -> bytes:
 
 
 async def _acknowledged() -> bool:
-    """Whether the submitter acks the app id within :data:`ACK_TIMEOUT`."""
+    """Whether the submitter acks the app id (the caller bounds the wait)."""
     got = b""
-    with anyio.move_on_after(ACK_TIMEOUT):
-        while not got.endswith(b"\n"):
-            await anyio.wait_readable(0)
-            try:
-                chunk = os.read(0, len(ACK))
-            except OSError:
-                return False
-            if not chunk:
-                return False  # EOF: the submitter closed stdin (or died) first
-            got += chunk
+    while not got.endswith(b"\n"):
+        await anyio.wait_readable(0)
+        try:
+            chunk = os.read(0, len(ACK))
+        except OSError:
+            return False
+        if not chunk:
+            return False  # EOF: the submitter closed stdin (or died) first
+        got += chunk
     return got == ACK
 
 

@@ -10,12 +10,17 @@ Example:
     >>> faults = LocalFaults(before_record=disk_full)
     >>> faults.before_spawn is None
     True
+    >>> faults.detach_ack_timeout
+    30.0
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from asyncsched.errors import InvalidArgumentError
+from asyncsched.schedulers.local._detach import ACK_TIMEOUT
 
 __all__ = ("LocalFaults",)
 
@@ -59,6 +64,10 @@ class LocalFaults:
             before the submit acknowledges it. An exception makes ``submit``
             raise ``SubmitError`` (as a cancellation meanwhile cancels it);
             the supervisor, never acknowledged, cancels the app.
+        detach_ack_timeout: seconds the supervisor of a ``detach`` submit
+            waits for the submit's acknowledgement before it cancels the app
+            (:data:`~asyncsched.schedulers.local._detach.ACK_TIMEOUT`, 30 s,
+            unless a test shortens it); more than 0.
     """
 
     before_spawn: Callable[[str, int], None] | None = None
@@ -69,3 +78,11 @@ class LocalFaults:
     before_journal: Callable[[str], None] | None = None
     before_detach_ack: Callable[[str], None] | None = None
     before_reaper_turn: Callable[[], None] | None = None
+    detach_ack_timeout: float = ACK_TIMEOUT
+
+    def __post_init__(self) -> None:
+        if not self.detach_ack_timeout > 0:
+            raise InvalidArgumentError(
+                "LocalFaults.detach_ack_timeout must be more than 0 seconds,"
+                f" not {self.detach_ack_timeout!r}"
+            )

@@ -382,7 +382,10 @@ class LocalScheduler(Scheduler[LocalOpts]):
         if request.detach:
             # supervised by a process of its own, seen here through its record
             return await launch_detached(
-                dryrun_info, self._detached_args, self._faults.before_detach_ack
+                dryrun_info,
+                self._detached_args,
+                self._faults.before_detach_ack,
+                self._faults.detach_ack_timeout,
             )
         self._submits_active += 1
         try:
