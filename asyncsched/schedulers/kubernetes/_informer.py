@@ -10,6 +10,10 @@ and ``wait`` read, so waiting on N apps costs one open watch, not N polls:
 * a stream that drops (a payload error, a reset, an early clean EOF)
   reconnects from the last version seen, after a jittered backoff;
 * a watch that ends at its ``timeoutSeconds`` reconnects at once;
+* a watch whose answer (its status and headers) does not come within
+  ``answer_timeout`` seconds is dropped and reconnected (an API server
+  starting up can take a watch and hold it unanswered: until then the cache
+  would miss every change with nothing telling it so);
 * every ``resync`` seconds the cache is rebuilt by a fresh list;
 * lists are paginated (``limit``/``continue``, ``page_size`` objects a
   page); a 410 on a continue token (its version was compacted meanwhile)
@@ -33,6 +37,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
@@ -49,7 +54,7 @@ from asyncsched.schedulers.kubernetes._client import KubeApi
 from asyncsched.schedulers.kubernetes._gate import KubernetesApiError, aiohttp_module
 from asyncsched.schedulers.kubernetes._json import JSON
 
-__all__ = ["DEFAULT_PAGE_SIZE", "Informer"]
+__all__ = ["ANSWER_TIMEOUT", "DEFAULT_PAGE_SIZE", "Informer"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +66,9 @@ DEFAULT_PAGE_SIZE = 100
 #: watch events (or listed objects) handled between two yields to the event
 #: loop: a burst of 1,000 pod events read in one chunk is ~0.1 s of decoding
 _BATCH = 64
+#: seconds a watch request waits for its answer's status and headers: a
+#: healthy server sends them at once, the events come later
+ANSWER_TIMEOUT = 30.0
 
 
 def _rv(obj: JSON) -> str:
@@ -80,6 +88,8 @@ class Informer:
         resync: Seconds between full re-lists.
         watch_timeout: ``timeoutSeconds`` of each watch request.
         backoff: First reconnect delay (doubles, jittered, capped at 30 s).
+        answer_timeout: Seconds a watch request may wait for its answer (the
+            status and headers; the events then come as they may).
         optional: A refused first list (401/403) leaves the cache empty (and
             retried every ``resync``) instead of failing.
         slim: What is kept of each object (default: all of it).
@@ -104,6 +114,7 @@ class Informer:
     resync: float = 600.0
     watch_timeout: int = 290
     backoff: float = 0.1
+    answer_timeout: float = ANSWER_TIMEOUT
     optional: bool = False
     slim: Callable[[JSON], JSON] | None = None
     admit: Callable[[JSON], bool] | None = None
@@ -303,9 +314,13 @@ class Informer:
         events = 0
         self.watches += 1
         try:
-            async with self.api.stream(
-                self.path, query=query, read_timeout=seconds + 30
-            ) as resp:
+            async with contextlib.AsyncExitStack() as stack:
+                with anyio.fail_after(self.answer_timeout):
+                    resp = await stack.enter_async_context(
+                        self.api.stream(
+                            self.path, query=query, read_timeout=seconds + 30
+                        )
+                    )
                 buffer = b""
                 async for chunk in resp.content.iter_any():
                     buffer += chunk
