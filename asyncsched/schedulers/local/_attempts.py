@@ -20,6 +20,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -37,12 +38,29 @@ from asyncsched.schedulers.local._replica import Replica, limit_hit
 from asyncsched.schedulers.local._spawn import SpawnConfig, Started, spawn_child
 from asyncsched.specs import AppState, StatusReason, is_terminal
 
-__all__ = ("DRAIN_TIMEOUT", "REAP_TIMEOUT", "ReplicaAttempts")
+__all__ = ("DRAIN_TIMEOUT", "REAP_TIMEOUT", "AttemptEnd", "ReplicaAttempts")
 
 #: after a replica's leader exits, how long its pipes may take to reach EOF
 DRAIN_TIMEOUT = 2.0
 #: how long a SIGKILLed leader may take to become a zombie and be reaped
 REAP_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptEnd:
+    """How one attempt of ``replica`` ended, as its reaping task found it.
+
+    ``rc`` is the leader's wait status code (None: not reaped in time),
+    ``facts`` what its files say, ``now`` when it was handled, and ``plan``
+    the final record written in the same hop, if this exit ended the app.
+    """
+
+    replica: Replica
+    child: Child
+    rc: int | None
+    facts: ExitFacts
+    now: float | None = None
+    plan: ExitWrite | None = None
 
 
 class ReplicaAttempts:
@@ -76,15 +94,7 @@ class ReplicaAttempts:
     # an app that lacked one would fail loudly instead of doing nothing)
     if TYPE_CHECKING:
 
-        def _on_exit(
-            self,
-            replica: Replica,
-            child: Child,
-            rc: int | None,
-            facts: ExitFacts,
-            now: float | None = None,
-            plan: ExitWrite | None = None,
-        ) -> None: ...
+        def _on_exit(self, end: AttemptEnd) -> None: ...
 
         def _supervision_failed(
             self, replica: Replica, error: BaseException
@@ -233,7 +243,7 @@ class ReplicaAttempts:
             if exited is not None:
                 exited.set()
             self._final_pending = False
-            self._on_exit(replica, child, rc, facts, now, plan)
+            self._on_exit(AttemptEnd(replica, child, rc, facts, now, plan))
         if error is not None:
             self._supervision_failed(replica, error)
 

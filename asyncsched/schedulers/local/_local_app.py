@@ -29,7 +29,7 @@ from asyncsched.schedulers.local._app_record import (
     first_error,
     success_file,
 )
-from asyncsched.schedulers.local._attempts import ReplicaAttempts
+from asyncsched.schedulers.local._attempts import AttemptEnd, ReplicaAttempts
 from asyncsched.schedulers.local._exit_batch import ExitFactsReader, ExitWrite
 from asyncsched.schedulers.local._exit_facts import ExitFacts
 from asyncsched.schedulers.local._faults import LocalFaults
@@ -241,29 +241,22 @@ class LocalApp(ReplicaAttempts):
         self._terminate_all(self.cancel_grace)
         self._update_state()
 
-    def _on_exit(
-        self,
-        replica: Replica,
-        child: Child,
-        rc: int | None,
-        facts: ExitFacts,
-        now: float | None = None,
-        plan: ExitWrite | None = None,
-    ) -> None:
-        if replica.child is not child:  # pragma: no cover - defensive
+    def _on_exit(self, end: AttemptEnd) -> None:
+        replica, plan = end.replica, end.plan
+        if replica.child is not end.child:  # pragma: no cover - defensive
             return
         if plan is not None and plan.written:
             # the final record is on disk: the same change writes nothing more
             self._adopting = True
             try:
-                self._exit_changes(replica, rc, facts, now)
+                self._exit_changes(replica, end.rc, end.facts, end.now)
             finally:
                 self._adopting = False
             if not plan.adopt():  # pragma: no cover - defensive
                 logger.warning("%s: its final record is written again", self.app_id)
                 self._mark_dirty()
             return
-        self._exit_changes(replica, rc, facts, now)
+        self._exit_changes(replica, end.rc, end.facts, end.now)
 
     def _exit_changes(
         self, replica: Replica, rc: int | None, facts: ExitFacts, now: float | None
