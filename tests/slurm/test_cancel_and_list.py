@@ -9,6 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from asyncsched.schedulers.slurm._envdir import mark_cancelled
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, AppState, CfgVal, Resource, Role
 
@@ -57,6 +58,30 @@ async def _started(sched: SlurmScheduler, app_id: str, replicas: int) -> None:
                 line async for line in sched.log_iter(app_id, "worker", k)
             ]:
                 await anyio.sleep(0.1)
+
+
+async def test_a_cancel_the_replicas_see_before_the_script_is_signalled_still_cancels(
+    slurm: SlurmScheduler,
+) -> None:
+    # a cancel is a mark file, then a signal to the batch script; under load
+    # the replicas' watchers may see the mark and stop their commands before
+    # the script gets its signal: the job must read CANCELLED, not FAILED
+    # (here the signal never comes at all)
+    script = "trap 'echo stopped; exit 7' TERM; echo started; sleep 300 & wait"
+    app_id = await slurm.submit(_app("marked", script, 2))
+    await _started(slurm, app_id, 2)
+    record = await slurm.registry.get(app_id)
+    assert record is not None
+    assert record.env_dir
+    await anyio.to_thread.run_sync(mark_cancelled, record.env_dir)
+    desc = await slurm.wait(app_id, timeout=SETTLE)
+    assert desc is not None
+    assert desc.state == AppState.CANCELLED, desc
+    assert [r.state for r in desc.roles_statuses[0].replicas] == [
+        AppState.CANCELLED
+    ] * 2
+    lines = [line async for line in slurm.log_iter(app_id, "worker", 0)]
+    assert "stopped\n" in lines  # its trap ran: stopped by the mark, not killed
 
 
 @pytest.mark.parametrize("fail_fast", [True, False])

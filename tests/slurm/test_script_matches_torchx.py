@@ -96,6 +96,9 @@ srun --output=slurm-"$SLURM_JOB_ID"-trainer-0.out --wait=60 --kill-on-bad-exit=0
 wait $!
 exitcode=$?
 set -e
+# the replicas may have seen the cancel mark (and stopped) before this
+# script got its signal: the job is cancelled all the same, never failed
+[ ! -e "$env_dir/cancel" ] || cancel
 
 echo "job exited with code $exitcode"
 if [ $exitcode -ne 0 ]; then

@@ -279,6 +279,9 @@ srun {groups} &
 wait $!
 exitcode=$?
 set -e
+# the replicas may have seen the cancel mark (and stopped) before this
+# script got its signal: the job is cancelled all the same, never failed
+[ ! -e "${_ENV_DIR}/{CANCEL_MARK}" ] || cancel
 
 echo "job exited with code $exitcode"
 if [ $exitcode -ne 0 ]; then
