@@ -307,18 +307,21 @@ class JournalFile:
             return None
         if (st.st_dev, st.st_ino, st.st_size) != (device, inode, end):
             return None
-        payload, seq = self._numbered(b"", self._left[1], events)
-        _write_all(fd, payload)
-        self.lost = False
-        self.written = (journal_id, segment, end + len(payload))
-        self._left = (inode, seq)
-        return seq
+        where = (journal_id, segment, end, inode)
+        return self._write_numbered(fd, where, b"", self._left[1], events)
 
-    def _numbered(
-        self, prefix: bytes, last: int, events: Sequence[dict[str, Any]]
-    ) -> tuple[bytes, int]:
-        """The lines to append after ``prefix`` (a ``gap`` first when events
-        were lost), numbered on from ``last``; and the last number."""
+    def _write_numbered(
+        self,
+        fd: int,
+        where: tuple[str, str, int, int],
+        prefix: bytes,
+        last: int,
+        events: Sequence[dict[str, Any]],
+    ) -> int:
+        """Append ``prefix`` then the events (a ``gap`` first when events were
+        lost), numbered on from ``last``, to ``fd``, the segment ``where``
+        names (journal id, segment, its size, its inode); note where this
+        writer left the journal and return the last number."""
         parts = [prefix]
         if self.lost:
             last += 1
@@ -326,7 +329,13 @@ class JournalFile:
         for event in events:
             last += 1
             parts.append(_dump({"s": last, **event}))
-        return b"".join(parts), last
+        payload = b"".join(parts)
+        _write_all(fd, payload)
+        journal_id, segment, size, inode = where
+        self.lost = False
+        self.written = (journal_id, segment, size + len(payload))
+        self._left = (inode, last)
+        return last
 
     def _known(self, names: list[str]) -> JournalInfo | None:
         """Where the journal stands, when nobody wrote since this writer's
@@ -381,11 +390,9 @@ class JournalFile:
                     size = stat.st_size
                 torn = size and known is None and not _ends_line(path, size)
                 # (a torn last line is ended: readers skip it)
-                payload, seq = self._numbered(b"\n" if torn else b"", info.last, events)
-                _write_all(fd, payload)
-                self.lost = False
-                self.written = (info.journal_id, names[-1], size + len(payload))
-                self._left = (stat.st_ino, seq)
+                where = (info.journal_id, names[-1], size, stat.st_ino)
+                prefix = b"\n" if torn else b""
+                seq = self._write_numbered(fd, where, prefix, info.last, events)
                 if self._keep_open:
                     self._kept = (fd, stat.st_dev, stat.st_ino)
                     fd = -1
