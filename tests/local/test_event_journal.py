@@ -106,7 +106,12 @@ async def test_replica_exit_codes_and_restarts_are_events_in_order(
         "if os.path.exists(p): sys.exit(0)\nopen(p, 'w').close(); sys.exit(3)",
         max_retries=1,
     )
-    async with sched.events() as stream:
+    # a stream without ``since`` starts at its first read: resume from a
+    # cursor taken before the submit, so no change can fall before the start
+    # (into the CURRENT burst) however late the first read comes
+    warm_up = await sched.submit(app_of(py_role("pass")), {})
+    start = await cursor_after(sched, warm_up)
+    async with sched.events(since=start) as stream:
         app_id = await sched.submit(app_of(role), {})
         events = await until_terminal(stream, {app_id})
     replica = [
