@@ -210,6 +210,13 @@ async def test_a_big_local_app_renders_off_the_loop(tmp_path: Path) -> None:
         async def dryrun() -> None:
             await sched.submit_dryrun(app, {"log_dir": str(tmp_path)})
 
-        longest, took, ticks = await _loop_gaps(dryrun)
-    assert longest < took * 0.75, (longest, took, ticks)
-    assert ticks >= 3, (longest, took, ticks)
+        # as above: one try in three ticking through the render is the proof
+        # (seen in CI: one try descheduled for 1.28 of its 1.70 s)
+        tries = []
+        for _ in range(3):
+            longest, took, ticks = await _loop_gaps(dryrun)
+            tries.append((longest, took, ticks))
+            if longest < took * 0.75 and ticks >= 3:
+                break
+        else:
+            pytest.fail(f"the loop stalled through every render: {tries}")

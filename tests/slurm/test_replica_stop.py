@@ -134,9 +134,13 @@ def test_a_replica_that_missed_the_stop_signal_stops_on_the_mark_file(
     tmp_path: Path, fail_fast: bool, mark: str
 ) -> None:
     # a cancel or a fail-fast creates its file before it signals: a replica
-    # whose watcher was not ready for the signal still stops, within a second
+    # whose watcher was not ready for the signal still stops, within a second.
+    # The mark comes once the command's child runs: a SIGTERM between the
+    # command's ``echo`` and its fork would leave its child (started after the
+    # group's signal) holding the output pipe open
     _, command, env_dir = _rendered(tmp_path, fail_fast)
     with _replica(command) as proc:
+        _wait_until_started(proc)
         (env_dir / mark).touch()
         rest, code = _finish(proc)
     assert (rest, code) == (b"stopped\n", 7)

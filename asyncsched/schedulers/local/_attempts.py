@@ -85,6 +85,7 @@ class ReplicaAttempts:
     _faults: LocalFaults
     _final: Callable[[Any, Replica, float], ExitWrite] | None
     _final_pending: bool
+    _final_handled: anyio.Event | None
     _forgotten: bool
     _pointer_written: bool
     _state_dir: str | None
@@ -243,7 +244,12 @@ class ReplicaAttempts:
             if exited is not None:
                 exited.set()
             self._final_pending = False
-            self._on_exit(AttemptEnd(replica, child, rc, facts, now, plan))
+            handled, self._final_handled = self._final_handled, None
+            try:
+                self._on_exit(AttemptEnd(replica, child, rc, facts, now, plan))
+            finally:
+                if handled is not None:
+                    handled.set()
         if error is not None:
             self._supervision_failed(replica, error)
 
@@ -278,7 +284,20 @@ class ReplicaAttempts:
         ):
             return None
         self._final_pending = True
+        self._final_handled = anyio.Event()
         return self._final(self, replica, now)
+
+    async def exits_handled(self) -> None:
+        """Return once an exit being handled now that ends the app is handled.
+
+        Such an exit's final record and journal lines are written with its
+        facts, in a worker thread, before the loop takes the new state: an
+        event reader may see the app's end first. ``describe`` waits here, so
+        what it says is never older than an event already delivered.
+        """
+        handled = self._final_handled
+        if handled is not None:
+            await handled.wait()
 
     def _watch_failed(self, replica: Replica, watch: Watch, exc: Exception) -> None:
         """Finishing ``replica``'s exit crashed: fail the app, never leak its child."""

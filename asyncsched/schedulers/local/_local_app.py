@@ -140,6 +140,8 @@ class LocalApp(ReplicaAttempts):
         self._final = final
         #: such a record is being written: the outcome is the exit's
         self._final_pending = False
+        #: set once that exit is handled (see :meth:`exits_handled`)
+        self._final_handled: anyio.Event | None = None
         #: the state being handled was written already: marks write nothing
         self._adopting = False
 

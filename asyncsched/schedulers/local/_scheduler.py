@@ -476,6 +476,7 @@ class LocalScheduler(Scheduler[LocalOpts]):
         """
         app = self._table.apps.get(app_id)
         if app is not None:
+            await app.exits_handled()  # never older than a delivered event
             if app.done.is_set() and app.record_stale:
                 await app.settled()
             snapshot = self._snapshot(app)
@@ -504,7 +505,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
         """
         table = self._table
         for app in builtins.list(table.apps.values()):
-            if app.done.is_set() and app.record_stale:  # as in describe
+            await app.exits_handled()  # as in describe
+            if app.done.is_set() and app.record_stale:
                 await app.settled()
         result = [self._snapshot(a) for a in table.apps.values()]
         result.extend(
