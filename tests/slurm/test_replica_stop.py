@@ -164,3 +164,35 @@ def _sid(proc: psutil.Process) -> int | None:
         return os.getsid(proc.pid)
     except OSError:
         return None
+
+
+@pytest.mark.parametrize(
+    ("fail_fast", "mark"), [(False, "cancel"), (True, "cancel"), (True, "failed")]
+)
+def test_a_replica_stopped_before_its_command_starts_never_runs_it(
+    tmp_path: Path, fail_fast: bool, mark: str
+) -> None:
+    # a cancel (or a sibling's failure) right after the job started: the mark
+    # is there before the replica's wrapper runs, so its watcher's SIGTERM may
+    # come between the wrapper's own ``trap : TERM`` and its command's start,
+    # where nothing gets it; the command must not start then (it ran until
+    # the cancel's grace was over: 30 s by default), on any of many tries
+    _, command, env_dir = _rendered(tmp_path, fail_fast)
+    command = [*command[:-1], b"echo ran; sleep 300"]
+    (env_dir / mark).touch()
+    for _ in range(20):
+        proc = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            start_new_session=True,
+        )
+        try:
+            out, _ = proc.communicate(timeout=DEADLINE)
+        finally:
+            with suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        assert out == b"", out  # the command never ran
+        # the wrapper ends stopped, as by the SIGTERM it would have got
+        assert proc.returncode in (128 + 15, -15), proc.returncode

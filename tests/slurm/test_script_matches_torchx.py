@@ -23,7 +23,8 @@ WRAPPER = (
     " trap '\"'\"'kill -TERM 0'\"'\"' URG;"
     ' while [ ! -e "$d/cancel" ] && [ ! -e "$d/failed" ]; do sleep 1 & s=$!;'
     " wait $s; done; kill -TERM 0) </dev/null >/dev/null 2>&1 & w=$!;"
-    ' trap : TERM; (shift 2; exec "$@" 2>&1); c=$?; kill $w 2>/dev/null;'
+    ' trap : TERM; (shift 2; [ ! -e "$d/cancel" ] && [ ! -e "$d/failed" ]'
+    ' || exit 143; exec "$@" 2>&1); c=$?; kill $w 2>/dev/null;'
     ' [ "$c" -eq 0 ] || [ -e "$d/cancel" ] || ! (set -C; : >"$d/failed")'
     ' 2>/dev/null || scancel --signal=URG "$1"; exit "$c"\''
     ' asyncsched-env "$SLURM_JOB_ID"'

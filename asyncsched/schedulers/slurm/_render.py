@@ -98,7 +98,11 @@ _WRAPPER_RUN = (
     + FAILED_MARK
     + '" ]; do sleep 1 & s=$!; wait $s; done; kill -TERM 0)'
     " </dev/null >/dev/null 2>&1 & w=$!;"
-    ' trap : TERM; (shift 2; exec "$@" 2>&1); c=$?; kill $w 2>/dev/null;'
+    ' trap : TERM; (shift 2; [ ! -e "$d/'
+    + CANCEL_MARK
+    + '" ] && [ ! -e "$d/'
+    + FAILED_MARK
+    + '" ] || exit 143; exec "$@" 2>&1); c=$?; kill $w 2>/dev/null;'
 )
 #: what each component runs: ``$1`` is the job id, ``$2`` the component's
 #: environment file, the rest the role's command. The file is sourced with
@@ -116,7 +120,12 @@ _WRAPPER_RUN = (
 #: command's ``SIGTERM`` trap runs even when its children die of the same
 #: signal; Slurm signals a step's processes one by one, the deepest first).
 #: E.g. ``/bin/sh -c <script> asyncsched-env 5 /dir/w-0.env cmd`` exits with
-#: ``cmd``'s code, and ``touch /dir/cancel`` gives ``cmd`` SIGTERM within 1 s
+#: ``cmd``'s code, and ``touch /dir/cancel`` gives ``cmd`` SIGTERM within 1 s.
+#: The child reads the marks once more before it execs the command (its
+#: SIGTERM is back to the default there): a watcher's SIGTERM that came
+#: between the wrapper's ``trap : TERM`` and the child's start reached no
+#: command, so a replica stopped before its command started exits 143
+#: without running it, instead of running until the cancel's grace is over
 ENV_WRAPPER = (
     "/bin/sh",
     "-c",
