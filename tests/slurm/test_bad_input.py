@@ -62,8 +62,10 @@ async def test_unreachable_controller_is_unavailable(tmp_path: Path) -> None:
         "AuthType=auth/none\nNodeName=n1 NodeAddr=127.0.0.1 CPUs=1\n"
         "PartitionName=debug Nodes=n1\n"
     )
+    # sinfo itself retries for about 9 s before it gives up: the submit's two
+    # probes end at the command timeout, kept short
     async with SlurmScheduler(
-        "t", slurm_conf=str(conf), state_dir=str(tmp_path), command_timeout=2
+        "t", slurm_conf=str(conf), state_dir=str(tmp_path), command_timeout=0.5
     ) as sched:
         with pytest.raises(SchedulerUnavailableError, match="slurmctld"):
             await sched.submit(_app())
