@@ -61,8 +61,9 @@ NODES = ("n1", "n2", "n3", "n4")
 MIN_JOB_AGE = 10
 #: seconds between the SIGTERM and the SIGKILL of a plain ``scancel`` (and of
 #: srun stopping a step's other tasks): Slurm's default is 30, which each test
-#: of a replica that ignores SIGTERM waited out in full
-KILL_WAIT = 5
+#: of a replica that ignores SIGTERM waited out in full (and each test of a
+#: trap that must outlive it sleeps a little longer)
+KILL_WAIT = 2
 CLUSTER_NAME = "asyncschedtest"
 
 

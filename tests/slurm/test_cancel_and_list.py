@@ -13,7 +13,7 @@ from asyncsched.schedulers.slurm._envdir import mark_cancelled
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, AppState, CfgVal, Resource, Role
 
-from .cluster import Cluster
+from .cluster import KILL_WAIT, Cluster
 from .conftest import SETTLE, assert_own_results
 
 pytestmark = [pytest.mark.slurm, pytest.mark.anyio]
@@ -115,11 +115,11 @@ async def test_cancel_with_fail_fast_lets_a_slower_trap_run_past_another_failing
     slurm: SlurmScheduler, slurm_cluster: Cluster
 ) -> None:
     # replica 0's trap exits 7 after a second; replica 1's takes longer than
-    # the cluster's KillWait (5 s): fail-fast must not end it (srun
+    # the cluster's KillWait: fail-fast must not end it (srun
     # --kill-on-bad-exit did), it keeps its grace and its own code
     script = (
         'if [ "$ASYNCSCHED_REPLICA_ID" = 0 ]; then trap "sleep 1; exit 7" TERM;'
-        ' else trap "sleep 7; echo stopped; exit 5" TERM; fi;'
+        f' else trap "sleep {KILL_WAIT + 2}; echo stopped; exit 5" TERM; fi;'
         " echo started; sleep 300 & wait"
     )
     app_id = await slurm.submit(_app("slow-trap", script, 2))

@@ -10,7 +10,7 @@ import pytest
 from asyncsched.schedulers.slurm_scheduler import SlurmScheduler
 from asyncsched.specs import AppDef, AppState, Resource, Role, StatusReason
 
-from .cluster import Cluster
+from .cluster import KILL_WAIT, Cluster
 from .conftest import MIXED_RESULT_SCRIPT, SETTLE, assert_own_results
 
 pytestmark = [pytest.mark.slurm, pytest.mark.anyio]
@@ -152,13 +152,13 @@ async def test_fail_fast_stops_the_other_replicas_through_their_sigterm_trap(
     slurm: SlurmScheduler, slurm_cluster: Cluster
 ) -> None:
     # replica 1 fails once replica 0 has set its trap; replica 0's trap takes
-    # longer than the cluster's KillWait (5 s) and must still run to its end:
+    # longer than the cluster's KillWait and must still run to its end:
     # fail-fast gives it SIGTERM and its grace, as a cancel does
     script = (
         "s=started-$ASYNCSCHED_APP_ID;"
         ' if [ "$ASYNCSCHED_REPLICA_ID" = 1 ]; then'
         " while [ ! -e $s ]; do sleep 0.05; done; exit 3; fi;"
-        " trap 'echo stopping; sleep 7; echo stopped; exit 143' TERM;"
+        f" trap 'echo stopping; sleep {KILL_WAIT + 2}; echo stopped; exit 143' TERM;"
         " touch $s; sleep 60 & wait"
     )
     app_id = await slurm.submit(_app(script, 2))
