@@ -162,7 +162,7 @@ ListApps = Callable[[], Awaitable[list[AppSnapshot]]]
 class Sources:
     """Builds event sources over a fake Slurm CLI (a config text, or a
     :class:`_ConfigOnly`) and one registry in the test's tmp dir, polling
-    every 0.1 s."""
+    every 0.1 s (``min_event_interval=None``: the default floor, 2 s)."""
 
     state: Path
 
@@ -173,8 +173,14 @@ class Sources:
         *,
         registry: Registry | None = None,
         changes: ChangeNotifier | None = None,
+        min_event_interval: float | None = 0.1,
     ) -> SlurmEvents:
         fake = cli if isinstance(cli, _ConfigOnly) else _ConfigOnly(cli)
+        floor = (
+            {}
+            if min_event_interval is None
+            else {"min_event_interval": min_event_interval}
+        )
         return SlurmEvents(
             "slurm",
             cli=cast(SlurmCli, fake),
@@ -184,6 +190,7 @@ class Sources:
             changes=changes or ChangeNotifier(),
             min_interval=0.1,
             max_interval=0.1,
+            **floor,
         )
 
 
@@ -287,11 +294,16 @@ def test_a_reader_killed_mid_poll_gets_the_rest_of_that_poll_in_a_new_process(
     assert len({e.cursor for e in seen}) == len(seen)
 
 
+@pytest.mark.parametrize(
+    ("min_event_interval", "floor", "watched"),
+    [(None, MIN_EVENT_INTERVAL, 5.0), (0.5, 0.5, 2.0)],
+)
 def test_a_reader_polls_at_most_once_per_two_seconds_while_all_changes(
-    sources: Sources,
+    sources: Sources, min_event_interval: float | None, floor: float, watched: float
 ) -> None:
     """Every poll finds a change and the status poller signals changes all the
-    time: the reader still runs one batched query per 2 s at most."""
+    time: the reader still runs one batched query per 2 s at most (by
+    default; per ``min_event_interval`` when given)."""
     polls: list[float] = []
     changes = ChangeNotifier()
 
@@ -300,7 +312,7 @@ def test_a_reader_polls_at_most_once_per_two_seconds_while_all_changes(
         state = AppState.RUNNING if len(polls) % 2 else AppState.PENDING
         return [_snap("5", state)]
 
-    events = sources(list_apps, changes=changes)
+    events = sources(list_apps, changes=changes, min_event_interval=min_event_interval)
 
     async def main() -> None:
         async def signal_changes() -> None:
@@ -315,13 +327,21 @@ def test_a_reader_polls_at_most_once_per_two_seconds_while_all_changes(
         async with anyio.create_task_group() as tg:
             tg.start_soon(signal_changes)
             tg.start_soon(read)
-            await anyio.sleep(5)
+            await anyio.sleep(watched)
             tg.cancel_scope.cancel()
 
     anyio.run(main)
     gaps = [b - a for a, b in itertools.pairwise(polls)]
     assert len(polls) >= 2
-    assert min(gaps) >= MIN_EVENT_INTERVAL - 0.05, gaps
+    assert min(gaps) >= floor - 0.05, gaps
+
+
+@pytest.mark.parametrize("min_event_interval", [0, -1.0])
+def test_a_floor_of_no_time_is_refused_at_construction(
+    min_event_interval: float,
+) -> None:
+    with pytest.raises(InvalidArgumentError, match="min_event_interval"):
+        SlurmScheduler("floor", min_event_interval=min_event_interval)
 
 
 def _view(app_id: str, raw_state: str) -> AppSnapshot:

@@ -80,6 +80,7 @@ ACCOUNTING_OVERLAP = 60.0
 #: a cursor older than this (the registry's horizon, two weeks) gives RESYNC
 MAX_CURSOR_AGE = DAYS_IN_2_WEEKS * 86400.0
 #: a reader polls at most this often (seconds), whatever ``min_interval``
+#: (the default of the scheduler's ``min_event_interval``)
 MIN_EVENT_INTERVAL = 2.0
 
 _T = TypeVar("_T")
@@ -142,8 +143,13 @@ class SlurmEvents:
         list_apps: The registry's apps with their states: one batched query.
         changes: Woken by the backend's status poller when an app changes.
         min_interval: Shortest pause between two polls (at least
-            :data:`MIN_EVENT_INTERVAL`).
+            ``min_event_interval``).
         max_interval: Longest pause while nothing changes.
+        min_event_interval: The floor of the pause between two polls
+            (default :data:`MIN_EVENT_INTERVAL`).
+
+    Raises:
+        InvalidArgumentError: ``min_event_interval`` is not above 0.
     """
 
     source: str
@@ -155,6 +161,7 @@ class SlurmEvents:
     changes: ChangeNotifier
     min_interval: float
     max_interval: float
+    min_event_interval: float = MIN_EVENT_INTERVAL
     _lock: anyio.Lock = field(default_factory=anyio.Lock, init=False)
     _last: _Poll | None = field(default=None, init=False)
     _seq: int = field(default=0, init=False)
@@ -162,7 +169,11 @@ class SlurmEvents:
     _log: JobCompLog | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
-        self.min_interval = max(MIN_EVENT_INTERVAL, self.min_interval)
+        if not self.min_event_interval > 0:
+            raise InvalidArgumentError(
+                f"min_event_interval must be above 0, got {self.min_event_interval}"
+            )
+        self.min_interval = max(self.min_event_interval, self.min_interval)
         self.max_interval = max(self.min_interval, self.max_interval)
 
     async def _cluster(self) -> ClusterInfo:

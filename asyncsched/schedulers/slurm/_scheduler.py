@@ -54,7 +54,11 @@ from asyncsched.schedulers.slurm._envdir import (
     mark_cancelled,
     remove_env_dir,
 )
-from asyncsched.schedulers.slurm._events import SlurmEvents, check_cursor
+from asyncsched.schedulers.slurm._events import (
+    MIN_EVENT_INTERVAL,
+    SlurmEvents,
+    check_cursor,
+)
 from asyncsched.schedulers.slurm._logs import iter_file, log_path
 from asyncsched.schedulers.slurm._opts import SlurmOpts, slurm_run_opts
 from asyncsched.schedulers.slurm._partitions import (
@@ -124,6 +128,10 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             to whole seconds). It goes into the batch script of each job this
             scheduler submits: any process that cancels the job (``asyncsched
             cancel`` too) gives its replicas that grace.
+        min_event_interval: Shortest pause (seconds) between two polls of an
+            ``events()`` reader, whatever ``min_interval`` (default 2: each
+            poll is an ``squeue``, and a ``sacct`` for the jobs that left the
+            controller); a test cluster may take a shorter one.
 
     Attributes:
         cli: Runs the commands; ``cli.counts`` counts them by program.
@@ -159,6 +167,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
         max_interval: float = 10.0,
         max_status_commands_per_minute: int = 60,
         cancel_grace: float = 30.0,
+        min_event_interval: float = MIN_EVENT_INTERVAL,
     ) -> None:
         super().__init__(BACKEND, session_name, max_line_bytes)
         env = {"SLURM_CONF": slurm_conf} if slurm_conf else {}
@@ -191,6 +200,7 @@ class SlurmScheduler(Scheduler[SlurmOpts]):
             changes=self.change_source,
             min_interval=min_interval,
             max_interval=max_interval,
+            min_event_interval=min_event_interval,
         )
 
     async def _aenter(self) -> None:
@@ -613,6 +623,7 @@ def create_scheduler(session_name: str, **kwargs: Any) -> SlurmScheduler:
 
     Known ones: ``slurm_conf``, ``state_dir``, ``command_timeout``,
     ``max_line_bytes``, ``min_interval``, ``max_interval``,
-    ``max_status_commands_per_minute``, ``cancel_grace``.
+    ``max_status_commands_per_minute``, ``cancel_grace``,
+    ``min_event_interval``.
     """
     return SlurmScheduler(session_name, **keyword_params(SlurmScheduler, kwargs))
