@@ -63,7 +63,7 @@ MIN_JOB_AGE = 10
 #: srun stopping a step's other tasks): Slurm's default is 30, which each test
 #: of a replica that ignores SIGTERM waited out in full (and each test of a
 #: trap that must outlive it sleeps a little longer)
-KILL_WAIT = 2
+KILL_WAIT = 5
 CLUSTER_NAME = "asyncschedtest"
 
 
