@@ -61,14 +61,6 @@ async def sched(
         yield sched
 
 
-#: the readers' floor between two polls: half the default (2 s), so the
-#: chaos kills, scaled alike (``KILL_AFTER``), come twice as fast
-READER_POLL_FLOOR = 1.0
-#: seconds from a reader run's ``open`` to its kill: 0.25 to 1.5 polls, so
-#: that as many kills as at the default floor land after the run's second poll
-KILL_AFTER = (0.25 * READER_POLL_FLOOR, 1.5 * READER_POLL_FLOOR)
-
-
 def _reader(slurm_cluster: Cluster, tmp_path: Path) -> ChaosReader:
     workdir = tmp_path / "reader"
     workdir.mkdir()
@@ -77,7 +69,6 @@ def _reader(slurm_cluster: Cluster, tmp_path: Path) -> ChaosReader:
         "state_dir": str(tmp_path / "state"),
         "min_interval": 0.2,
         "max_interval": 1.0,
-        "min_event_interval": READER_POLL_FLOOR,
     }
     return ChaosReader("slurm", SESSION, workdir, params)
 
@@ -137,7 +128,7 @@ async def _chaos(
         results[app_id] = desc
 
     quiet = anyio.Event()  # no change to come: kills stop waiting for one
-    kills = functools.partial(kill_at_random, reader, 10, every=KILL_AFTER, quiet=quiet)
+    kills = functools.partial(kill_at_random, reader, 10, every=(0.5, 3.0), quiet=quiet)
     async with anyio.create_task_group() as tg:
         tg.start_soon(kills)
         async with anyio.create_task_group() as work:
