@@ -12,6 +12,7 @@ import ast
 from pathlib import Path
 
 import asyncsched
+from tests.core._source_scan import parsed, statements
 
 PACKAGE = Path(asyncsched.__file__).parent
 
@@ -35,14 +36,18 @@ def _is_module(dotted: str) -> bool:
     ).is_file()
 
 
-def _imported_modules(source: str, package: str) -> list[tuple[int, str]]:
+def _imported_modules(
+    source: str, package: str, tree: ast.Module | None = None
+) -> list[tuple[int, str]]:
     """``(line, dotted module)`` for every module ``source`` imports, by any form.
 
-    ``package`` is the package the source belongs to (for relative imports).
+    ``package`` is the package the source belongs to (for relative imports);
+    ``tree`` is ``source`` parsed, when the caller has it already.
     """
-    tree = ast.parse(source)
+    if tree is None:
+        tree = ast.parse(source)
     found: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
+    for node in statements(tree):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -56,7 +61,12 @@ def _imported_modules(source: str, package: str) -> list[tuple[int, str]]:
                 candidate = f"{base}.{alias.name}"
                 if candidate.startswith("asyncsched.") and _is_module(candidate):
                     found.append((node.lineno, candidate))
-        elif (
+    # a call of import_module names it in the source: only then are the
+    # expressions walked
+    if "import_module" not in source:
+        return found
+    for node in ast.walk(tree):
+        if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute | ast.Name)
             and getattr(node.func, "attr", getattr(node.func, "id", ""))
@@ -82,7 +92,8 @@ def _foreign_private_imports() -> list[str]:
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         importer = _package_of(path)
-        for line, dotted in _imported_modules(path.read_text(), importer):
+        source = path.read_text()
+        for line, dotted in _imported_modules(source, importer, parsed(path)):
             if not dotted.startswith("asyncsched."):
                 continue
             owner = _private_owner(dotted)
@@ -139,12 +150,12 @@ KIT_MODULES = frozenset(
 BACKENDS = ("docker", "kubernetes", "local", "slurm")
 
 
-def _kit_bypasses(path: Path, source: str) -> list[str]:
+def _kit_bypasses(path: Path, source: str, tree: ast.Module | None = None) -> list[str]:
     importer = _package_of(path)
     rel = path.relative_to(PACKAGE.parent)
     return [
         f"{rel}:{line}: imports {dotted}"
-        for line, dotted in _imported_modules(source, importer)
+        for line, dotted in _imported_modules(source, importer, tree)
         if dotted in KIT_MODULES
     ]
 
@@ -153,7 +164,7 @@ def test_built_in_backends_get_shared_machinery_only_through_the_kit() -> None:
     found = []
     for backend in BACKENDS:
         for path in sorted((PACKAGE / "schedulers" / backend).rglob("*.py")):
-            found += _kit_bypasses(path, path.read_text())
+            found += _kit_bypasses(path, path.read_text(), parsed(path))
     assert found == []
 
 
