@@ -37,26 +37,39 @@ def supervisor(cli: Cli) -> Iterator[tuple[subprocess.Popen[str], str]]:
 # -- bad arguments: one line, exit 2 -----------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["frobnicate"], "invalid choice"),
-        (["run"], "nothing to run"),
-        (["run", "--replicas", "x", "--", "true"], "invalid int value"),
-        (["run", "-s", "nope", "--", "true"], "Undefined scheduler backend: nope"),
-        (["run", "-cfg", "bogus=1", "--", "true"], "Unknown run option: bogus"),
-        (["run", "-cfg", "prepend_cwd", "--", "true"], "key=value"),
-        (["run", "--env", "NOEQUALS", "--", "true"], "expected K=V"),
-        (["run", "-f", "missing.yaml"], "missing.yaml"),
-        (["status", "not-a-handle"], "is not of the form"),
-        (["log", "local_cwd://s/app/role/x"], "is not of the form"),
-        (["log", "--since", "someday", "local_cwd://s/app"], "invalid time"),
-    ],
-)
+#: bad arguments and a phrase of the one line each gets
+BAD_ARGUMENTS = [
+    (["frobnicate"], "invalid choice"),
+    (["run"], "nothing to run"),
+    (["run", "--replicas", "x", "--", "true"], "invalid int value"),
+    (["run", "-s", "nope", "--", "true"], "Undefined scheduler backend: nope"),
+    (["run", "-cfg", "bogus=1", "--", "true"], "Unknown run option: bogus"),
+    (["run", "-cfg", "prepend_cwd", "--", "true"], "key=value"),
+    (["run", "--env", "NOEQUALS", "--", "true"], "expected K=V"),
+    (["run", "-f", "missing.yaml"], "missing.yaml"),
+    (["status", "not-a-handle"], "is not of the form"),
+    (["log", "local_cwd://s/app/role/x"], "is not of the form"),
+    (["log", "--since", "someday", "local_cwd://s/app"], "invalid time"),
+]
+
+
+@pytest.fixture(scope="module")
+def bad_argument_runs(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[tuple[str, ...], subprocess.CompletedProcess[str]]:
+    """Each of BAD_ARGUMENTS run through the CLI's main, all in one process."""
+    cli = Cli(tmp_path_factory.mktemp("bad-arguments"))
+    argvs = [tuple(args) for args, _ in BAD_ARGUMENTS]
+    return dict(zip(argvs, cli.each(*argvs), strict=True))
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_ARGUMENTS)
 def test_bad_arguments_give_one_line_and_exit_2(
-    cli: Cli, args: list[str], message: str
+    bad_argument_runs: dict[tuple[str, ...], subprocess.CompletedProcess[str]],
+    args: list[str],
+    message: str,
 ) -> None:
-    result = cli(*args)
+    result = bad_argument_runs[tuple(args)]
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
