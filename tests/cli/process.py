@@ -49,10 +49,11 @@ class Cli:
         self, *argvs: tuple[str, ...], timeout: float = 60
     ) -> list[subprocess.CompletedProcess[str]]:
         """The outcome of each of ``argvs``, as :meth:`__call__` would give it,
-        from ONE Python process that calls the CLI's ``main`` once per argv
-        (a start-up costs half a second of CPU; these commands change no
-        state). What that process writes outside the calls (an import-time
-        warning, say) fails the run."""
+        from ONE Python process that calls the CLI's ``main`` once per argv,
+        one after another (a start-up costs half a second of CPU). For
+        commands that start no app (``run`` stays in a process of its own).
+        What that process writes outside the calls (an import-time warning,
+        say) fails the run."""
         ran = subprocess.run(
             [sys.executable, "-c", _EACH, json.dumps(argvs)],
             capture_output=True,
