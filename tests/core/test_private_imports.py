@@ -12,7 +12,7 @@ import ast
 from pathlib import Path
 
 import asyncsched
-from tests.core._source_scan import parsed, statements
+from tests.core._source_scan import Scan, scan, scan_source
 
 PACKAGE = Path(asyncsched.__file__).parent
 
@@ -36,18 +36,15 @@ def _is_module(dotted: str) -> bool:
     ).is_file()
 
 
-def _imported_modules(
-    source: str, package: str, tree: ast.Module | None = None
-) -> list[tuple[int, str]]:
+def _imported_modules(source: str | Scan, package: str) -> list[tuple[int, str]]:
     """``(line, dotted module)`` for every module ``source`` imports, by any form.
 
     ``package`` is the package the source belongs to (for relative imports);
-    ``tree`` is ``source`` parsed, when the caller has it already.
+    ``source`` is code, or the :class:`Scan` of a file.
     """
-    if tree is None:
-        tree = ast.parse(source)
+    scanned = scan_source(source) if isinstance(source, str) else source
     found: list[tuple[int, str]] = []
-    for node in statements(tree):
+    for node in scanned.imports:
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -61,17 +58,9 @@ def _imported_modules(
                 candidate = f"{base}.{alias.name}"
                 if candidate.startswith("asyncsched.") and _is_module(candidate):
                     found.append((node.lineno, candidate))
-    # a call of import_module names it in the source: only then are the
-    # expressions walked
-    if "import_module" not in source:
-        return found
-    for node in ast.walk(tree):
+    for node in scanned.import_module_calls:
         if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute | ast.Name)
-            and getattr(node.func, "attr", getattr(node.func, "id", ""))
-            == "import_module"
-            and node.args
+            node.args
             and isinstance(node.args[0], ast.Constant)
             and isinstance(node.args[0].value, str)
         ):
@@ -92,8 +81,7 @@ def _foreign_private_imports() -> list[str]:
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         importer = _package_of(path)
-        source = path.read_text()
-        for line, dotted in _imported_modules(source, importer, parsed(path)):
+        for line, dotted in _imported_modules(scan(path), importer):
             if not dotted.startswith("asyncsched."):
                 continue
             owner = _private_owner(dotted)
@@ -150,12 +138,12 @@ KIT_MODULES = frozenset(
 BACKENDS = ("docker", "kubernetes", "local", "slurm")
 
 
-def _kit_bypasses(path: Path, source: str, tree: ast.Module | None = None) -> list[str]:
+def _kit_bypasses(path: Path, source: str | Scan) -> list[str]:
     importer = _package_of(path)
     rel = path.relative_to(PACKAGE.parent)
     return [
         f"{rel}:{line}: imports {dotted}"
-        for line, dotted in _imported_modules(source, importer, tree)
+        for line, dotted in _imported_modules(source, importer)
         if dotted in KIT_MODULES
     ]
 
@@ -164,7 +152,7 @@ def test_built_in_backends_get_shared_machinery_only_through_the_kit() -> None:
     found = []
     for backend in BACKENDS:
         for path in sorted((PACKAGE / "schedulers" / backend).rglob("*.py")):
-            found += _kit_bypasses(path, path.read_text(), parsed(path))
+            found += _kit_bypasses(path, scan(path))
     assert found == []
 
 
