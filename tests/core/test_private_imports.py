@@ -58,13 +58,13 @@ def _imported_modules(source: str | Scan, package: str) -> list[tuple[int, str]]
                 candidate = f"{base}.{alias.name}"
                 if candidate.startswith("asyncsched.") and _is_module(candidate):
                     found.append((node.lineno, candidate))
-    for node in scanned.import_module_calls:
+    for call in scanned.import_module_calls:
         if (
-            node.args
-            and isinstance(node.args[0], ast.Constant)
-            and isinstance(node.args[0].value, str)
+            call.args
+            and isinstance(call.args[0], ast.Constant)
+            and isinstance(call.args[0].value, str)
         ):
-            found.append((node.lineno, node.args[0].value))
+            found.append((call.lineno, call.args[0].value))
     return found
 
 
