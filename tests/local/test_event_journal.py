@@ -322,6 +322,8 @@ def test_journal_bounds_are_checked() -> None:
         JournalBounds(segments=1)
     with pytest.raises(InvalidArgumentError, match="tail_batches"):
         JournalBounds(tail_batches=0)
+    # the documented defaults
+    assert (JournalBounds().segments, JournalBounds().tail_batches) == (4, 256)
     with pytest.raises(InvalidArgumentError, match="journal_bounds"):
         LocalScheduler("x", journal_bounds=4096)  # type: ignore[arg-type]
 
