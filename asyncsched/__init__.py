@@ -15,13 +15,16 @@ Example:
     ...         print((await sched.wait(app_id)).state)
 
 Importing this package never imports aiohttp, aiodocker or kubernetes_asyncio;
-backends load lazily by name.
+backends load lazily by name; ``asyncsched.__version__`` is read from the
+installed distribution's metadata on first access.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from asyncsched import errors
-from asyncsched._version import __version__
+from asyncsched._version import installed_version as _installed_version
 from asyncsched.errors import *  # the whole error tree, at the top level too
 from asyncsched.schedulers import (
     get_default_scheduler_name,
@@ -29,6 +32,16 @@ from asyncsched.schedulers import (
     get_scheduler_factories,
 )
 from asyncsched.schedulers.events import AppEvent, EventKind
+
+if TYPE_CHECKING:
+    __version__: str
+else:
+
+    def __getattr__(name: str) -> str:
+        if name == "__version__":
+            return _installed_version()
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AppEvent",
