@@ -88,7 +88,7 @@ def _maker(kind: Callable[[str], Scheduler[Any]]) -> MakeTarget:
     async def make_target() -> AsyncIterator[ContractTarget]:
         async with kind("contract") as sched:
             yield ContractTarget(
-                sched, quick_timeout=10, posix_shell=False, log_time_step=0.25
+                sched, quick_timeout=10, posix_shell=False, log_time_step=0.5
             )
 
     return make_target
@@ -161,7 +161,7 @@ def test_check_scheduler_runs_under_plain_anyio_run_without_pytest() -> None:
         async def make_target():
             async with InMemoryScheduler("plain") as sched:
                 yield ContractTarget(
-                    sched, quick_timeout=10, posix_shell=False, log_time_step=0.25
+                    sched, quick_timeout=10, posix_shell=False, log_time_step=0.5
                 )
 
         for loop in ("asyncio", "trio"):

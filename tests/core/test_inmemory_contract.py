@@ -22,7 +22,7 @@ class TestInMemoryContract(SchedulerContract):
         async with InMemoryScheduler("contract") as sched:
             # its log times are exact and its reader sees a line at once
             yield ContractTarget(
-                sched, quick_timeout=10, posix_shell=False, log_time_step=0.25
+                sched, quick_timeout=10, posix_shell=False, log_time_step=0.5
             )
 
 

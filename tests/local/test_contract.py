@@ -57,7 +57,4 @@ class TestLocalContract(SchedulerContract):
                 quick_timeout=15,
                 registry_name="local_cwd",
                 replica_processes=replica_processes_since(since),
-                # the local backend's log times are exact: the since/until
-                # case writes its lines 2 s apart instead of 4
-                log_time_step=0.5,
             )
