@@ -159,12 +159,13 @@ async def test_a_daemon_restart_under_the_reader_resyncs_without_a_gap(
     )
     await reader.start()
     try:
-        before = await run_apps(sched, mixed_apps(8), seed=5)
         # these run when the daemon goes down: its shutdown stops them
+        # (submitted first: they start while the first apps run)
         doomed = [
             await sched.submit(sh_app("trap 'exit 0' TERM; sleep 600 & wait", name="d"))
             for _ in range(3)
         ]
+        before = await run_apps(sched, mixed_apps(8), seed=5)
         for app_id in doomed:
             await running(sched, app_id)
         await anyio.to_thread.run_sync(swept.restart)
