@@ -18,7 +18,7 @@ from asyncsched.specs import AppState, BindMount
 from asyncsched.testing import wait_for_state
 
 from .conftest import NETWORK, SESSION, Engine
-from .helpers import DropProxy, counting_client, lines, sh_app
+from .helpers import DropProxy, counting_client, lines, sh_app, submit_all
 
 pytestmark = pytest.mark.docker
 
@@ -119,8 +119,9 @@ async def test_cancel_gives_cancelled_keeps_logs_delete_removes(
 
 
 async def test_exit_code_and_retries(sched: DockerScheduler) -> None:
-    failed = await sched.submit(sh_app("exit 3"), {})
-    retried = await sched.submit(sh_app("exit 1", max_retries=1), {})
+    failed, retried = await submit_all(
+        sched, [sh_app("exit 3"), sh_app("exit 1", max_retries=1)]
+    )
     desc = await sched.wait(failed, timeout=30)
     assert desc is not None
     assert desc.state == AppState.FAILED
