@@ -22,7 +22,7 @@ from asyncsched.specs import AppState
 from tests.events.chaos import ChaosReader
 
 from .conftest import NETWORK, SESSION, Engine
-from .helpers import sh_app, submit_all
+from .helpers import sh_app
 
 pytestmark = pytest.mark.docker
 
@@ -60,14 +60,9 @@ async def test_a_new_reader_process_resumes_with_exactly_the_changes_made_while_
     reader = reader_for(swept, tmp_path)
     await reader.start()
     try:
-        done, removed, running = await submit_all(
-            sched,
-            [
-                sh_app("exit 0", name="done"),
-                sh_app("exit 0", name="removed"),
-                sh_app("sleep 600", name="running"),
-            ],
-        )
+        done = await sched.submit(sh_app("exit 0", name="done"))
+        removed = await sched.submit(sh_app("exit 0", name="removed"))
+        running = await sched.submit(sh_app("sleep 600", name="running"))
         first = await delivered(
             reader,
             {done: "SUCCEEDED", removed: "SUCCEEDED", running: "RUNNING"},
