@@ -24,7 +24,7 @@ from tests.events.chaos import (
 )
 
 from .conftest import SESSION, Engine
-from .helpers import sh_app, submit_all
+from .helpers import sh_app
 
 pytestmark = pytest.mark.docker
 
@@ -159,11 +159,12 @@ async def test_a_daemon_restart_under_the_reader_resyncs_without_a_gap(
     )
     await reader.start()
     try:
-        # these run when the daemon goes down: its shutdown stops them
-        # (submitted first: they start while the first apps run)
-        script = "trap 'exit 0' TERM; sleep 600 & wait"
-        doomed = await submit_all(sched, [sh_app(script, name="d") for _ in range(3)])
         before = await run_apps(sched, mixed_apps(8), seed=5)
+        # these run when the daemon goes down: its shutdown stops them
+        doomed = [
+            await sched.submit(sh_app("trap 'exit 0' TERM; sleep 600 & wait", name="d"))
+            for _ in range(3)
+        ]
         for app_id in doomed:
             await running(sched, app_id)
         await anyio.to_thread.run_sync(swept.restart)
