@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from asyncsched import errors
-from asyncsched._version import installed_version as _installed_version
+from asyncsched._version import version_getattr as _version_getattr
 from asyncsched.errors import *  # the whole error tree, at the top level too
 from asyncsched.schedulers import (
     get_default_scheduler_name,
@@ -36,11 +36,7 @@ from asyncsched.schedulers.events import AppEvent, EventKind
 if TYPE_CHECKING:
     __version__: str
 else:
-
-    def __getattr__(name: str) -> str:
-        if name == "__version__":
-            return _installed_version()
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    __getattr__ = _version_getattr(__name__)  # ``__version__`` read when asked for
 
 
 __all__ = [

@@ -13,10 +13,11 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING
 
-__all__ = ["__version__", "installed_version"]
+__all__ = ["__version__", "installed_version", "version_getattr"]
 
 
 @cache
@@ -31,11 +32,23 @@ def installed_version() -> str:
         return "0.0.0+unknown"
 
 
-if TYPE_CHECKING:
-    __version__: str
-else:
+def version_getattr(module: str) -> Callable[[str], str]:
+    """A module ``__getattr__`` that answers ``__version__`` on first access.
+
+    Example:
+        >>> version_getattr("demo")("__version__") == installed_version()
+        True
+    """
 
     def __getattr__(name: str) -> str:
         if name == "__version__":
             return installed_version()
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__
+
+
+if TYPE_CHECKING:
+    __version__: str
+else:
+    __getattr__ = version_getattr(__name__)
