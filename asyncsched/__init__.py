@@ -15,13 +15,16 @@ Example:
     ...         print((await sched.wait(app_id)).state)
 
 Importing this package never imports aiohttp, aiodocker or kubernetes_asyncio;
-backends load lazily by name.
+backends load lazily by name; ``asyncsched.__version__`` is read from the
+installed distribution's metadata on first access.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from asyncsched import errors
-from asyncsched._version import __version__
+from asyncsched._version import version_getattr as _version_getattr
 from asyncsched.errors import *  # the whole error tree, at the top level too
 from asyncsched.schedulers import (
     get_default_scheduler_name,
@@ -29,6 +32,12 @@ from asyncsched.schedulers import (
     get_scheduler_factories,
 )
 from asyncsched.schedulers.events import AppEvent, EventKind
+
+if TYPE_CHECKING:
+    __version__: str
+else:
+    __getattr__ = _version_getattr(__name__)  # ``__version__`` read when asked for
+
 
 __all__ = [
     "AppEvent",

@@ -18,6 +18,8 @@ Example:
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -28,7 +30,7 @@ from typing import TextIO
 
 import anyio
 
-from asyncsched._version import __version__
+from asyncsched._version import installed_version
 from asyncsched.cli import (
     _events as cmd_events,
     _log as cmd_log,
@@ -63,13 +65,32 @@ _USAGE_ERRORS = (
 )
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: reads the installed version only when asked (reading it
+    at start-up would slow every command down)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        with contextlib.suppress(OSError):  # as argparse's own version action
+            sys.stdout.write(f"asyncsched {installed_version()}\n")
+        parser.exit()
+
+
 def _parser() -> ArgumentParser:
     parser = ArgumentParser(
         prog="asyncsched",
         description="Run and follow apps on local processes and clusters.",
     )
     parser.add_argument(
-        "--version", action="version", version=f"asyncsched {__version__}"
+        "--version",
+        action=_VersionAction,
+        nargs=0,
+        help="show the program's version number and exit",
     )
     parser.add_argument(
         "--debug",

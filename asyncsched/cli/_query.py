@@ -8,8 +8,6 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import yaml
-
 from asyncsched.cli._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -113,6 +111,8 @@ async def describe(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2, default=str))
     else:
+        import yaml  # not at start-up: loading PyYAML slows every command
+
         print(yaml.safe_dump(data, sort_keys=False), end="")
     return EXIT_OK
 

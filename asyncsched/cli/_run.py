@@ -10,7 +10,6 @@ import sys
 from typing import Any
 
 import anyio
-import yaml
 
 from asyncsched.cli._common import (
     EXIT_OK,
@@ -250,6 +249,8 @@ async def run(args: argparse.Namespace) -> int:
 def format_dryrun(app: AppDef, info: AppDryRunInfo[Any]) -> str:
     """What ``--dryrun`` prints: the app as YAML (the AppDef file format), then
     the backend's request."""
+    import yaml  # not at start-up: loading PyYAML slows every command
+
     text = yaml.safe_dump(app_to_dict(app), sort_keys=False).rstrip()
     return f"=== APPLICATION ===\n{text}\n=== SCHEDULER REQUEST ===\n{info!r}"
 

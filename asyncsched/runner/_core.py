@@ -98,9 +98,15 @@ class RunnerCore(AsyncClosable):
         max_concurrent_queries: int = 64,
         event_hook: EventHook | None = None,
         track_progress: bool = False,
+        kept_app_definitions: int = KEPT_APP_DEFINITIONS,
     ) -> None:
         if max_concurrent_submits < 1 or max_concurrent_queries < 1:
             raise InvalidArgumentError("max_concurrent_submits/queries must be >= 1")
+        if kept_app_definitions < 1:
+            raise InvalidArgumentError(
+                f"kept_app_definitions must be >= 1, not {kept_app_definitions!r}"
+            )
+        self._kept_apps = kept_app_definitions
         validate_session_name(name)  # the session of every scheduler it creates
         self._name = name
         self._factories: dict[str, SchedulerFactory] = dict(
@@ -110,7 +116,7 @@ class RunnerCore(AsyncClosable):
         )
         self._params: dict[str, Any] = dict(scheduler_params or {})
         self._schedulers: dict[str, Scheduler[Any]] = {}
-        #: the submitted copies, most recent last (at most KEPT_APP_DEFINITIONS)
+        #: the submitted copies, most recent last (at most kept_app_definitions)
         self._apps: OrderedDict[AppHandle, AppDef] = OrderedDict()
         self._host = TaskHost(f"Runner({name!r})")
         self._event_hook = event_hook

@@ -137,6 +137,10 @@ class Runner(Observing):
             :meth:`progress` counts apps as they end; without it, an app is
             counted done when the runner sees it final (``wait``,
             ``wait_all``, ``as_completed``, ``watch``, ``status``).
+        kept_app_definitions: How many submitted app definitions
+            :meth:`describe` answers from (the most recent ones; default
+            :data:`KEPT_APP_DEFINITIONS`, 1,024); an older app is described
+            from what its scheduler reports.
 
     Example:
         >>> from asyncsched.runner import Runner
@@ -255,7 +259,7 @@ class Runner(Observing):
 
     def _keep_app(self, handle: AppHandle, app: AppDef) -> None:
         self._apps[handle] = app
-        if len(self._apps) > KEPT_APP_DEFINITIONS:
+        if len(self._apps) > self._kept_apps:
             self._apps.popitem(last=False)
 
     @_arguments_of(dryrun)

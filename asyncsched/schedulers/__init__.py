@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import importlib
 import warnings
-from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, Protocol
 
 from asyncsched.errors import (
@@ -28,6 +27,8 @@ from asyncsched.errors import (
 )
 
 if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
+
     from asyncsched.schedulers.api import Scheduler
 
 __all__ = [
@@ -137,6 +138,10 @@ def get_scheduler_factories(
     Built-ins come first (so the default stays ``local_cwd``); plugins add new
     names; only the ``<group>.overrides`` entry points replace built-ins.
     """
+    # importlib.metadata is imported on first use, not with this package:
+    # ``asyncsched --help`` and the commands that name no backend skip its cost
+    from importlib.metadata import entry_points
+
     factories: dict[str, SchedulerFactory] = {}
     if not skip_defaults:
         factories.update(

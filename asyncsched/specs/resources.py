@@ -10,15 +10,16 @@ Example:
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from asyncsched.errors import UnknownNamedResourceError, UnsupportedOperationError
 
 from ._copying import copy_instance
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 __all__ = [
     "EFA_DEVICE",
@@ -142,7 +143,7 @@ class _NamedResourceLibrary:
         self._builtins_source = builtins
         self._builtins_loaded: Mapping[str, ResourceFactory] | None = None
         self._group = group
-        self._plugins: dict[str, metadata.EntryPoint] | None = None
+        self._plugins: dict[str, EntryPoint] | None = None
         self._loaded: dict[str, ResourceFactory] = {}
 
     @property
@@ -152,9 +153,11 @@ class _NamedResourceLibrary:
             self._builtins_loaded = source if isinstance(source, Mapping) else source()
         return self._builtins_loaded
 
-    def _plugin_entry_points(self) -> dict[str, metadata.EntryPoint]:
+    def _plugin_entry_points(self) -> dict[str, EntryPoint]:
         if self._plugins is None:
-            eps = metadata.entry_points(group=self._group)
+            from importlib.metadata import entry_points  # slow to import
+
+            eps = entry_points(group=self._group)
             self._plugins = {ep.name: ep for ep in eps}
         return self._plugins
 
@@ -194,6 +197,8 @@ class _NamedResourceLibrary:
     def _unknown_message(self, key: str) -> str:
         names = self.names()
         msg = f"No named resource found for `{key}`."
+        import difflib  # only for this error's hint
+
         close = difflib.get_close_matches(key, names, n=1)
         if close:
             return f"{msg} Did you mean `{close[0]}`?"

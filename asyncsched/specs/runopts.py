@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import warnings
@@ -264,6 +263,8 @@ class runopts:
     def _unknown_reason(self, key: str) -> str:
         valid = list(self._opts)
         reason = f"Unknown run option: {key}, valid options are: {valid}"
+        import difflib  # only for this error's hint
+
         close = difflib.get_close_matches(key, valid, n=1)
         if close:
             reason += f" (did you mean `{close[0]}`?)"

@@ -36,17 +36,13 @@ Example:
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
-import yaml
-
 from asyncsched.errors import AppFileError, SpecError
-from asyncsched.specs._yaml import YamlAliasError, load_yaml
 from asyncsched.specs.app import AppDef, RetryPolicy, Role, validate_app
 from asyncsched.specs.mounts import BindMount, DeviceMount, VolumeMount, parse_mounts
 from asyncsched.specs.resources import NULL_RESOURCE, Resource, named_resources
@@ -99,6 +95,12 @@ def load_app_file(path: str) -> AppDef:
             text = f.read()
     except OSError as exc:
         raise AppFileError(path, "", exc.strerror or str(exc)) from None
+    # PyYAML is imported here, not with this module: loading it compiles a
+    # hundred regular expressions, a cost every CLI command would pay
+    import yaml
+
+    from asyncsched.specs._yaml import YamlAliasError, load_yaml
+
     try:
         data = json.loads(text) if path.endswith(".json") else load_yaml(text)
     except YamlAliasError as exc:
@@ -256,6 +258,8 @@ def _check_fields(
     for key in raw:
         if key not in known:
             field = f"{where}.{key}" if where else key
+            import difflib  # only for this error's hint
+
             close = difflib.get_close_matches(key, known, n=1)
             hint = (
                 f" (did you mean `{close[0]}`?)" if close else f"; known: {list(known)}"

@@ -86,9 +86,11 @@ async def _log_tail_follows_until_terminal(target: ContractTarget) -> None:
 @_case("logs", "log_since_until")
 async def _declared_log_since_until_is_honoured(target: ContractTarget) -> None:
     """``since``/``until`` (declared) select lines by the time they were
-    written: a line 4 s after another is cut apart by a time between them."""
+    written: a line 4 steps (``log_time_step``, 1 s by default) after another
+    is cut apart by a time between them."""
     sched = target.scheduler
-    app_id = await target.run("echo early; sleep 4; echo late")
+    step = target.log_time_step
+    app_id = await target.run(f"echo early; sleep {4 * step:g}; echo late")
     seen: datetime | None = None
     with anyio.fail_after(target.quick_timeout):
         while seen is None:
@@ -103,9 +105,9 @@ async def _declared_log_since_until_is_honoured(target: ContractTarget) -> None:
             if seen is None:
                 with anyio.move_on_after(0.2):
                     await changed.wait()
-    # a whole second after "early" was seen, and (seen within 3 s of it
+    # a whole step after "early" was seen, and (seen within 3 steps of it
     # being written) before "late": also for engines that keep seconds only
-    cut = seen + timedelta(seconds=1)
+    cut = seen + timedelta(seconds=step)
     await _final(target, app_id)
     assert await _lines(target, app_id, since=cut) == ["late\n"]
     assert await _lines(target, app_id, until=cut) == ["early\n"]

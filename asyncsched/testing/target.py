@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from asyncsched.errors import InvalidArgumentError
 from asyncsched.schedulers.api import Scheduler
 from asyncsched.specs import AppDef, CfgVal, Resource, Role
 
@@ -53,6 +54,20 @@ class ContractTarget:
     #: ``local_docker``...): the scheme of the handles its errors must name.
     #: None: only checked to be the scheduler's ``handle_name``
     registry_name: str | None = None
+    #: the step, in seconds, of the times a backend's log ``since``/``until``
+    #: compare: 1.0 for an engine that keeps whole seconds. The since/until
+    #: case writes two lines 4 steps apart and cuts between them one step
+    #: after it saw the first, so a backend with finer times (the local and
+    #: in-memory ones) may give a smaller step: the case then ends sooner.
+    #: Its reader must see a line within 3 steps of its being written.
+    log_time_step: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.log_time_step > 0:
+            raise InvalidArgumentError(
+                "ContractTarget.log_time_step must be more than 0 seconds,"
+                f" not {self.log_time_step!r}"
+            )
 
     def app(self, script: str, *, name: str = "app", replicas: int = 1) -> AppDef:
         """An app of one role ``worker`` running ``sh -c script`` per replica."""

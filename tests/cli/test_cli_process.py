@@ -37,26 +37,39 @@ def supervisor(cli: Cli) -> Iterator[tuple[subprocess.Popen[str], str]]:
 # -- bad arguments: one line, exit 2 -----------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["frobnicate"], "invalid choice"),
-        (["run"], "nothing to run"),
-        (["run", "--replicas", "x", "--", "true"], "invalid int value"),
-        (["run", "-s", "nope", "--", "true"], "Undefined scheduler backend: nope"),
-        (["run", "-cfg", "bogus=1", "--", "true"], "Unknown run option: bogus"),
-        (["run", "-cfg", "prepend_cwd", "--", "true"], "key=value"),
-        (["run", "--env", "NOEQUALS", "--", "true"], "expected K=V"),
-        (["run", "-f", "missing.yaml"], "missing.yaml"),
-        (["status", "not-a-handle"], "is not of the form"),
-        (["log", "local_cwd://s/app/role/x"], "is not of the form"),
-        (["log", "--since", "someday", "local_cwd://s/app"], "invalid time"),
-    ],
-)
+#: bad arguments and a phrase of the one line each gets
+BAD_ARGUMENTS = [
+    (["frobnicate"], "invalid choice"),
+    (["run"], "nothing to run"),
+    (["run", "--replicas", "x", "--", "true"], "invalid int value"),
+    (["run", "-s", "nope", "--", "true"], "Undefined scheduler backend: nope"),
+    (["run", "-cfg", "bogus=1", "--", "true"], "Unknown run option: bogus"),
+    (["run", "-cfg", "prepend_cwd", "--", "true"], "key=value"),
+    (["run", "--env", "NOEQUALS", "--", "true"], "expected K=V"),
+    (["run", "-f", "missing.yaml"], "missing.yaml"),
+    (["status", "not-a-handle"], "is not of the form"),
+    (["log", "local_cwd://s/app/role/x"], "is not of the form"),
+    (["log", "--since", "someday", "local_cwd://s/app"], "invalid time"),
+]
+
+
+@pytest.fixture(scope="module")
+def bad_argument_runs(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[tuple[str, ...], subprocess.CompletedProcess[str]]:
+    """Each of BAD_ARGUMENTS run through the CLI's main, all in one process."""
+    cli = Cli(tmp_path_factory.mktemp("bad-arguments"))
+    argvs = [tuple(args) for args, _ in BAD_ARGUMENTS]
+    return dict(zip(argvs, cli.each(*argvs), strict=True))
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_ARGUMENTS)
 def test_bad_arguments_give_one_line_and_exit_2(
-    cli: Cli, args: list[str], message: str
+    bad_argument_runs: dict[tuple[str, ...], subprocess.CompletedProcess[str]],
+    args: list[str],
+    message: str,
 ) -> None:
-    result = cli(*args)
+    result = bad_argument_runs[tuple(args)]
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
@@ -119,7 +132,8 @@ def test_dryrun_submits_nothing(cli: Cli) -> None:
     assert result.returncode == 0, result.stderr
     assert "=== SCHEDULER REQUEST ===" in result.stdout
     assert "prepend_cwd" in result.stdout or "PATH" in result.stdout
-    assert json.loads(cli("list", "--json").stdout) == []
+    [listed] = cli.each(("list", "--json"))
+    assert json.loads(listed.stdout) == []
 
 
 # -- a second process while the first supervises ---------------------------------------------------
@@ -130,25 +144,30 @@ def test_status_log_list_describe_cancel_from_a_second_process(
 ) -> None:
     proc, handle = supervisor
 
-    status = cli("status", "--json", handle)
+    # one second process runs them one after another
+    status, text, log, listed, described, cancel = cli.each(
+        ("status", "--json", handle),
+        ("status", handle),
+        ("log", f"{handle}/sleeper/0"),
+        ("list", "--json"),
+        ("describe", "--json", handle),
+        ("cancel", handle),
+    )
     assert status.returncode == 0, status.stderr
     data = json.loads(status.stdout)
     assert data["state"] == "RUNNING"
     assert data["roles"][0]["role"] == "sleeper"
 
-    text = cli("status", handle).stdout
-    assert "State: RUNNING" in text
+    assert "State: RUNNING" in text.stdout
 
-    log = cli("log", f"{handle}/sleeper/0")
     assert log.stdout == "sleeper/0 started\n"
 
-    listed = json.loads(cli("list", "--json").stdout)
-    assert {"app_handle": handle, "state": "RUNNING"}.items() <= listed[0].items()
+    apps = json.loads(listed.stdout)
+    assert {"app_handle": handle, "state": "RUNNING"}.items() <= apps[0].items()
 
-    described = json.loads(cli("describe", "--json", handle).stdout)
-    assert described["roles"][0]["args"] == ["-c", "echo started; sleep 60"]
+    data = json.loads(described.stdout)
+    assert data["roles"][0]["args"] == ["-c", "echo started; sleep 60"]
 
-    cancel = cli("cancel", handle)
     assert cancel.returncode == 0, cancel.stderr
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 1
@@ -182,10 +201,13 @@ def test_signal_during_run_wait_cancels_the_app(
 
 
 def test_unknown_app_exits_1(cli: Cli) -> None:
-    result = cli("status", "local_cwd://asyncsched/nope-123")
+    result, described = cli.each(
+        ("status", "local_cwd://asyncsched/nope-123"),
+        ("describe", "local_cwd://asyncsched/nope-123"),
+    )
     assert result.returncode == 1
     assert "Unknown app" in result.stderr
-    assert cli("describe", "local_cwd://asyncsched/nope-123").returncode == 1
+    assert described.returncode == 1
 
 
 def test_handle_in_an_unknown_app_error_pastes_back_into_the_cli(cli: Cli) -> None:
@@ -210,10 +232,10 @@ def test_an_unusable_log_dir_run_option_exits_2_like_every_bad_run_option(
 
 
 def test_schedulers_and_runopts(cli: Cli) -> None:
-    listed = json.loads(cli("schedulers", "--json").stdout)
+    schedulers, opts = cli.each(("schedulers", "--json"), ("runopts", "local_cwd"))
+    listed = json.loads(schedulers.stdout)
     assert listed["default"] == "local_cwd"
     assert "local_dir" in listed["schedulers"]
-    opts = cli("runopts", "local_cwd")
     assert opts.returncode == 0
     assert "log_dir" in opts.stdout
     version = cli("--version")
@@ -224,18 +246,20 @@ def test_log_errors_are_one_line_and_debug_shows_the_traceback(
     cli: Cli, supervisor: tuple[subprocess.Popen[str], str]
 ) -> None:
     _, handle = supervisor
-    unknown_role = cli("log", f"{handle}/nope/0")
+    unknown_role, bad_regex, debug = cli.each(
+        ("log", f"{handle}/nope/0"),
+        ("log", "--regex", "(unclosed", handle),
+        ("--debug", "log", f"{handle}/nope/0"),
+    )
     assert unknown_role.returncode == 2, unknown_role.stderr
     assert unknown_role.stderr.strip().splitlines() == [
         f"asyncsched log: error: app {handle} has no role 'nope'; roles: ['sleeper']"
     ]
 
-    bad_regex = cli("log", "--regex", "(unclosed", handle)
     assert bad_regex.returncode == 2, bad_regex.stderr
     assert len(bad_regex.stderr.strip().splitlines()) == 1, bad_regex.stderr
     assert "invalid regex '(unclosed'" in bad_regex.stderr
 
-    debug = cli("--debug", "log", f"{handle}/nope/0")
     assert debug.returncode == 2
     assert "Traceback (most recent call last)" in debug.stderr
     assert debug.stderr.rstrip().endswith("roles: ['sleeper']")
@@ -266,7 +290,14 @@ def test_finished_app_stays_inspectable_after_run_exits(cli: Cli) -> None:
     assert ran.returncode == 1
     handle = ran.stdout.strip()
 
-    status = cli("status", "--json", handle)
+    status, described, combined, stdout, stderr, listed = cli.each(
+        ("status", "--json", handle),
+        ("describe", "--json", handle),
+        ("log", f"{handle}/sh/0"),
+        ("log", "--streams", "stdout", f"{handle}/sh/0"),
+        ("log", "--streams", "stderr", f"{handle}/sh/0"),
+        ("list", "--json"),
+    )
     assert status.returncode == 0, status.stderr
     data = json.loads(status.stdout)
     assert data["handle"] == handle
@@ -274,15 +305,14 @@ def test_finished_app_stays_inspectable_after_run_exits(cli: Cli) -> None:
     [replica] = data["roles"][0]["replicas"]
     assert (replica["state"], replica["exit_code"]) == ("FAILED", 3)
 
-    described = json.loads(cli("describe", "--json", handle).stdout)
-    assert described["roles"][0]["args"] == ["-c", "echo out; echo oops >&2; exit 3"]
+    data = json.loads(described.stdout)
+    assert data["roles"][0]["args"] == ["-c", "echo out; echo oops >&2; exit 3"]
     # combined: both lines (two pipes cannot order lines written in one instant)
-    combined = cli("log", f"{handle}/sh/0").stdout
-    assert sorted(combined.splitlines()) == ["sh/0 oops", "sh/0 out"]
-    assert cli("log", "--streams", "stdout", f"{handle}/sh/0").stdout == "sh/0 out\n"
-    assert cli("log", "--streams", "stderr", f"{handle}/sh/0").stdout == "sh/0 oops\n"
-    listed = json.loads(cli("list", "--json").stdout)
-    assert {"app_handle": handle, "state": "FAILED"}.items() <= listed[0].items()
+    assert sorted(combined.stdout.splitlines()) == ["sh/0 oops", "sh/0 out"]
+    assert stdout.stdout == "sh/0 out\n"
+    assert stderr.stdout == "sh/0 oops\n"
+    apps = json.loads(listed.stdout)
+    assert {"app_handle": handle, "state": "FAILED"}.items() <= apps[0].items()
 
 
 def test_prune_forgets_finished_apps(cli: Cli) -> None:

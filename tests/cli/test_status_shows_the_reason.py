@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from .process import Cli
+
 pytest.importorskip("asyncsched.schedulers.local_scheduler")
 
 
@@ -33,7 +35,7 @@ def test_status_of_a_failed_local_app_names_the_reason(tmp_path: Path) -> None:
     handle = run.stdout.strip()
     assert handle.startswith("local_cwd://")
 
-    status = _cli(tmp_path, "status", "--json", handle)
+    status, text = Cli(tmp_path).each(("status", "--json", handle), ("status", handle))
     assert status.returncode == 0, status.stderr
     data = json.loads(status.stdout)
     assert data["state"] == "FAILED"
@@ -43,7 +45,6 @@ def test_status_of_a_failed_local_app_names_the_reason(tmp_path: Path) -> None:
     assert replica["reason"] == "EXIT_CODE"
     assert replica["message"]
 
-    text = _cli(tmp_path, "status", handle)
     assert text.returncode == 0, text.stderr
     assert "State: FAILED" in text.stdout
     assert "Reason: EXIT_CODE" in text.stdout
@@ -54,6 +55,7 @@ def test_status_of_a_succeeded_local_app_has_no_reason(tmp_path: Path) -> None:
     run = _cli(tmp_path, "run", "--wait", "--name", "good", "--", "true")
     assert run.returncode == 0, run.stderr
     handle = run.stdout.strip()
-    data = json.loads(_cli(tmp_path, "status", "--json", handle).stdout)
+    status, text = Cli(tmp_path).each(("status", "--json", handle), ("status", handle))
+    data = json.loads(status.stdout)
     assert (data["state"], data["reason"]) == ("SUCCEEDED", None)
-    assert "Reason:" not in _cli(tmp_path, "status", handle).stdout
+    assert "Reason:" not in text.stdout

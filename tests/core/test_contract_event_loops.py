@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
+
+import pytest
 
 MODULE = """
 import pytest
@@ -36,7 +37,11 @@ class TestObservedNoShell(SchedulerContract):
 ARGS = ("--collect-only", "test_cases.py")
 
 
-def _collected(tmp_path: Path) -> list[str]:
+@pytest.fixture(scope="module")
+def items(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The test ids pytest collects from MODULE (one collection, in a child
+    pytest, for every test here: it is the same for all)."""
+    tmp_path = tmp_path_factory.mktemp("contract-loops")
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     (tmp_path / "test_cases.py").write_text(MODULE)
     done = subprocess.run(
@@ -58,8 +63,7 @@ def _ids(items: list[str], cls: str, loop: str) -> set[str]:
     }
 
 
-def test_an_asyncio_only_backend_gets_no_trio_cases_collected(tmp_path: Path) -> None:
-    items = _collected(tmp_path)
+def test_an_asyncio_only_backend_gets_no_trio_cases_collected(items: list[str]) -> None:
     cases = _ids(items, "TestBoth", "asyncio")
     assert len(cases) > 10
     assert _ids(items, "TestAsyncioOnly", "asyncio") == cases
@@ -68,17 +72,15 @@ def test_an_asyncio_only_backend_gets_no_trio_cases_collected(tmp_path: Path) ->
 
 
 def test_the_loops_named_or_else_the_fixtures_each_get_every_case(
-    tmp_path: Path,
+    items: list[str],
 ) -> None:
-    items = _collected(tmp_path)
     cases = _ids(items, "TestBoth", "asyncio")
     assert _ids(items, "TestBoth", "trio") == cases
     assert _ids(items, "TestFixtureLoops", "asyncio") == cases
     assert _ids(items, "TestFixtureLoops", "trio") == cases
 
 
-def test_cases_of_capabilities_not_declared_are_not_collected(tmp_path: Path) -> None:
-    items = _collected(tmp_path)
+def test_cases_of_capabilities_not_declared_are_not_collected(items: list[str]) -> None:
     every = _ids(items, "TestBoth", "asyncio")
     bare = _ids(items, "TestBare", "asyncio")
     assert _ids(items, "TestBare", "trio") == set()  # its event_loops: asyncio
@@ -103,9 +105,8 @@ def test_cases_of_capabilities_not_declared_are_not_collected(tmp_path: Path) ->
 
 
 def test_observed_capabilities_collect_every_case_on_both_loops_but_shell_ones(
-    tmp_path: Path,
+    items: list[str],
 ) -> None:
-    items = _collected(tmp_path)
     every = _ids(items, "TestBoth", "asyncio")
     shell = {"test_wait_after_cancel_waits_out_the_replicas_grace"}
     for loop in ("asyncio", "trio"):

@@ -87,7 +87,9 @@ def _maker(kind: Callable[[str], Scheduler[Any]]) -> MakeTarget:
     @asynccontextmanager
     async def make_target() -> AsyncIterator[ContractTarget]:
         async with kind("contract") as sched:
-            yield ContractTarget(sched, quick_timeout=10, posix_shell=False)
+            yield ContractTarget(
+                sched, quick_timeout=10, posix_shell=False, log_time_step=0.5
+            )
 
     return make_target
 
@@ -158,7 +160,9 @@ def test_check_scheduler_runs_under_plain_anyio_run_without_pytest() -> None:
         @asynccontextmanager
         async def make_target():
             async with InMemoryScheduler("plain") as sched:
-                yield ContractTarget(sched, quick_timeout=10, posix_shell=False)
+                yield ContractTarget(
+                    sched, quick_timeout=10, posix_shell=False, log_time_step=0.5
+                )
 
         for loop in ("asyncio", "trio"):
             report = anyio.run(
@@ -228,3 +232,11 @@ async def test_a_pytest_suite_whose_capabilities_differ_from_its_scheduler_fails
     async with MemoScheduler("mismatch") as sched:
         with pytest.raises(pytest.fail.Exception, match="is not what MemoScheduler"):
             await Mismatched().test_unknown_app(ContractTarget(sched))  # type: ignore[attr-defined]
+
+
+def test_a_log_time_step_of_0_or_less_is_refused() -> None:
+    sched = InMemoryScheduler("steps")
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(InvalidArgumentError, match="log_time_step"):
+            ContractTarget(sched, log_time_step=bad)
+    assert ContractTarget(sched).log_time_step == 1.0

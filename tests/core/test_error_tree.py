@@ -22,6 +22,7 @@ from asyncsched.errors import (
 )
 from asyncsched.schedulers.local_scheduler import LocalScheduler
 from asyncsched.specs import AppDef, Role, named_resources, parse_mounts, runopts
+from tests.core._source_scan import scan
 
 pytestmark = pytest.mark.anyio
 
@@ -45,9 +46,8 @@ ALLOWED = {
 def _builtin_raises() -> list[str]:
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        tree = ast.parse(path.read_text(), str(path))
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Raise) or node.exc is None:
+        for node in scan(path).raises:
+            if node.exc is None:
                 continue
             target = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
             if (

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from asyncsched import schedulers
 from asyncsched.schedulers import kit
+from tests.core._source_scan import scan
 
 SCHEDULERS = Path(schedulers.__file__).parent
 BACKENDS = ("local", "docker", "kubernetes", "slurm")
@@ -31,7 +32,7 @@ def _kit_sources() -> dict[str, set[str]]:
 
 def _bypasses(path: Path, sources: dict[str, set[str]]) -> list[str]:
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in scan(path).imports:
         if isinstance(node, ast.ImportFrom) and node.module in sources:
             names = {a.name for a in node.names} & sources[node.module]
             if names:

@@ -12,6 +12,7 @@ import ast
 from pathlib import Path
 
 import asyncsched
+from tests.core._source_scan import Scan, scan, scan_source
 
 PACKAGE = Path(asyncsched.__file__).parent
 
@@ -35,14 +36,15 @@ def _is_module(dotted: str) -> bool:
     ).is_file()
 
 
-def _imported_modules(source: str, package: str) -> list[tuple[int, str]]:
+def _imported_modules(source: str | Scan, package: str) -> list[tuple[int, str]]:
     """``(line, dotted module)`` for every module ``source`` imports, by any form.
 
-    ``package`` is the package the source belongs to (for relative imports).
+    ``package`` is the package the source belongs to (for relative imports);
+    ``source`` is code, or the :class:`Scan` of a file.
     """
-    tree = ast.parse(source)
+    scanned = scan_source(source) if isinstance(source, str) else source
     found: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
+    for node in scanned.imports:
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -56,16 +58,13 @@ def _imported_modules(source: str, package: str) -> list[tuple[int, str]]:
                 candidate = f"{base}.{alias.name}"
                 if candidate.startswith("asyncsched.") and _is_module(candidate):
                     found.append((node.lineno, candidate))
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute | ast.Name)
-            and getattr(node.func, "attr", getattr(node.func, "id", ""))
-            == "import_module"
-            and node.args
-            and isinstance(node.args[0], ast.Constant)
-            and isinstance(node.args[0].value, str)
+    for call in scanned.import_module_calls:
+        if (
+            call.args
+            and isinstance(call.args[0], ast.Constant)
+            and isinstance(call.args[0].value, str)
         ):
-            found.append((node.lineno, node.args[0].value))
+            found.append((call.lineno, call.args[0].value))
     return found
 
 
@@ -82,7 +81,7 @@ def _foreign_private_imports() -> list[str]:
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         importer = _package_of(path)
-        for line, dotted in _imported_modules(path.read_text(), importer):
+        for line, dotted in _imported_modules(scan(path), importer):
             if not dotted.startswith("asyncsched."):
                 continue
             owner = _private_owner(dotted)
@@ -139,7 +138,7 @@ KIT_MODULES = frozenset(
 BACKENDS = ("docker", "kubernetes", "local", "slurm")
 
 
-def _kit_bypasses(path: Path, source: str) -> list[str]:
+def _kit_bypasses(path: Path, source: str | Scan) -> list[str]:
     importer = _package_of(path)
     rel = path.relative_to(PACKAGE.parent)
     return [
@@ -153,7 +152,7 @@ def test_built_in_backends_get_shared_machinery_only_through_the_kit() -> None:
     found = []
     for backend in BACKENDS:
         for path in sorted((PACKAGE / "schedulers" / backend).rglob("*.py")):
-            found += _kit_bypasses(path, path.read_text())
+            found += _kit_bypasses(path, scan(path))
     assert found == []
 
 

@@ -27,7 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiodocker
+import anyio
 import pytest
+from aiodocker.containers import DockerContainer
 
 from asyncsched.schedulers.docker_scheduler import DockerScheduler
 
@@ -220,16 +222,25 @@ def docker_ready(docker_engine: Engine, test_image: str) -> Iterator[Engine]:
 
 
 async def sweep(host: str) -> None:
-    """Remove every container and image labelled with this test session."""
-    async with aiodocker.Docker(url=host) as docker:
-        for c in await docker.containers.list(
-            all=True, filters=f'{{"label": ["{SESSION_LABEL}"]}}'
-        ):
+    """Remove every container and image labelled with this test session
+    (the containers a few at a time: after a 50-app test one by one adds
+    seconds)."""
+    slots = anyio.CapacityLimiter(8)
+
+    async def remove(c: DockerContainer) -> None:
+        async with slots:
             try:
                 await c.delete(force=True, v=True)
             except aiodocker.DockerError as exc:
                 if exc.status not in (404, 409):
                     raise
+
+    async with aiodocker.Docker(url=host) as docker:
+        async with anyio.create_task_group() as tg:
+            for c in await docker.containers.list(
+                all=True, filters=f'{{"label": ["{SESSION_LABEL}"]}}'
+            ):
+                tg.start_soon(remove, c)
         for image in await docker.images.list(filters={"label": [SESSION_LABEL]}):
             try:
                 await docker.images.delete(image["Id"], force=True)

@@ -44,6 +44,22 @@ def sh_app(
     return AppDef(name=name, roles=[role])
 
 
+async def submit_all(
+    sched: DockerScheduler, apps: builtins.list[AppDef]
+) -> builtins.list[str]:
+    """Submit ``apps`` at once (one by one, each waits out the daemon's
+    start-up of the one before); return their app ids in ``apps``' order."""
+    ids: dict[int, str] = {}
+
+    async def one(i: int, app: AppDef) -> None:
+        ids[i] = await sched.submit(app)
+
+    async with anyio.create_task_group() as tg:
+        for i, app in enumerate(apps):
+            tg.start_soon(one, i, app)
+    return [ids[i] for i in range(len(apps))]
+
+
 async def lines(
     sched: DockerScheduler, app_id: str, **kwargs: Any
 ) -> builtins.list[str]:

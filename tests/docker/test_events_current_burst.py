@@ -10,7 +10,7 @@ from asyncsched.specs import AppState
 from tests.events.burst import check_resume_inside_burst
 
 from .conftest import Engine
-from .helpers import sh_app
+from .helpers import sh_app, submit_all
 
 pytestmark = pytest.mark.docker
 
@@ -19,7 +19,7 @@ async def test_resuming_from_a_current_event_but_the_last_sends_every_app_again(
     sched: DockerScheduler, swept: Engine
 ) -> None:
     codes = (0, 3, 0)
-    ids = [await sched.submit(sh_app(f"exit {c}", name="burst")) for c in codes]
+    ids = await submit_all(sched, [sh_app(f"exit {c}", name="burst") for c in codes])
     with anyio.fail_after(60):
         for app_id in ids:
             await sched.wait(app_id)

@@ -117,14 +117,32 @@ async def test_a_cursor_the_daemon_no_longer_holds_gives_resync_then_every_app(
             current = await anext(stream)
     assert (current.kind, current.app_id) == ("current", app_id)
     # the daemon keeps its last 256 events: push the cursor's out with tags
+    # (made, then removed, a few at a time: one by one they only queue)
     image = await raw_docker.images.inspect("asyncsched-test-busybox:latest")
     repo = f"asyncsched-test-evict-{os.getpid()}"
-    try:
-        for i in range(300):
+    slots = anyio.CapacityLimiter(8)
+
+    async def tag(i: int) -> None:
+        async with slots:
             await raw_docker.images.tag(image["Id"], repo, tag=str(i))
+
+    async def untag(i: int) -> None:
+        async with slots:
+            try:
+                await raw_docker.images.delete(f"{repo}:{i}", force=True)
+            except aiodocker.DockerError as exc:
+                if exc.status != 404:  # (404: a tag never made)
+                    raise
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for i in range(300):
+                tg.start_soon(tag, i)
     finally:
-        for i in range(300):
-            await raw_docker.images.delete(f"{repo}:{i}", force=True)
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as tg:
+                for i in range(300):
+                    tg.start_soon(untag, i)
     async with sched.events(since=current.cursor) as stream:
         with anyio.fail_after(30):
             resync = await anext(stream)

@@ -17,7 +17,7 @@ from asyncsched.schedulers.docker_scheduler import DockerScheduler
 from asyncsched.specs import AppState
 
 from .conftest import NETWORK, SESSION, Engine
-from .helpers import counting_client, sh_app
+from .helpers import counting_client, sh_app, submit_all
 
 pytestmark = pytest.mark.docker
 
@@ -55,10 +55,9 @@ async def test_exits_without_a_restart_policy_cost_no_inspect(
             counter.paths.clear()
             reader_counter.paths.clear()
             ids.extend(
-                [
-                    await sched.submit(sh_app(f"sleep 0.2; exit {c}"))
-                    for c in (0, 3, 0, 5)
-                ]
+                await submit_all(
+                    sched, [sh_app(f"sleep 0.2; exit {c}") for c in (0, 3, 0, 5)]
+                )
             )
             states = [(await sched.wait(a, timeout=60)) for a in ids]
             with anyio.fail_after(60):

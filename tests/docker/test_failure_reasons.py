@@ -11,7 +11,7 @@ from asyncsched.specs import AppDef, AppState, Resource, Role, StatusReason
 from asyncsched.testing import wait_for_state
 
 from .conftest import TEST_IMAGE
-from .helpers import sh_app
+from .helpers import sh_app, submit_all
 
 
 def _app(script: str, mem_mb: int = 64) -> AppDef:
@@ -44,8 +44,9 @@ async def test_an_out_of_memory_kill_reads_oom_killed(sched: DockerScheduler) ->
 async def test_exit_codes_and_a_kill_from_outside(
     sched: DockerScheduler, raw_docker: aiodocker.Docker
 ) -> None:
-    failed = await sched.submit(sh_app("exit 3"), {})
-    killed = await sched.submit(sh_app("echo ready; exec sleep 300"), {})
+    failed, killed = await submit_all(
+        sched, [sh_app("exit 3"), sh_app("echo ready; exec sleep 300")]
+    )
     desc = await sched.wait(failed, timeout=60)
     assert desc is not None
     [replica] = desc.roles_statuses[0].replicas

@@ -14,11 +14,11 @@ import pytest
 from asyncsched.schedulers.api import ListAppResponse, Stream
 from asyncsched.schedulers.docker._client import ensure_network
 from asyncsched.schedulers.docker_scheduler import DockerScheduler
-from asyncsched.specs import AppState
+from asyncsched.specs import AppState, BindMount
 from asyncsched.testing import wait_for_state
 
 from .conftest import NETWORK, SESSION, Engine
-from .helpers import DropProxy, counting_client, lines, sh_app
+from .helpers import DropProxy, counting_client, lines, sh_app, submit_all
 
 pytestmark = pytest.mark.docker
 
@@ -119,8 +119,9 @@ async def test_cancel_gives_cancelled_keeps_logs_delete_removes(
 
 
 async def test_exit_code_and_retries(sched: DockerScheduler) -> None:
-    failed = await sched.submit(sh_app("exit 3"), {})
-    retried = await sched.submit(sh_app("exit 1", max_retries=1), {})
+    failed, retried = await submit_all(
+        sched, [sh_app("exit 3"), sh_app("exit 1", max_retries=1)]
+    )
     desc = await sched.wait(failed, timeout=30)
     assert desc is not None
     assert desc.state == AppState.FAILED
@@ -140,7 +141,6 @@ async def test_retry_that_succeeds_is_not_reported_failed_early(
     script = (
         "if [ -e /m/ran-once ]; then echo second; else touch /m/ran-once; exit 1; fi"
     )
-    from asyncsched.specs import BindMount
 
     app = sh_app(script, max_retries=2, mounts=[BindMount(str(tmp_path), "/m")])
     app_id = await sched.submit(app, {})
@@ -152,13 +152,17 @@ async def test_retry_that_succeeds_is_not_reported_failed_early(
 
 
 async def test_replicas_reach_rank0_by_name_and_describe_right_after_submit(
-    sched: DockerScheduler,
+    sched: DockerScheduler, tmp_path: Path
 ) -> None:
+    # rank 0 stays up until replica 1 pinged it (at most 30 s)
     script = (
-        'if [ "${replica_id}" = 0 ]; then sleep 3; '
-        "else ping -c 1 -W 3 $TORCHX_RANK0_HOST && echo reached $TORCHX_RANK0_HOST; fi"
+        'if [ "${replica_id}" = 0 ]; then i=0; '
+        "while [ ! -e /m/pinged ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; "
+        "else ping -c 1 -W 3 $TORCHX_RANK0_HOST && echo reached $TORCHX_RANK0_HOST"
+        " && : > /m/pinged; fi"
     )
-    app_id = await sched.submit(sh_app(script, replicas=2), {})
+    app = sh_app(script, replicas=2, mounts=[BindMount(str(tmp_path), "/m")])
+    app_id = await sched.submit(app, {})
     desc = await sched.describe(app_id)  # every container exists once submit returns
     assert desc is not None
     assert sorted(r.id for r in desc.roles_statuses[0].replicas) == [0, 1]

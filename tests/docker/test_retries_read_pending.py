@@ -141,7 +141,7 @@ async def test_a_stopped_container_with_retries_left_is_final(
     [container] = await raw_docker.containers.list(
         filters={"label": [f"asyncsched.io/app-id={app_id}"]}
     )
-    await container.stop(t=1)
+    await container.stop(t=0)  # (no grace: it ignores SIGTERM anyway)
     desc = await sched.wait(app_id, timeout=60)
     assert desc is not None
     [replica] = desc.roles_statuses[0].replicas

@@ -230,16 +230,22 @@ async def kill_at_random(
     *,
     every: tuple[float, float] = (0.2, 1.5),
     quiet: anyio.Event | None = None,
+    quiet_every: tuple[float, float] | None = None,
 ) -> None:
     """Kill and resume ``reader`` ``times`` times, each at a random moment
-    after the reader run said ``open`` (so that each killed reader was
-    reading), or, once ``quiet`` is set (the workload made its last change),
-    without waiting for that. ``reader.kills_reading`` counts the kills of a
-    run that had delivered an event."""
+    (``every`` seconds) after the reader run said ``open`` (so that each
+    killed reader was reading), or, once ``quiet`` is set (the workload made
+    its last change), without waiting for that and ``quiet_every`` seconds
+    (default ``every``) after its start: a resumed reader then only catches
+    up, and a longer pause only waits. ``reader.kills_reading`` counts the
+    kills of a run that had delivered an event."""
     rng = random.Random(os.environ.get("CHAOS_SEED", "7"))
     for _ in range(times):
         await reader.wait_open(quiet)
-        await anyio.sleep(rng.uniform(*every))
+        span = every
+        if quiet is not None and quiet.is_set() and quiet_every is not None:
+            span = quiet_every
+        await anyio.sleep(rng.uniform(*span))
         await reader.kill_and_restart()
 
 

@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from .fakeapi.env import KubeEnv
+from .helpers import make_app, scheduler
 
 pytestmark = pytest.mark.usefixtures("kube_controller")
 
@@ -122,13 +123,13 @@ async def test_list_shows_the_apps_of_another_namespace(
     other = f"{kube_env.namespace}-away"
     kube_env.server.create_namespace(other)
     cli = Cli(kube_env, tmp_path)
-    extra = "".join(f",{k}={v}" for k, v in kube_env.run_cfg.items())
-    code, out, err = await cli(
-        "run", "-s", "kubernetes", "-cfg", f"namespace={other},queue=default{extra}",
-        "--image", "busybox:1.36", "--name", "away", "--", "echo", "x",
-    )  # fmt: skip
-    assert code == 0, err
-    app_id = out.strip().splitlines()[-1].rpartition("/")[2]
+    # made through the API: the CLI's `run` is test_run_status_log_list_cancel's
+    # (a process start less: seconds of imports on a loaded machine)
+    async with scheduler(kube_env, namespace=other) as sched:
+        app_id = await sched.submit(
+            make_app("echo x", name="away"),
+            {"namespace": other, "queue": "default", **kube_env.run_cfg},
+        )
     code, out, err = await cli("list", "-s", "kubernetes")
     assert code == 0, err
     assert app_id not in out  # the kubeconfig's namespace only

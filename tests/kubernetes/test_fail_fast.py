@@ -11,6 +11,8 @@ from asyncsched.schedulers.shared.event_stream import EventStream
 from asyncsched.specs import AppDef, AppState, Resource, Role, StatusReason, is_terminal
 
 from .fakeapi.env import KubeEnv
+from .fakeapi.kinds import KINDS
+from .fakeapi.server import WATCH_LAG
 from .helpers import IMAGE, cfg_for, let_sleeps_end, scheduler
 
 pytestmark = pytest.mark.usefixtures("kube_controller")
@@ -71,8 +73,34 @@ async def test_fail_fast_off_lets_the_siblings_run_to_their_end(
 
 #: replica 1 fails once both run; replica 0 would run for long
 _REPLICA_1_FAILS = 'sleep 2; test "$ASYNCSCHED_REPLICA_ID" = 1 && exit 3; sleep 300'
+#: seconds the fake server's pods watch lags behind the Jobs' one
+_PODS_LAG = 5.0
+_VOLCANO_JOBS = KINDS[("batch.volcano.sh", "v1alpha1", "jobs")]
 
 
+async def _move_time(env: KubeEnv, app_id: str) -> None:
+    """On the fake server's manual clock: end both replicas' ``sleep 2``,
+    then, once the server holds the Job ended, let the lagging pods watch
+    deliver, one lag at a time (until cancelled). On a real cluster time
+    moves by itself: returns at once."""
+    clock = env.clock
+    if clock is None:
+        return
+    await let_sleeps_end(env, 2, 2)  # replica 1 exits 3
+    server = env.fake_server()
+    with anyio.fail_after(30):
+        while True:
+            job = server.store.get(_VOLCANO_JOBS, env.namespace, app_id.split(":")[1])
+            phase = ((job or {}).get("status") or {}).get("state", {}).get("phase")
+            if phase in ("Failed", "Terminated", "Aborted"):
+                break
+            await anyio.sleep(0.05)
+    while True:
+        await clock.wait_sleepers(1, WATCH_LAG, timeout=600)
+        await clock.advance(_PODS_LAG)
+
+
+@pytest.mark.manual_clock
 async def test_the_failed_replica_keeps_its_exit_code_in_wait_describe_and_events(
     kube_env: KubeEnv,
 ) -> None:
@@ -80,9 +108,10 @@ async def test_the_failed_replica_keeps_its_exit_code_in_wait_describe_and_event
     whatever order the Job's and the pods' changes arrive in, every view
     reports replica 1 FAILED with its exit code. On the fake server the
     pods' watch lags 5 s behind the Jobs' (as under load): the Job is
-    Terminated before the client has seen any of its pods."""
+    Terminated before the client has seen any of its pods (its clock stands
+    still until then)."""
     if kube_env.server is not None:
-        kube_env.server.faults.delay_watch("pods", 5.0)
+        kube_env.server.faults.delay_watch("pods", _PODS_LAG)
     app = AppDef(
         "ffx",
         roles=[
@@ -111,6 +140,7 @@ async def test_the_failed_replica_keeps_its_exit_code_in_wait_describe_and_event
         async with anyio.create_task_group() as tg:
             tg.start_soon(follow, stream)
             app_id = await sched.submit(app, cfg_for(kube_env, "volcano"))
+            tg.start_soon(_move_time, kube_env, app_id)
             final = await sched.wait(app_id, timeout=180)
             described = await sched.describe(app_id)
             with anyio.move_on_after(60):

@@ -13,7 +13,8 @@ from typing import Any
 import anyio
 import pytest
 
-from asyncsched.errors import SchedulerUnavailableError
+from asyncsched.errors import InvalidArgumentError, SchedulerUnavailableError
+from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
 
 from .fakeapi.env import KubeEnv
 from .helpers import scheduler
@@ -65,3 +66,11 @@ async def test_a_silent_server_does_not_hang_cancel(kube_env: KubeEnv) -> None:
     async with scheduler(kube_env, request_timeout=1.5) as sched:
         with anyio.fail_after(30), pytest.raises(SchedulerUnavailableError):
             await sched.cancel(f"{kube_env.namespace}:hung")
+
+
+@pytest.mark.parametrize("seconds", [0, -1.0, float("nan")])
+def test_a_watch_answer_timeout_that_is_not_positive_is_refused(
+    seconds: float,
+) -> None:
+    with pytest.raises(InvalidArgumentError, match="watch_answer_timeout"):
+        KubernetesScheduler("k8s-test", watch_answer_timeout=seconds)

@@ -10,7 +10,8 @@ forgets the versions the caches hold) while the app ends, and the end comes:
   caches are stale and only reads by GET can see the end;
 * right after the restart, while the server takes the caches' watches and
   holds them unanswered (a server still starting up): nothing tells the
-  caches they miss changes until the watches are given up;
+  caches they miss changes until the watches are given up (here after
+  ``watch_answer_timeout``, 3 s instead of the default 30 s);
 * while every watch answers an ERROR event with a 410 Status: only the
   re-lists can see it.
 
@@ -42,11 +43,19 @@ pytestmark = [
 ]
 
 VOLCANO_JOBS = KINDS[("batch.volcano.sh", "v1alpha1", "jobs")]
+#: seconds the caches give up an unanswered watch after (the scheduler's
+#: ``watch_answer_timeout``; the default, 30 s, would be waited out)
+ANSWER_WITHIN = 3.0
 #: seconds ``wait`` may take to return the end once the server is back (its
 #: own timeout, 90 s, fails the test within pytest's 120 s): an
 #: unanswered watch given up, the caches' reconnect backoff after a few
-#: seconds of refusals, and a re-list
-BACK_WITHIN = 45.0  # the caches give up an unanswered watch after 30 s
+#: seconds of refusals, and a re-list. Below the default answer timeout: a
+#: scheduler that did not give up its watches after ``ANSWER_WITHIN`` fails
+BACK_WITHIN = 20.0
+#: the Job caches' resources as the server counts requests: (API group,
+#: plural). The pods cache is left out: its watch may be at the newest
+#: version, which outlives a restart, and see the end live
+JOB_CACHES = {("batch.volcano.sh", "jobs"), ("batch", "jobs")}
 
 
 def _app(retries: int) -> AppDef:
@@ -95,8 +104,9 @@ def _relists_refused(server: FakeKubeServer) -> None:
 
 
 def _watches_unanswered(server: FakeKubeServer) -> None:
-    """Restarted, and the caches' next watches are taken and never answered."""
-    server.faults.hang_next(verb="watch", times=3)  # Volcano Jobs, Jobs, pods
+    """Restarted, and the caches' watches are taken and never answered (each
+    one given up and opened again is held too, until the server is back)."""
+    server.faults.hang_next(verb="watch", times=1_000_000)
     server.restart()
 
 
@@ -114,6 +124,18 @@ OUTAGES: dict[str, Callable[[FakeKubeServer], None]] = {
 }
 
 
+async def _job_caches_met_the_outage(server: FakeKubeServer, after: int) -> None:
+    """Wait until each Job cache listed or watched since the server's request
+    number ``after`` (refused, held unanswered, or a watch answered 410)."""
+    with anyio.fail_after(30):
+        while True:
+            since = server.requests.client_requests()[after:]
+            met = {(r.group, r.resource) for r in since if r.verb in ("list", "watch")}
+            if met >= JOB_CACHES:
+                return
+            await anyio.sleep(0.05)
+
+
 async def _wait_across(
     env: KubeEnv, outage: Callable[[FakeKubeServer], None], retries: int
 ) -> tuple[DescribeAppResponse | None, float]:
@@ -123,7 +145,7 @@ async def _wait_across(
     server = env.fake_server()
     got: list[DescribeAppResponse | None] = []
     returned: list[float] = []
-    async with scheduler(env) as sched:
+    async with scheduler(env, watch_answer_timeout=ANSWER_WITHIN) as sched:
         await sched.list()  # the caches run (the wait's own)
         app_id = await sched.submit(_app(retries), cfg_for(env, "volcano"))
         async with anyio.create_task_group() as tg:
@@ -137,8 +159,10 @@ async def _wait_across(
             await env.clock.wait_sleepers(1, KUBELET_SLEEP)  # the replica runs
             outage(server)
             await _end_the_app(env, app_id, retries)
-            # a moment of outage after the end (each cache saw it refused)
-            await anyio.sleep(2)
+            # the outage lasts until the Job caches met it after the end
+            await _job_caches_met_the_outage(
+                server, len(server.requests.client_requests())
+            )
             server.faults.reset()
             back = time.monotonic()
         took = max(0.0, returned[0] - back)

@@ -320,6 +320,10 @@ async def test_concurrent_writers_of_one_session_never_tear_or_reuse_numbers(
 def test_journal_bounds_are_checked() -> None:
     with pytest.raises(InvalidArgumentError, match="segments"):
         JournalBounds(segments=1)
+    with pytest.raises(InvalidArgumentError, match="tail_batches"):
+        JournalBounds(tail_batches=0)
+    # the documented defaults
+    assert (JournalBounds().segments, JournalBounds().tail_batches) == (4, 256)
     with pytest.raises(InvalidArgumentError, match="journal_bounds"):
         LocalScheduler("x", journal_bounds=4096)  # type: ignore[arg-type]
 

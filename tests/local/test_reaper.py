@@ -20,8 +20,7 @@ import anyio
 import pytest
 import sniffio
 
-from asyncsched.schedulers.local import LocalFaults, LocalScheduler
-from asyncsched.schedulers.local._journal_tail import DEFAULT_TAIL_BATCHES
+from asyncsched.schedulers.local import JournalBounds, LocalFaults, LocalScheduler
 from asyncsched.schedulers.local._logs import ReplicaLog, create_log_files
 from asyncsched.schedulers.local._open_files import OpenFiles
 from asyncsched.schedulers.local._process import Child
@@ -262,9 +261,12 @@ async def test_a_finished_app_keeps_few_objects_for_the_collector(
     role = sh_role("exit 0")
     # warm-up: enough finished apps (each appends at least one journal batch)
     # to fill the bounded tail of batches the journal keeps for its readers,
-    # a constant cost that is not any one app's
-    warm = DEFAULT_TAIL_BATCHES
-    async with LocalScheduler("objs", cache_size=apps + 2) as sched:
+    # a constant cost that is not any one app's (a short tail: a short warm-up)
+    warm = 16
+    bounds = JournalBounds(tail_batches=warm)
+    async with LocalScheduler(
+        "objs", cache_size=apps + 2, journal_bounds=bounds
+    ) as sched:
         async with anyio.create_task_group() as tg:
             for i in range(warm):
                 tg.start_soon(

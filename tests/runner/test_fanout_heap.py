@@ -27,12 +27,20 @@ async def runner() -> AsyncIterator[Runner]:
 
 @pytest.fixture(autouse=True)
 def _collector_enabled_and_unfrozen() -> Iterator[None]:
-    if not gc.isenabled():
-        pytest.skip("the garbage collector is disabled in this process")
-    if gc.get_freeze_count():
-        pytest.skip("the heap of this process is frozen already")
-    yield
-    assert gc.get_freeze_count() == 0, "a test left the heap frozen"
+    """Each test starts with the collector on and nothing frozen, whatever ran
+    before it in this process (the web example's lifespan freezes the heap),
+    and this process gets its collector state back afterwards."""
+    was_enabled, was_frozen = gc.isenabled(), gc.get_freeze_count() > 0
+    gc.enable()
+    gc.unfreeze()
+    try:
+        yield
+        assert gc.get_freeze_count() == 0, "a test left the heap frozen"
+    finally:
+        if was_frozen:
+            gc.freeze()
+        if not was_enabled:
+            gc.disable()
 
 
 def _scanned(obj: object) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from anyio import wait_all_tasks_blocked
 
 from asyncsched.errors import (
+    InvalidArgumentError,
     InvalidRunConfigException,
     MalformedAppHandleException,
     SpecError,
@@ -217,21 +219,33 @@ async def test_describe_of_an_app_run_by_another_runner_is_rebuilt() -> None:
         assert described.roles[0].name == "worker"
 
 
-async def test_describe_keeps_only_the_latest_submitted_definitions(
-    runner: Runner,
-) -> None:
-    count = KEPT_APP_DEFINITIONS + 2
-    # one at a time: the kept ones are exactly the last KEPT_APP_DEFINITIONS
-    handles = [await runner.run(sh_app(f"exit {i}"), "inmemory") for i in range(count)]
-    # memory does not grow with every app run
-    assert len(runner._apps) == KEPT_APP_DEFINITIONS
-    latest = await runner.describe(handles[-1])
-    assert latest is not None
-    assert latest.name == sh_app("exit 0").name  # the submitted copy
-    oldest = await runner.describe(handles[0])
-    assert oldest is not None  # still described, from the scheduler
-    assert oldest.name == parse_app_handle(handles[0]).app_id
-    assert oldest.roles[0].args == sh_app("exit 0").roles[0].args
+async def test_describe_keeps_only_the_latest_submitted_definitions() -> None:
+    kept = 16  # the default is KEPT_APP_DEFINITIONS (1,024): the same code
+    assert (
+        inspect.signature(Runner).parameters["kept_app_definitions"].default
+        == KEPT_APP_DEFINITIONS
+    )
+    count = kept + 2
+    async with inmemory_runner(kept_app_definitions=kept) as runner:
+        # one at a time: the kept ones are exactly the last `kept`
+        handles = [
+            await runner.run(sh_app(f"exit {i}"), "inmemory") for i in range(count)
+        ]
+        # memory does not grow with every app run
+        assert len(runner._apps) == kept
+        latest = await runner.describe(handles[-1])
+        assert latest is not None
+        assert latest.name == sh_app("exit 0").name  # the submitted copy
+        oldest = await runner.describe(handles[0])
+        assert oldest is not None  # still described, from the scheduler
+        assert oldest.name == parse_app_handle(handles[0]).app_id
+        assert oldest.roles[0].args == sh_app("exit 0").roles[0].args
+
+
+def test_kept_app_definitions_below_1_is_refused() -> None:
+    for bad in (0, -1):
+        with pytest.raises(InvalidArgumentError, match="kept_app_definitions"):
+            inmemory_runner(kept_app_definitions=bad)
 
 
 async def test_status_running_then_cancelled(runner: Runner) -> None:

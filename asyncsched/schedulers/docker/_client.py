@@ -17,6 +17,7 @@ from typing import Any
 import aiodocker
 import aiohttp
 import anyio
+import anyio.lowlevel
 from aiodocker.exceptions import DockerError
 
 from asyncsched.errors import SubmitError
@@ -76,14 +77,34 @@ async def _open_stream(
         yield response
 
 
+#: one lock per (daemon, network name) in each event loop: the submits of one
+#: process create a network one at a time
+_NETWORK_LOCKS: anyio.lowlevel.RunVar[dict[tuple[str, str], anyio.Lock]] = (
+    anyio.lowlevel.RunVar("asyncsched_docker_network_locks")
+)
+
+
 async def ensure_network(docker: aiodocker.Docker, name: str, host: str) -> str:
     """Return the id of the bridge network ``name``, creating it if needed.
 
-    Race-free across processes without a lock file: creation conflicts are
-    treated as success, and if concurrent creators still left several networks
-    with the same name, every process picks the same one (oldest, then lowest
-    id), so an app never straddles two networks.
+    The submits of one event loop create it one at a time (a daemon may
+    accept two creations of one name at once, and one caller's list may not
+    show a creation still in flight whose network is the older). Across
+    processes, without a lock file: creation conflicts are treated as
+    success, and where concurrent creators still left several networks with
+    the same name, each picks the oldest (then lowest id) it sees.
     """
+    try:
+        locks = _NETWORK_LOCKS.get()
+    except LookupError:
+        locks = {}
+        _NETWORK_LOCKS.set(locks)
+    lock = locks.setdefault((host, name), anyio.Lock())
+    async with lock:
+        return await _ensure_network(docker, name, host)
+
+
+async def _ensure_network(docker: aiodocker.Docker, name: str, host: str) -> str:
     with docker_errors(f"set up the Docker network {name!r}", host, submit=True):
         found = await _networks_named(docker, name)
         mine: str | None = None

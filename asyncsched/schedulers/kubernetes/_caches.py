@@ -23,7 +23,11 @@ from typing import Any
 
 from asyncsched.schedulers.kit import ChangeNotifier
 from asyncsched.schedulers.kubernetes._client import KubeApi
-from asyncsched.schedulers.kubernetes._informer import DEFAULT_PAGE_SIZE, Informer
+from asyncsched.schedulers.kubernetes._informer import (
+    ANSWER_TIMEOUT,
+    DEFAULT_PAGE_SIZE,
+    Informer,
+)
 from asyncsched.schedulers.kubernetes._job_names import (
     LABEL_APP_ID,
     LABEL_MANAGED_BY,
@@ -115,6 +119,7 @@ class Caches:
         live: bool,
         resync: float = 600.0,
         watch_timeout: int = 290,
+        answer_timeout: float = ANSWER_TIMEOUT,
         page_size: int = DEFAULT_PAGE_SIZE,
         informer: type[Informer] = Informer,
     ) -> None:
@@ -129,6 +134,7 @@ class Caches:
             "changes": changes,
             "resync": resync,
             "watch_timeout": watch_timeout,
+            "answer_timeout": answer_timeout,
             "page_size": page_size,
         }
 

@@ -142,6 +142,7 @@ class KubeEvents:
                     live=True,
                     resync=self._settings.resync,
                     watch_timeout=self._settings.watch_timeout,
+                    answer_timeout=self._settings.answer_timeout,
                     page_size=self._settings.page_size,
                     informer=ResumableInformer,
                 )

@@ -38,7 +38,7 @@ from asyncsched.schedulers.kubernetes._found import (
     snapshot_of,
 )
 from asyncsched.schedulers.kubernetes._gate import BACKEND
-from asyncsched.schedulers.kubernetes._informer import DEFAULT_PAGE_SIZE
+from asyncsched.schedulers.kubernetes._informer import ANSWER_TIMEOUT, DEFAULT_PAGE_SIZE
 from asyncsched.schedulers.kubernetes._lookup import (
     read_once,
     read_stale,
@@ -68,6 +68,7 @@ class CacheSettings:
 
     resync: float = 600.0
     watch_timeout: int = 290
+    answer_timeout: float = ANSWER_TIMEOUT
     page_size: int = DEFAULT_PAGE_SIZE
     retention: float | None = DEFAULT_CACHE_RETENTION
 
@@ -103,6 +104,7 @@ class NamespaceRegistry:
             live=live,
             resync=given.resync,
             watch_timeout=given.watch_timeout,
+            answer_timeout=given.answer_timeout,
             page_size=given.page_size,
         )
 

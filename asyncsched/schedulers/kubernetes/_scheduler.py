@@ -56,7 +56,7 @@ from asyncsched.schedulers.kubernetes._found import (
     snapshot_of,
 )
 from asyncsched.schedulers.kubernetes._gate import BACKEND, import_client_off_loop
-from asyncsched.schedulers.kubernetes._informer import DEFAULT_PAGE_SIZE
+from asyncsched.schedulers.kubernetes._informer import ANSWER_TIMEOUT, DEFAULT_PAGE_SIZE
 from asyncsched.schedulers.kubernetes._job_names import (
     job_name,
     sanitize_label_value,
@@ -159,6 +159,10 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             times).
         resync: Seconds between full re-lists of the caches.
         watch_timeout: ``timeoutSeconds`` of each watch request.
+        watch_answer_timeout: Seconds a watch request may wait for its answer
+            (status and headers) before it is given up and opened again
+            (default 30): an API server starting up can take a watch and
+            hold it unanswered, the cache missing every change meanwhile.
         log_idle_timeout: Seconds a followed log may stay silent before its
             connection is re-opened (resuming after the last line; None: never).
         max_line_bytes: Cap of one ``log_iter`` line in bytes (default 1 MiB);
@@ -237,6 +241,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         max_retries: int = 5,
         resync: float = 600.0,
         watch_timeout: int = 290,
+        watch_answer_timeout: float = ANSWER_TIMEOUT,
         log_idle_timeout: float | None = 300.0,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
@@ -255,6 +260,11 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
         if not max_hold >= 0:
             raise InvalidArgumentError(
                 f"max_hold must be a number of seconds >= 0, got {max_hold!r}"
+            )
+        if not watch_answer_timeout > 0:
+            raise InvalidArgumentError(
+                "watch_answer_timeout must be a number of seconds > 0,"
+                f" got {watch_answer_timeout!r}"
             )
         if not no_controller_after >= 0:
             raise InvalidArgumentError(
@@ -289,6 +299,7 @@ class KubernetesScheduler(Scheduler[KubernetesOpts]):
             CacheSettings(
                 resync=resync,
                 watch_timeout=watch_timeout,
+                answer_timeout=watch_answer_timeout,
                 page_size=list_page_size,
                 retention=cache_retention,
             ),
@@ -569,7 +580,7 @@ def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
     Known ones: ``client``, ``docker_client``, ``kubeconfig``, ``context``,
     ``namespace``, ``qps``, ``burst``, ``max_qps``, ``max_hold``, ``max_retries``,
     ``resync``,
-    ``watch_timeout``, ``log_idle_timeout``, ``max_line_bytes``,
+    ``watch_timeout``, ``watch_answer_timeout``, ``log_idle_timeout``, ``max_line_bytes``,
     ``connect_timeout``, ``request_timeout``.
     """
     known = {
@@ -585,6 +596,7 @@ def create_scheduler(session_name: str, **kwargs: Any) -> KubernetesScheduler:
         "max_retries",
         "resync",
         "watch_timeout",
+        "watch_answer_timeout",
         "log_idle_timeout",
         "max_line_bytes",
         "connect_timeout",

@@ -39,7 +39,11 @@ from asyncsched.schedulers.local._journal import (
     DEFAULT_SEGMENTS,
     JournalFile,
 )
-from asyncsched.schedulers.local._journal_tail import Appended, JournalTail
+from asyncsched.schedulers.local._journal_tail import (
+    DEFAULT_TAIL_BATCHES,
+    Appended,
+    JournalTail,
+)
 from asyncsched.schedulers.local._journal_watch import watch_journal
 from asyncsched.specs import NONE
 
@@ -55,10 +59,15 @@ class JournalBounds:
     The journal is written in segments; once the current segment holds
     ``segment_bytes`` a new one starts, and only the newest ``segments`` are
     kept. A cursor older than the oldest kept event resumes with RESYNC.
+    Besides, the last ``tail_batches`` appended batches stay in memory for
+    the session's readers in this process, which take them from there instead
+    of reading the file; a reader further behind reads the file.
 
     Example:
         >>> JournalBounds().segment_bytes, JournalBounds().segments
         (4194304, 4)
+        >>> JournalBounds().tail_batches
+        256
 
     Raises:
         InvalidArgumentError: a bound is not a positive int (``segments`` < 2).
@@ -66,9 +75,10 @@ class JournalBounds:
 
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
     segments: int = DEFAULT_SEGMENTS
+    tail_batches: int = DEFAULT_TAIL_BATCHES
 
     def __post_init__(self) -> None:
-        for name, low in (("segment_bytes", 1), ("segments", 2)):
+        for name, low in (("segment_bytes", 1), ("segments", 2), ("tail_batches", 1)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise InvalidArgumentError(
@@ -140,7 +150,7 @@ class EventJournal:
         #: :meth:`watch` when the journal grew (another process appended)
         self.appended = ChangeSignal()
         #: the batches appended last, for this process's readers
-        self.tail = JournalTail()
+        self.tail = JournalTail(bounds.tail_batches)
         #: readers following the journal now (the watch runs while > 0)
         self.readers = 0
         #: raised by the watch whenever a segment may have been added

@@ -167,7 +167,8 @@ class LocalScheduler(Scheduler[LocalOpts]):
             record write, the spawner's dispatcher, a journal append).
             Default: none.
         journal_bounds: How much event history the session's event journal
-            keeps (:class:`JournalBounds`: 4 segments of 4 MiB by default);
+            keeps (:class:`JournalBounds`: 4 segments of 4 MiB, and the last
+            256 batches in memory for this process's readers, by default);
             see ``docs/events.md``.
 
     Raises:

@@ -97,6 +97,9 @@ from .store import Event, Store, now_iso
 from .volcano_webhook import VolcanoWebhook
 
 CONTROLLER_AGENT_PREFIX = "asyncsched-fake-controller"
+#: what a lagging watch's wait is named on the clock (``faults.delay_watch``;
+#: ``ManualClock.sleepers``)
+WATCH_LAG = "watch-lag"
 _FIELD_LABELS = {
     "pods": {
         "spec.nodeName",
@@ -991,7 +994,7 @@ class FakeKubeServer:
                         # events first: a bookmark's version says every event
                         # before it was sent
                         if lag:  # a lagging watch (faults.delay_watch)
-                            await clock.sleep(lag)
+                            await clock.sleep(lag, WATCH_LAG)
                         while not watcher.queue.empty():
                             pending.append(watcher.queue.get_nowait())
                         continue
@@ -1018,7 +1021,7 @@ class FakeKubeServer:
                     with contextlib.suppress(TimeoutError):
                         pending.append(await clock.wait_for(watcher.queue.get(), wait))
                         if lag:  # a lagging watch (faults.delay_watch)
-                            await clock.sleep(lag)
+                            await clock.sleep(lag, WATCH_LAG)
                         # and whatever queued meanwhile: one write for them all
                         while not watcher.queue.empty():
                             pending.append(watcher.queue.get_nowait())
