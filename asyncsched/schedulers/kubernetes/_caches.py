@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from asyncsched.schedulers.kit import ChangeNotifier
@@ -44,6 +45,7 @@ __all__ = [
     "SELECTOR",
     "VOLCANO_JOBS",
     "Caches",
+    "WatchSettings",
     "app_key",
     "expired_state",
 ]
@@ -100,6 +102,16 @@ def _stub(job: JSON, state: AppState) -> JSON:
     }
 
 
+@dataclass
+class WatchSettings:
+    """How a namespace's caches list and watch (see :class:`Informer`)."""
+
+    resync: float = 600.0
+    watch_timeout: int = 290
+    answer_timeout: float = ANSWER_TIMEOUT
+    page_size: int = DEFAULT_PAGE_SIZE
+
+
 class Caches:
     """The caches of ``namespace``; ``live`` ones run (list+watch).
 
@@ -117,10 +129,7 @@ class Caches:
         *,
         changes: ChangeNotifier,
         live: bool,
-        resync: float = 600.0,
-        watch_timeout: int = 290,
-        answer_timeout: float = ANSWER_TIMEOUT,
-        page_size: int = DEFAULT_PAGE_SIZE,
+        settings: WatchSettings | None = None,
         informer: type[Informer] = Informer,
     ) -> None:
         self.name = namespace
@@ -129,13 +138,14 @@ class Caches:
         self.expired: dict[str, AppState] = {}
         #: when each finished app was first seen finished (monotonic)
         self.finished_at: dict[str, float] = {}
+        given = settings if settings is not None else WatchSettings()
         kwargs: dict[str, Any] = {
             "key": self.key,
             "changes": changes,
-            "resync": resync,
-            "watch_timeout": watch_timeout,
-            "answer_timeout": answer_timeout,
-            "page_size": page_size,
+            "resync": given.resync,
+            "watch_timeout": given.watch_timeout,
+            "answer_timeout": given.answer_timeout,
+            "page_size": given.page_size,
         }
 
         def jobs(path: str) -> Informer:

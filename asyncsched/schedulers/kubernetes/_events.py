@@ -140,10 +140,7 @@ class KubeEvents:
                     namespace,
                     changes=ChangeNotifier(),
                     live=True,
-                    resync=self._settings.resync,
-                    watch_timeout=self._settings.watch_timeout,
-                    answer_timeout=self._settings.answer_timeout,
-                    page_size=self._settings.page_size,
+                    settings=self._settings,
                     informer=ResumableInformer,
                 )
                 self._caches[namespace] = caches

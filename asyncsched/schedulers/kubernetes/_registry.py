@@ -28,7 +28,7 @@ from anyio.abc import TaskStatus
 
 from asyncsched.errors import SchedulerUnavailableError
 from asyncsched.schedulers.kit import ChangeNotifier, TaskHost
-from asyncsched.schedulers.kubernetes._caches import Caches, app_key
+from asyncsched.schedulers.kubernetes._caches import Caches, WatchSettings, app_key
 from asyncsched.schedulers.kubernetes._client import KubeApi
 from asyncsched.schedulers.kubernetes._connector import Connector
 from asyncsched.schedulers.kubernetes._found import (
@@ -38,7 +38,6 @@ from asyncsched.schedulers.kubernetes._found import (
     snapshot_of,
 )
 from asyncsched.schedulers.kubernetes._gate import BACKEND
-from asyncsched.schedulers.kubernetes._informer import ANSWER_TIMEOUT, DEFAULT_PAGE_SIZE
 from asyncsched.schedulers.kubernetes._lookup import (
     read_once,
     read_stale,
@@ -63,13 +62,10 @@ DEFAULT_CACHE_RETENTION = 3600.0
 
 
 @dataclass
-class CacheSettings:
-    """How the caches list and watch (see :class:`KubernetesScheduler`)."""
+class CacheSettings(WatchSettings):
+    """How the caches list, watch and keep finished apps (see
+    :class:`KubernetesScheduler`)."""
 
-    resync: float = 600.0
-    watch_timeout: int = 290
-    answer_timeout: float = ANSWER_TIMEOUT
-    page_size: int = DEFAULT_PAGE_SIZE
     retention: float | None = DEFAULT_CACHE_RETENTION
 
 
@@ -96,16 +92,8 @@ class NamespaceRegistry:
 
     def caches(self, api: KubeApi, namespace: str, *, live: bool) -> Caches:
         """New caches of ``namespace`` over ``api`` (not started)."""
-        given = self.settings
         return Caches(
-            api,
-            namespace,
-            changes=self._changes,
-            live=live,
-            resync=given.resync,
-            watch_timeout=given.watch_timeout,
-            answer_timeout=given.answer_timeout,
-            page_size=given.page_size,
+            api, namespace, changes=self._changes, live=live, settings=self.settings
         )
 
     async def watch(self, namespace: str) -> Caches:
