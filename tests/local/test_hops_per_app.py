@@ -130,7 +130,12 @@ async def test_a_cancel_while_the_last_exit_is_written_finds_the_app_over(
         app_id = await sched.submit(app_of(sh_role("exit 0")), cfg)
         assert await anyio.to_thread.run_sync(writing.wait, 30)
         try:
-            await sched.cancel(app_id)
+            async with anyio.create_task_group() as tg:
+                # the cancel waits for the exit being written (what it
+                # describes is never older than that exit's event)...
+                tg.start_soon(sched.cancel, app_id)
+                await anyio.wait_all_tasks_blocked()
+                cancelled.set()  # ...which then ends
         finally:
             cancelled.set()
         desc = await sched.wait(app_id, timeout=30)
