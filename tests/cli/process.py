@@ -35,8 +35,14 @@ class Cli:
     def __call__(
         self, *args: str, timeout: float = 60
     ) -> subprocess.CompletedProcess[str]:
+        return self._python(["-m", "asyncsched", *args], timeout)
+
+    def _python(
+        self, argv: list[str], timeout: float
+    ) -> subprocess.CompletedProcess[str]:
+        """Run this Python with ``argv`` in the CLI's directory and env."""
         return subprocess.run(
-            [sys.executable, "-m", "asyncsched", *args],
+            [sys.executable, *argv],
             capture_output=True,
             text=True,
             cwd=self.cwd,
@@ -54,15 +60,7 @@ class Cli:
         commands that start no app (``run`` stays in a process of its own).
         What that process writes outside the calls (an import-time warning,
         say) fails the run."""
-        ran = subprocess.run(
-            [sys.executable, "-c", _EACH, json.dumps(argvs)],
-            capture_output=True,
-            text=True,
-            cwd=self.cwd,
-            env=self.env,
-            timeout=timeout,
-            check=False,
-        )
+        ran = self._python(["-c", _EACH, json.dumps(argvs)], timeout)
         assert (ran.returncode, ran.stderr) == (0, ""), ran.stderr
         return [
             subprocess.CompletedProcess(list(argv), code, out, err)

@@ -29,6 +29,9 @@ TRAP_SCRIPT = 'trap "echo stopped; exit 7" TERM; echo started; sleep 300 & wait'
 #: seconds between two processes' signals: slurmstepd's pace on a loaded host
 PACE = 0.3
 DEADLINE = 30.0
+#: (fail-fast?, the mark file a stop creates): a cancel, with and without
+#: fail-fast, and a fail-fast sibling's failure
+STOPS = [(False, "cancel"), (True, "cancel"), (True, "failed")]
 
 
 def _rendered(tmp_path: Path, fail_fast: bool) -> tuple[str, list[bytes], Path]:
@@ -127,9 +130,7 @@ def test_a_stop_runs_the_commands_term_trap_when_slurm_signals_its_children_firs
     assert code == 7  # the trap's code is the replica's
 
 
-@pytest.mark.parametrize(
-    ("fail_fast", "mark"), [(False, "cancel"), (True, "cancel"), (True, "failed")]
-)
+@pytest.mark.parametrize(("fail_fast", "mark"), STOPS)
 def test_a_replica_that_missed_the_stop_signal_stops_on_the_mark_file(
     tmp_path: Path, fail_fast: bool, mark: str
 ) -> None:
@@ -166,9 +167,7 @@ def _sid(proc: psutil.Process) -> int | None:
         return None
 
 
-@pytest.mark.parametrize(
-    ("fail_fast", "mark"), [(False, "cancel"), (True, "cancel"), (True, "failed")]
-)
+@pytest.mark.parametrize(("fail_fast", "mark"), STOPS)
 def test_a_replica_stopped_before_its_command_starts_never_runs_it(
     tmp_path: Path, fail_fast: bool, mark: str
 ) -> None:
