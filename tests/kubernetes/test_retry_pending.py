@@ -59,6 +59,19 @@ def test_a_failed_pod_with_retries_left_reads_pending_with_its_exit_code() -> No
     assert desc.state == AppState.PENDING
 
 
+def test_a_failed_pod_seen_before_its_jobs_first_status_reads_pending() -> None:
+    """The Jobs' watch behind the pods' (a resumed reader replaying both):
+    the retry's pod failed while the cached Job has no status yet. Read as
+    FAILED, a reader saw the app end, then PENDING once the status came."""
+    job = _job(retries=0, version=0)
+    del job["status"]
+    failed = _pod(1, "Failed", terminated={"exitCode": 4, "reason": "Error"})
+    desc = describe_volcano("ns:a-b", job, [failed])
+    [replica] = desc.replicas
+    assert (replica.state, replica.exit_code) == (AppState.PENDING, 4)
+    assert desc.state == AppState.PENDING
+
+
 def test_the_last_attempt_is_read_not_a_lingering_pod_of_an_earlier_one() -> None:
     # the retry budget is spent (1 of 1): the new attempt runs while the
     # failed pod of the first attempt is still being deleted

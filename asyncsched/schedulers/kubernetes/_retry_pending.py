@@ -27,7 +27,9 @@ from asyncsched.specs import AppState
 __all__ = ["job_version", "restarting"]
 
 #: Job phases in which Volcano still applies the policies of a failed pod
-_LIVE_PHASES = frozenset({"Pending", "Running", "Restarting"})
+#: ("": a Job whose status the client has not seen yet, e.g. its watch lags
+#: behind the pods')
+_LIVE_PHASES = frozenset({"", "Pending", "Running", "Restarting"})
 _RESTARTS = frozenset({"RestartJob", "RestartTask", "RestartPod"})
 #: Volcano's default ``maxRetry``
 _DEFAULT_MAX_RETRY = 3

@@ -347,28 +347,45 @@ def describe_volcano(
 
 def volcano_pods_unseen(job: JSON, pods: list[JSON], deleted: Iterable[JSON]) -> bool:
     """True when the Job's ``taskStatusCount`` counts an ended pod (Failed,
-    Succeeded) of a task of which the pods at hand show no pod at all.
+    Succeeded) of a task of which the pods at hand show no ended pod of the
+    Job's current version (``status.version``; a deleted pod counts as ended).
 
     The Job's status and the pods travel on two watches: under load the
-    Job's last status (e.g. Terminated, written once a replica failed) can
-    arrive before the client has seen any pod of the task. Until a pod of it
-    shows up, the replica's outcome and exit code are not known yet.
+    Job's last status (e.g. Terminated, written once a replica failed; Failed
+    once a retry failed too) can arrive before the client has seen the pod
+    it counts: none yet, one still running, or only the pod of an attempt
+    before the restart. Until that pod's end shows up, the replica's outcome
+    and exit code are not known yet.
 
     Example:
         >>> job = {"status": {"taskStatusCount": {"w-1": {"phase": {"Failed": 1}}}}}
         >>> volcano_pods_unseen(job, [], [])
         True
+        >>> pod = {"metadata": {"annotations": {"volcano.sh/task-spec": "w-1"}},
+        ...        "status": {"phase": "Running"}}
+        >>> volcano_pods_unseen(job, [pod], []), volcano_pods_unseen(job, [], [pod])
+        (True, False)
     """
-    counts = (job.get("status") or {}).get("taskStatusCount") or {}
-    seen = {
-        str(((pod.get("metadata") or {}).get("annotations") or {}).get(_TASK_SPEC))
-        for pod in [*pods, *deleted]
+    status = job.get("status") or {}
+    counts = status.get("taskStatusCount") or {}
+    version = int(status.get("version") or 0)
+    ended = {
+        _task_of(pod)
+        for pod in pods
+        if (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded")
+        and job_version(pod) >= version
     }
+    ended |= {_task_of(pod) for pod in deleted if job_version(pod) >= version}
     return any(
-        phase in ("Failed", "Succeeded") and int(n or 0) > 0 and str(task) not in seen
+        phase in ("Failed", "Succeeded") and int(n or 0) > 0 and str(task) not in ended
         for task, count in counts.items()
         for phase, n in ((count or {}).get("phase") or {}).items()
     )
+
+
+def _task_of(pod: JSON) -> str:
+    """The Volcano task ``pod`` was made for."""
+    return str(((pod.get("metadata") or {}).get("annotations") or {}).get(_TASK_SPEC))
 
 
 def _by_replica(pods: Iterable[JSON]) -> dict[tuple[str, str], list[JSON]]:
