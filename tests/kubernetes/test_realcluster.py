@@ -270,7 +270,7 @@ async def test_fifty_apps_awaited_at_once_cost_the_server_few_requests(
     kube_env: KubeEnv,
 ) -> None:
     cluster = _cluster(kube_env)
-    n = 50
+    n = 20
     await _earlier_namespaces_gone(kube_env)
     async with scheduler(kube_env) as sched:
         cfg = cfg_for(kube_env, "volcano")
