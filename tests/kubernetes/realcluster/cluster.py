@@ -417,7 +417,10 @@ class RealCluster:
                     self.docker("rm", "-f", "-v", *ids, check=False)
             _terminate(dockerd)
         for name in reversed(list(self.procs)):
-            _terminate(self.procs.pop(name))
+            # the API server lingers 20 s and more after SIGTERM (see
+            # restart_apiserver); its data is thrown away with the root
+            grace = _APISERVER_STOP_GRACE if name == "kube-apiserver" else 20
+            _terminate(self.procs.pop(name), grace)
         _kill_strays(self.root)
         _unmount_below(self.root)
         if self.forward_rule is not None:
@@ -435,6 +438,10 @@ class RealCluster:
         shutil.rmtree(self.root, ignore_errors=True)
         for extra in self.extra_dirs:
             shutil.rmtree(extra, ignore_errors=True)
+
+
+#: seconds a stopped cluster's API server gets after SIGTERM before SIGKILL
+_APISERVER_STOP_GRACE = 3.0
 
 
 def _terminate(proc: subprocess.Popen[bytes], grace: float = 20) -> None:
