@@ -47,7 +47,8 @@ def _always_fails_once_retried() -> AppDef:
 async def _job_phase(env: KubeEnv, app_id: str) -> str | None:
     server = env.fake_server()
     job = server.store.get(_VOLCANO_JOBS, env.namespace, app_id.split(":")[1])
-    return ((job or {}).get("status") or {}).get("state", {}).get("phase")
+    phase = ((job or {}).get("status") or {}).get("state", {}).get("phase")
+    return None if phase is None else str(phase)
 
 
 async def _move_time(env: KubeEnv, app_id: str) -> None:
@@ -111,4 +112,3 @@ async def test_no_change_of_a_retried_app_is_told_after_its_end(
         assert e.state == AppState.FAILED, story
         if e.replica is not None:
             assert (e.replica.state, e.replica.exit_code) == (AppState.FAILED, 4), story
-    print(story)
