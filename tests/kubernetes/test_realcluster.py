@@ -2,7 +2,7 @@
 
 Real exit codes, a real OOM kill, an image that is not there, log streams
 from the kubelet, pods that really stop on cancel and really go on delete
-(the garbage collector), 50 apps awaited at once with the API load read from
+(the garbage collector), 20 apps awaited at once with the API load read from
 the server's own ``/metrics``, and 20 waits that survive a restart of the
 API server. Runs only against the test cluster the fixtures start
 (tests/kubernetes/realcluster); the fake API server covers fault injection.
@@ -266,7 +266,7 @@ async def _earlier_namespaces_gone(env: KubeEnv) -> None:
                 await anyio.sleep(0.5)
 
 
-async def test_fifty_apps_awaited_at_once_cost_the_server_few_requests(
+async def test_twenty_apps_awaited_at_once_cost_the_server_few_requests(
     kube_env: KubeEnv,
 ) -> None:
     cluster = _cluster(kube_env)
