@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -16,12 +16,22 @@ from asyncsched.specs import AppDef, CfgVal, Resource, Role
 
 from .fakeapi.controller import KUBELET_SLEEP
 from .fakeapi.env import KubeEnv
+from .fakeapi.kinds import KINDS
+from .fakeapi.server import WATCH_LAG
 
 IMAGE = "busybox:1.36"
 JOB_APIS = ("volcano", "indexed")
 
 
-def make_app(script: str, *, replicas: int = 1, name: str = "app") -> AppDef:
+#: the fake server's kind of Volcano Jobs
+VOLCANO_JOBS = KINDS[("batch.volcano.sh", "v1alpha1", "jobs")]
+
+
+def make_app(
+    script: str, *, replicas: int = 1, name: str = "app", retries: int = 0
+) -> AppDef:
+    """One role ``worker`` running ``sh -c script`` (``retries``: its
+    ``max_retries``)."""
     return AppDef(
         name,
         roles=[
@@ -31,6 +41,7 @@ def make_app(script: str, *, replicas: int = 1, name: str = "app") -> AppDef:
                 entrypoint="sh",
                 args=["-c", script],
                 num_replicas=replicas,
+                max_retries=retries,
                 resource=Resource(cpu=1, gpu=0, memMB=128),
             )
         ],
@@ -67,6 +78,32 @@ async def let_sleeps_end(env: KubeEnv, sleepers: int, *steps: float) -> None:
     await clock.wait_sleepers(sleepers, KUBELET_SLEEP)
     for seconds in steps:
         await clock.advance(seconds)
+
+
+async def volcano_phase_reached(
+    env: KubeEnv, app_id: str, phases: Collection[str], timeout: float = 30
+) -> None:
+    """On the fake server: wait until the Volcano Job of ``app_id`` is in one
+    of ``phases`` as the server stores it (woken by each change it stores)."""
+    store = env.fake_server().store
+    name = app_id.partition(":")[2]
+    with anyio.fail_after(timeout):
+        while True:
+            job = store.get(VOLCANO_JOBS, env.namespace, name) or {}
+            if (job.get("status") or {}).get("state", {}).get("phase") in phases:
+                return
+            await store.changed.wait()
+
+
+async def deliver_lagging_watches(env: KubeEnv, lag: float) -> None:
+    """On the fake server's manual clock: let the watches a
+    ``faults.delay_watch(..., lag)`` holds back deliver, one lag at a time
+    (until cancelled)."""
+    clock = env.clock
+    assert clock is not None
+    while True:
+        await clock.wait_sleepers(1, WATCH_LAG, timeout=600)
+        await clock.advance(lag)
 
 
 @asynccontextmanager

@@ -20,7 +20,7 @@ import anyio
 import pytest
 
 from asyncsched.schedulers.kubernetes_scheduler import KubernetesScheduler
-from asyncsched.specs import AppDef, AppState, CfgVal, Resource, Role
+from asyncsched.specs import AppState, CfgVal
 
 from ..events.chaos import (
     ChaosReader,
@@ -29,7 +29,7 @@ from ..events.chaos import (
     until_delivered,
 )
 from .fakeapi.env import KubeEnv
-from .helpers import IMAGE, cfg_for, scheduler
+from .helpers import cfg_for, make_app, scheduler
 
 pytestmark = pytest.mark.usefixtures("kube_controller")
 
@@ -37,18 +37,6 @@ pytestmark = pytest.mark.usefixtures("kube_controller")
 #: server's etcd keeps 5 minutes; the fixture's 5 s would turn a slow
 #: restart of the reader into a RESYNC)
 HISTORY_WINDOW = 120.0
-
-
-def _app(name: str, script: str, retries: int = 0) -> AppDef:
-    role = Role(
-        "worker",
-        image=IMAGE,
-        entrypoint="sh",
-        args=["-c", script],
-        max_retries=retries,
-        resource=Resource(cpu=1, gpu=0, memMB=128),
-    )
-    return AppDef(name, roles=[role])
 
 
 #: (name, script, max_retries, cancelled): what each kind of app does
@@ -84,7 +72,9 @@ async def _run_apps(
     async def one(i: int) -> None:
         name, script, retries, cancel = _KINDS[i % len(_KINDS)]
         async with server or contextlib.nullcontext():
-            app_id = await sched.submit(_app(f"{name}{i}", script, retries), cfg)
+            app_id = await sched.submit(
+                make_app(script, name=f"{name}{i}", retries=retries), cfg
+            )
         if cancel:
             with anyio.fail_after(timeout):
                 while True:

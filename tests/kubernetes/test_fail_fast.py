@@ -11,9 +11,14 @@ from asyncsched.schedulers.shared.event_stream import EventStream
 from asyncsched.specs import AppDef, AppState, Resource, Role, StatusReason, is_terminal
 
 from .fakeapi.env import KubeEnv
-from .fakeapi.kinds import KINDS
-from .fakeapi.server import WATCH_LAG
-from .helpers import IMAGE, cfg_for, let_sleeps_end, scheduler
+from .helpers import (
+    IMAGE,
+    cfg_for,
+    deliver_lagging_watches,
+    let_sleeps_end,
+    scheduler,
+    volcano_phase_reached,
+)
 
 pytestmark = pytest.mark.usefixtures("kube_controller")
 
@@ -75,7 +80,6 @@ async def test_fail_fast_off_lets_the_siblings_run_to_their_end(
 _REPLICA_1_FAILS = 'sleep 2; test "$ASYNCSCHED_REPLICA_ID" = 1 && exit 3; sleep 300'
 #: seconds the fake server's pods watch lags behind the Jobs' one
 _PODS_LAG = 5.0
-_VOLCANO_JOBS = KINDS[("batch.volcano.sh", "v1alpha1", "jobs")]
 
 
 async def _move_time(env: KubeEnv, app_id: str) -> None:
@@ -83,21 +87,11 @@ async def _move_time(env: KubeEnv, app_id: str) -> None:
     then, once the server holds the Job ended, let the lagging pods watch
     deliver, one lag at a time (until cancelled). On a real cluster time
     moves by itself: returns at once."""
-    clock = env.clock
-    if clock is None:
+    if env.clock is None:
         return
     await let_sleeps_end(env, 2, 2)  # replica 1 exits 3
-    server = env.fake_server()
-    with anyio.fail_after(30):
-        while True:
-            job = server.store.get(_VOLCANO_JOBS, env.namespace, app_id.split(":")[1])
-            phase = ((job or {}).get("status") or {}).get("state", {}).get("phase")
-            if phase in ("Failed", "Terminated", "Aborted"):
-                break
-            await anyio.sleep(0.05)
-    while True:
-        await clock.wait_sleepers(1, WATCH_LAG, timeout=600)
-        await clock.advance(_PODS_LAG)
+    await volcano_phase_reached(env, app_id, {"Failed", "Terminated", "Aborted"})
+    await deliver_lagging_watches(env, _PODS_LAG)
 
 
 @pytest.mark.manual_clock

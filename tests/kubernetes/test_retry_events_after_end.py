@@ -18,52 +18,31 @@ import anyio
 import pytest
 
 from asyncsched.schedulers.kit import AppEvent
-from asyncsched.specs import AppDef, AppState, Resource, Role, is_terminal
+from asyncsched.specs import AppState, is_terminal
 
 from .fakeapi.env import KubeEnv
-from .fakeapi.kinds import KINDS
-from .fakeapi.server import WATCH_LAG
-from .helpers import IMAGE, cfg_for, let_sleeps_end, scheduler
+from .helpers import (
+    cfg_for,
+    deliver_lagging_watches,
+    let_sleeps_end,
+    make_app,
+    scheduler,
+    volcano_phase_reached,
+)
 
 pytestmark = pytest.mark.usefixtures("kube_controller")
 
 #: seconds the lagging watch delivers each change late
 _LAG = 5.0
-_VOLCANO_JOBS = KINDS[("batch.volcano.sh", "v1alpha1", "jobs")]
-
-
-def _always_fails_once_retried() -> AppDef:
-    role = Role(
-        "worker",
-        image=IMAGE,
-        entrypoint="sh",
-        args=["-c", "sleep 2; exit 4"],
-        max_retries=1,
-        resource=Resource(cpu=1, gpu=0, memMB=128),
-    )
-    return AppDef("rt", roles=[role])
-
-
-async def _job_phase(env: KubeEnv, app_id: str) -> str | None:
-    server = env.fake_server()
-    job = server.store.get(_VOLCANO_JOBS, env.namespace, app_id.split(":")[1])
-    phase = ((job or {}).get("status") or {}).get("state", {}).get("phase")
-    return None if phase is None else str(phase)
 
 
 async def _move_time(env: KubeEnv, app_id: str) -> None:
     """End both attempts' ``sleep 2`` while the lagging watch holds back,
     then let it deliver, one lag at a time (until cancelled)."""
-    clock = env.clock
-    assert clock is not None
     await let_sleeps_end(env, 1, 2)  # the first attempt exits 4
     await let_sleeps_end(env, 1, 2)  # the retry exits 4 too
-    with anyio.fail_after(30):
-        while await _job_phase(env, app_id) != "Failed":
-            await anyio.sleep(0.05)
-    while True:
-        await clock.wait_sleepers(1, WATCH_LAG, timeout=600)
-        await clock.advance(_LAG)
+    await volcano_phase_reached(env, app_id, {"Failed"})
+    await deliver_lagging_watches(env, _LAG)
 
 
 @pytest.mark.fake_api
@@ -92,7 +71,8 @@ async def test_no_change_of_a_retried_app_is_told_after_its_end(
         async with anyio.create_task_group() as tg:
             tg.start_soon(follow)
             app_id = await sched.submit(
-                _always_fails_once_retried(), cfg_for(kube_env, "volcano")
+                make_app("sleep 2; exit 4", name="rt", retries=1),
+                cfg_for(kube_env, "volcano"),
             )
             tg.start_soon(_move_time, kube_env, app_id)
             final = await sched.wait(app_id, timeout=180)

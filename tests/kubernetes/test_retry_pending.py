@@ -13,10 +13,10 @@ import pytest
 
 from asyncsched.schedulers.kubernetes._render import render_job
 from asyncsched.schedulers.kubernetes._state import describe_volcano
-from asyncsched.specs import AppDef, AppState, Resource, Role
+from asyncsched.specs import AppDef, AppState, Role
 
 from .fakeapi.env import KubeEnv
-from .helpers import IMAGE, cfg_for, scheduler
+from .helpers import cfg_for, make_app, scheduler
 
 
 def _job(retries: int, version: int, max_retry: int = 1) -> dict[str, Any]:
@@ -90,17 +90,10 @@ def test_the_last_attempt_is_read_not_a_lingering_pod_of_an_earlier_one() -> Non
 async def test_wait_returns_after_the_retry_of_a_failed_replica(
     kube_env: KubeEnv,
 ) -> None:
-    role = Role(
-        "worker",
-        image=IMAGE,
-        entrypoint="sh",
-        args=["-c", "sleep 1; exit 4"],
-        max_retries=1,
-        resource=Resource(cpu=1, gpu=0, memMB=128),
-    )
     async with scheduler(kube_env) as sched:
         app_id = await sched.submit(
-            AppDef("retried", roles=[role]), cfg_for(kube_env, "volcano")
+            make_app("sleep 1; exit 4", name="retried", retries=1),
+            cfg_for(kube_env, "volcano"),
         )
         final = await sched.wait(app_id, timeout=120)
     assert final is not None

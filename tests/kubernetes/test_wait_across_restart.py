@@ -33,8 +33,7 @@ from asyncsched.specs import AppDef, AppState, Resource, Role
 from .fakeapi import FakeKubeServer
 from .fakeapi.controller import KUBELET_SLEEP
 from .fakeapi.env import KubeEnv
-from .fakeapi.kinds import KINDS
-from .helpers import IMAGE, cfg_for, scheduler
+from .helpers import IMAGE, VOLCANO_JOBS, cfg_for, scheduler
 
 pytestmark = [
     pytest.mark.usefixtures("kube_controller"),
@@ -42,7 +41,6 @@ pytestmark = [
     pytest.mark.manual_clock,
 ]
 
-VOLCANO_JOBS = KINDS[("batch.volcano.sh", "v1alpha1", "jobs")]
 #: seconds the caches give up an unanswered watch after (the scheduler's
 #: ``watch_answer_timeout``; the default, 30 s, would be waited out)
 ANSWER_WITHIN = 3.0
