@@ -4,6 +4,13 @@ import subprocess
 import sys
 
 
+def _python(code: str, *, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter (nothing imported yet)."""
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=check
+    )
+
+
 def test_import_asyncsched_does_not_import_heavy_clients() -> None:
     code = (
         "import sys, asyncsched, asyncsched.specs, asyncsched.schedulers, "
@@ -11,9 +18,7 @@ def test_import_asyncsched_does_not_import_heavy_clients() -> None:
         "heavy = [m for m in ('aiohttp', 'aiodocker', 'kubernetes_asyncio') if m in sys.modules]\n"
         "print(','.join(heavy))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout.strip()
+    out = _python(code).stdout.strip()
     assert out == ""
 
 
@@ -38,9 +43,7 @@ def test_cli_start_up_reads_no_package_metadata_and_loads_no_yaml() -> None:
         "slow = [m for m in ('importlib.metadata', 'yaml', 'difflib') if m in sys.modules]\n"
         "print(','.join(slow), file=sys.stderr)\n"
     )
-    ran = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
+    ran = _python(code)
     assert ran.stderr.strip() == ""
     assert "--version" in ran.stdout
 
@@ -52,7 +55,5 @@ def test_version_is_read_when_asked_for() -> None:
 
     assert asyncsched.__version__ == importlib.metadata.version("asyncsched")
     code = "from asyncsched.cli import main; main(['--version'])"
-    ran = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=False
-    )
+    ran = _python(code, check=False)
     assert (ran.returncode, ran.stdout) == (0, f"asyncsched {asyncsched.__version__}\n")

@@ -60,16 +60,22 @@ def _stop_signal(script: str) -> signal.Signals:
     return signal.Signals[f"SIG{found.group(1)}"]
 
 
-@contextmanager
-def _replica(command: list[bytes]) -> Iterator[subprocess.Popen[bytes]]:
-    """Start the replica (as slurmstepd does: its own process group); return
-    once its command printed ``started``; kill what is left at the end."""
-    proc = subprocess.Popen(
+def _start(command: list[bytes]) -> subprocess.Popen[bytes]:
+    """Start the replica as slurmstepd does: its own process group, stdout
+    piped, a bare environment."""
+    return subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
         start_new_session=True,
     )
+
+
+@contextmanager
+def _replica(command: list[bytes]) -> Iterator[subprocess.Popen[bytes]]:
+    """Start the replica (as slurmstepd does: its own process group); return
+    once its command printed ``started``; kill what is left at the end."""
+    proc = _start(command)
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline() == b"started\n"
@@ -180,12 +186,7 @@ def test_a_replica_stopped_before_its_command_starts_never_runs_it(
     command = [*command[:-1], b"echo ran; sleep 300"]
     (env_dir / mark).touch()
     for _ in range(20):
-        proc = subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-            start_new_session=True,
-        )
+        proc = _start(command)
         try:
             out, _ = proc.communicate(timeout=DEADLINE)
         finally:
