@@ -7,6 +7,14 @@ every variant alike:
 * ``raw_seq`` / ``raw_conc``: the floor -- ``asyncio.create_subprocess_exec``
   of the same command, stdout/stderr to two files, awaited one after the other
   (``seq``) or all at once (``conc``);
+* ``files_seq`` / ``files_conc``: the floor plus the files asyncsched keeps
+  for an app, written the way it writes them, in one worker-thread job before
+  the spawn and one after the exit: TorchX's layout (app, role and replica
+  dirs; ``stdout.log`` and ``stderr.log``, which the process writes, and
+  ``combined.log``; ``SUCCESS``), the app record another process reads
+  (``app.json``, written at submit and at the end) and its index entry in the
+  state dir, each JSON file through a temp file and a rename. What is left
+  between this and ``sched_*`` is the scheduler's own cost;
 * ``sched_seq`` / ``sched_conc``: ``LocalScheduler.submit`` + ``wait`` the
   same way;
 * ``run_many``: ``Runner.run_many`` + ``wait_all`` of the N apps.
@@ -22,6 +30,8 @@ exit code says) -- and the CPU time of the event-loop thread alone
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import statistics
 import time
 from collections import Counter, defaultdict
@@ -33,8 +43,28 @@ from _harness import CpuMeter, LoopLagSampler, Measurement, current_rss_bytes
 
 __all__ = ["FAST_VARIANTS", "fast_path_table", "run_fast_child"]
 
-FAST_VARIANTS = ("raw_seq", "raw_conc", "sched_seq", "sched_conc", "run_many")
-_FLOOR = {"sched_seq": "raw_seq", "sched_conc": "raw_conc", "run_many": "raw_conc"}
+FAST_VARIANTS = (
+    "raw_seq",
+    "raw_conc",
+    "files_seq",
+    "files_conc",
+    "sched_seq",
+    "sched_conc",
+    "run_many",
+)
+_FLOOR = {
+    "files_seq": "raw_seq",
+    "files_conc": "raw_conc",
+    "sched_seq": "raw_seq",
+    "sched_conc": "raw_conc",
+    "run_many": "raw_conc",
+}
+#: the same shape with asyncsched's files written: what is left is the scheduler's
+_FILES_FLOOR = {
+    "sched_seq": "files_seq",
+    "sched_conc": "files_conc",
+    "run_many": "files_conc",
+}
 #: the issue's targets: wall / floor of the same shape
 TARGETS = {"sched_seq": 1.5, "sched_conc": 1.3, "run_many": 1.5}
 MAX_SUBMIT_HOPS = 2.0
@@ -149,6 +179,76 @@ async def _raw(variant: str, cmd: list[str], n: int, tmp: Path) -> Measurement:
     return _with_process_cpu(m.finish(rss_before, cpu))
 
 
+def _atomic_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f".tmp-{path.name}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, json.dumps(data, separators=(",", ":")).encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+#: about the size of a small app's record, index entry and ``SUCCESS``
+_RECORD = {"app_id": "a", "state": "RUNNING", "pad": "x" * 900}
+_POINTER = {"app_id": "a", "app_dir": "/x" * 30}
+_SUCCESS = {"app_id": "a", "final_state": "SUCCEEDED", "pad": "x" * 250}
+
+
+def _files_before(tmp: Path, i: int) -> tuple[int, int]:
+    """An app's dirs, log files, first record and index entry; the process's
+    stdout and stderr (open descriptors)."""
+    app_dir = tmp / "logs" / f"a{i}"
+    replica_dir = app_dir / "r" / "0"
+    os.makedirs(replica_dir)
+    out, err, combined = (
+        os.open(replica_dir / name, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        for name in ("stdout.log", "stderr.log", "combined.log")
+    )
+    os.close(combined)
+    _atomic_json(app_dir / "app.json", _RECORD)
+    _atomic_json(tmp / "index" / f"a{i}.json", _POINTER)
+    return out, err
+
+
+def _files_after(tmp: Path, i: int) -> None:
+    app_dir = tmp / "logs" / f"a{i}"
+    _atomic_json(app_dir / "SUCCESS", _SUCCESS)
+    _atomic_json(app_dir / "app.json", _RECORD)
+
+
+async def _files(variant: str, cmd: list[str], n: int, tmp: Path) -> Measurement:
+    (tmp / "index").mkdir()
+    (tmp / "logs").mkdir()
+
+    async def one(i: int) -> int:
+        out, err = await asyncio.to_thread(_files_before, tmp, i)
+        try:
+            proc = await asyncio.create_subprocess_exec(*cmd, stdout=out, stderr=err)
+        finally:
+            os.close(out)
+            os.close(err)
+        code = await proc.wait()
+        await asyncio.to_thread(_files_after, tmp, i)
+        return code
+
+    rss_before = current_rss_bytes()
+    async with LoopLagSampler() as lag:
+        with CpuMeter() as cpu:
+            loop_cpu = time.thread_time()
+            started = time.perf_counter()
+            if variant == "files_seq":
+                codes = [await one(i) for i in range(n)]
+            else:
+                codes = list(await asyncio.gather(*(one(i) for i in range(n))))
+            wall = time.perf_counter() - started
+            loop_cpu = time.thread_time() - loop_cpu
+    m = Measurement(variant, "true", n, wall, lag.max_ms, lag.p99_ms)
+    m.succeeded = sum(c == 0 for c in codes)
+    m.extra["loop_cpu_ms_per_app"] = loop_cpu * 1000 / n
+    return _with_process_cpu(m.finish(rss_before, cpu))
+
+
 async def _sched(variant: str, cmd: list[str], n: int, tmp: Path) -> Measurement:
     from asyncsched.runner import Runner
     from asyncsched.schedulers import get_scheduler
@@ -218,6 +318,8 @@ def run_fast_child(variant: str, cmd: list[str], n: int, tmp: Path) -> Measureme
     """Run one fast-path variant in this process (asyncio) and return it."""
     if variant.startswith("raw"):
         return asyncio.run(_raw(variant, cmd, n, tmp))
+    if variant.startswith("files"):
+        return asyncio.run(_files(variant, cmd, n, tmp))
     return asyncio.run(_sched(variant, cmd, n, tmp))
 
 
@@ -225,22 +327,30 @@ def _fmt(value: object, digits: int = 2) -> str:
     return f"{value:.{digits}f}" if isinstance(value, float | int) else "-"
 
 
+def _paired_ratio(
+    ms: Sequence[Measurement], floor: Sequence[Measurement]
+) -> float | None:
+    """The median of the run-by-run ratios of ``ms`` to ``floor``."""
+    ratios = [a.wall_s / b.wall_s for a, b in zip(ms, floor, strict=False)]
+    return statistics.median(ratios) if ratios else None
+
+
 def fast_path_table(runs: dict[str, list[Measurement]]) -> str:
     """One row per variant: medians of its runs, ratios paired run by run."""
     header = (
         "| variant | apps | wall median (s) | / floor (paired median) | target"
+        " | / files floor (paired median)"
         " | hops/app: spawn | records | exits | all"
         " | CPU ms/app: loop | spawn jobs | exit hops | record hops | process"
         " | lag p99 (ms) | lag max (ms) | peak RSS (MB) | succeeded |"
     )
-    lines = [header, "|" + "---|" * 19]
+    lines = [header, "|" + "---|" * 20]
     for variant in FAST_VARIANTS:
         ms = runs.get(variant)
         if not ms:
             continue
-        floor = runs.get(_FLOOR.get(variant, ""), [])
-        ratios = [a.wall_s / b.wall_s for a, b in zip(ms, floor, strict=False)]
-        ratio = statistics.median(ratios) if ratios else None
+        ratio = _paired_ratio(ms, runs.get(_FLOOR.get(variant, ""), []))
+        files_ratio = _paired_ratio(ms, runs.get(_FILES_FLOOR.get(variant, ""), []))
         target = TARGETS.get(variant)
         verdict = (
             "-"
@@ -256,7 +366,8 @@ def fast_path_table(runs: dict[str, list[Measurement]]) -> str:
 
         lines.append(
             f"| {variant} | {ms[0].apps} | {statistics.median(m.wall_s for m in ms):.3f}"
-            f" | {_fmt(ratio)} | {verdict} | {_fmt(med('spawn_hops_per_app'))}"
+            f" | {_fmt(ratio)} | {verdict} | {_fmt(files_ratio)}"
+            f" | {_fmt(med('spawn_hops_per_app'))}"
             f" | {_fmt(med('record_hops_per_app'))} | {_fmt(med('exit_hops_per_app'))}"
             f" | {_fmt(med('hops_per_app'))} | {_fmt(med('loop_cpu_ms_per_app'))}"
             f" | {_fmt(med('spawn_thread_cpu_ms_per_app'))}"
