@@ -504,6 +504,14 @@ def orchestrate_log(args: argparse.Namespace) -> int:
     print(log_throughput.table(rows))
     print()
     print(targets_table(goals))
+    ceiling = log_throughput.followed_ceiling(rows)
+    if ceiling is not None:
+        print(
+            "\nCeiling of a followed read in the supervising process (the"
+            " supervisor's copy of the pipe, CPU of the no-reader run, plus one"
+            " async-generator step per line, both on the one loop):"
+            f" {ceiling:.2f}x a plain read"
+        )
     return 0
 
 

@@ -411,6 +411,19 @@ def table(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
+def followed_ceiling(rows: list[Row]) -> float | None:
+    """The most a followed read in the supervising process can reach against a
+    plain read: the supervisor's copy of the pipe (the no-reader run's CPU)
+    and one async-generator step per line (that floor's time) share its loop.
+    """
+    by = {r.variant: r for r in rows}
+    plain, agen = by.get("plain read"), by.get("async generator floor")
+    supervisor = by.get("no reader (supervisor only)")
+    if plain is None or agen is None or supervisor is None or supervisor.cpu_s is None:
+        return None
+    return plain.seconds / (supervisor.cpu_s + agen.seconds)
+
+
 def targets(rows: list[Row]) -> list[Target]:
     by = {r.variant: r for r in rows}
     plain = by["plain read"].lines_per_s
@@ -468,6 +481,11 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows))
     print()
     print(targets_table(goals))
+    ceiling = followed_ceiling(rows)
+    if ceiling is not None:
+        print(
+            f"\nceiling of a followed read in the supervising process: {ceiling:.2f}x"
+        )
     print()
     print(", ".join(f"{k}: {v}" for k, v in info.items()))
     if args.json:
