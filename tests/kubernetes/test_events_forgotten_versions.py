@@ -91,24 +91,39 @@ async def _exact_list(core: client.CoreV1Api, namespace: str, version: str) -> A
     )
 
 
-async def _resumed(
-    sched: KubernetesScheduler,
-    since: str,
-    apps: set[str],
-    told: anyio.Event,
-    live: list[str],
-) -> list[AppEvent]:
-    """Events from ``since``; ``told`` is set once CURRENT of every one of
-    ``apps`` came; ends with the terminal change of the app ``live`` names."""
-    got: list[AppEvent] = []
-    async with sched.events(since=since) as stream:
-        async for event in stream:
-            got.append(event)
-            if {e.app_id for e in got if e.kind == EventKind.CURRENT} >= apps:
-                told.set()
-            if live and app_ended(live[0])(event):
-                return got
-    raise AssertionError(f"stream ended before the live app did: {got}")
+class _Reader:
+    """What one resumed reader got so far; ``told`` is set once CURRENT of
+    every one of ``apps`` came, ``progress`` at each event."""
+
+    def __init__(self, apps: set[str]) -> None:
+        self.apps = apps
+        self.got: list[AppEvent] = []
+        self.told = anyio.Event()
+        self.progress = anyio.Event()
+
+    async def follow(self, sched: KubernetesScheduler, since: str) -> None:
+        async with sched.events(since=since) as stream:
+            async for event in stream:
+                self.got.append(event)
+                if {e.app_id for e in self.got if e.kind == EventKind.CURRENT} >= (
+                    self.apps
+                ):
+                    self.told.set()
+                self.progress.set()
+                self.progress = anyio.Event()
+        raise AssertionError(f"the stream ended: {self.got}")
+
+    def told_end_of(self, live: str) -> bool:
+        """True once the last word on ``live`` is its end, and no RESYNC burst
+        is half told (a burst after ``live``'s submit tells it too)."""
+        mine = [e for e in self.got if e.app_id == live]
+        if not mine or not mine[-1].terminal:
+            return False
+        resyncs = [i for i, e in enumerate(self.got) if e.kind == EventKind.RESYNC]
+        after = self.got[resyncs[-1] + 1 :] if resyncs else []
+        if any(e.kind != EventKind.CURRENT for e in after):
+            return True  # the last burst is over
+        return {e.app_id for e in after} >= self.apps | {live}
 
 
 def _check_resumed(
@@ -190,22 +205,27 @@ async def test_cursors_the_server_forgot_give_resync_every_app_then_live_changes
 
     # new schedulers (as new processes would) resume from either cursor: the
     # old one's exact list answers 410, the recent one's watch does
-    got: dict[str, list[AppEvent]] = {}
-    live: list[str] = []
+    both = {"compacted": old, "restarted": recent}
+    readers = {name: _Reader(set(ended)) for name in both}
 
-    async def resume(name: str, since: str, told: anyio.Event) -> None:
+    async def resume(name: str, since: str) -> None:
         async with scheduler(kube_env) as sched:
-            got[name] = await _resumed(sched, since, set(ended), told, live)
+            await readers[name].follow(sched, since)
 
     with anyio.fail_after(WAIT):
         async with anyio.create_task_group() as tg:
-            both = {"compacted": old, "restarted": recent}
-            bursts = {name: anyio.Event() for name in both}
             for name, since in both.items():
-                tg.start_soon(resume, name, since, bursts[name])
-            for burst in bursts.values():
-                await burst.wait()
+                tg.start_soon(resume, name, since)
+            for reader in readers.values():
+                await reader.told.wait()
             async with scheduler(kube_env) as sched:
-                live.append(await sched.submit(make_app("exit 0", name="live"), cfg))
-    for name in both:
-        _check_resumed(got[name], ended, failed, live[0])
+                live = await sched.submit(make_app("exit 0", name="live"), cfg)
+            # its end may come as an APP event or within a RESYNC burst (a
+            # watch of another resource kind answering 410 later), even
+            # before submit returned here
+            for reader in readers.values():
+                while not reader.told_end_of(live):
+                    await reader.progress.wait()
+            tg.cancel_scope.cancel()
+    for reader in readers.values():
+        _check_resumed(reader.got, ended, failed, live)
