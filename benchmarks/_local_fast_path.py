@@ -30,18 +30,18 @@ exit code says) -- and the CPU time of the event-loop thread alone
 from __future__ import annotations
 
 import asyncio
-import json
+import functools
 import os
 import statistics
 import time
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from _harness import CpuMeter, LoopLagSampler, Measurement, current_rss_bytes
 
-__all__ = ["FAST_VARIANTS", "fast_path_table", "run_fast_child"]
+__all__ = ["FAST_VARIANTS", "fast_path_table", "run_fast_child", "run_raw_app"]
 
 FAST_VARIANTS = (
     "raw_seq",
@@ -153,21 +153,17 @@ class _Hops:
         _spawner.Spawner.run = spawner_run  # type: ignore[method-assign,assignment]
 
 
-async def _raw(variant: str, cmd: list[str], n: int, tmp: Path) -> Measurement:
-    async def one(i: int) -> int:
-        with (
-            open(tmp / f"{i}.stdout.log", "wb") as out,
-            open(tmp / f"{i}.stderr.log", "wb") as err,
-        ):
-            proc = await asyncio.create_subprocess_exec(*cmd, stdout=out, stderr=err)
-            return await proc.wait()
-
+async def _timed(
+    variant: str, one: Callable[[int], Awaitable[int]], n: int
+) -> Measurement:
+    """``one(i)`` for every app, one after the other (``*_seq``) or all at
+    once, measured; ``one`` returns the exit code."""
     rss_before = current_rss_bytes()
     async with LoopLagSampler() as lag:
         with CpuMeter() as cpu:
             loop_cpu = time.thread_time()
             started = time.perf_counter()
-            if variant == "raw_seq":
+            if variant.endswith("_seq"):
                 codes = [await one(i) for i in range(n)]
             else:
                 codes = list(await asyncio.gather(*(one(i) for i in range(n))))
@@ -179,14 +175,19 @@ async def _raw(variant: str, cmd: list[str], n: int, tmp: Path) -> Measurement:
     return _with_process_cpu(m.finish(rss_before, cpu))
 
 
-def _atomic_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".tmp-{path.name}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    try:
-        os.write(fd, json.dumps(data, separators=(",", ":")).encode())
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+async def run_raw_app(cmd: list[str], tmp: Path, i: int) -> int:
+    """The raw floor's app ``i``: ``cmd`` with stdout/stderr to two files in
+    ``tmp``, awaited; its exit code."""
+    with (
+        open(tmp / f"{i}.stdout.log", "wb") as out,
+        open(tmp / f"{i}.stderr.log", "wb") as err,
+    ):
+        proc = await asyncio.create_subprocess_exec(*cmd, stdout=out, stderr=err)
+        return await proc.wait()
+
+
+async def _raw(variant: str, cmd: list[str], n: int, tmp: Path) -> Measurement:
+    return await _timed(variant, functools.partial(run_raw_app, cmd, tmp), n)
 
 
 #: about the size of a small app's record, index entry and ``SUCCESS``
@@ -195,7 +196,11 @@ _POINTER = {"app_id": "a", "app_dir": "/x" * 30}
 _SUCCESS = {"app_id": "a", "final_state": "SUCCEEDED", "pad": "x" * 250}
 
 
-def _files_before(tmp: Path, i: int) -> tuple[int, int]:
+#: how the JSON files are written: ``write(path, data)``
+_Write = Callable[[str, Any], None]
+
+
+def _files_before(write_json_atomic: _Write, tmp: Path, i: int) -> tuple[int, int]:
     """An app's dirs, log files, first record and index entry; the process's
     stdout and stderr (open descriptors)."""
     app_dir = tmp / "logs" / f"a{i}"
@@ -206,47 +211,37 @@ def _files_before(tmp: Path, i: int) -> tuple[int, int]:
         for name in ("stdout.log", "stderr.log", "combined.log")
     )
     os.close(combined)
-    _atomic_json(app_dir / "app.json", _RECORD)
-    _atomic_json(tmp / "index" / f"a{i}.json", _POINTER)
+    write_json_atomic(str(app_dir / "app.json"), _RECORD)
+    write_json_atomic(str(tmp / "index" / f"a{i}.json"), _POINTER)
     return out, err
 
 
-def _files_after(tmp: Path, i: int) -> None:
+def _files_after(write_json_atomic: _Write, tmp: Path, i: int) -> None:
     app_dir = tmp / "logs" / f"a{i}"
-    _atomic_json(app_dir / "SUCCESS", _SUCCESS)
-    _atomic_json(app_dir / "app.json", _RECORD)
+    write_json_atomic(str(app_dir / "SUCCESS"), _SUCCESS)
+    write_json_atomic(str(app_dir / "app.json"), _RECORD)
 
 
 async def _files(variant: str, cmd: list[str], n: int, tmp: Path) -> Measurement:
+    # asyncsched's own writer (temp file, rename), imported before the timing
+    # (and only here: the raw floor's process never loads asyncsched)
+    from asyncsched.schedulers.local._records import write_json_atomic
+
     (tmp / "index").mkdir()
     (tmp / "logs").mkdir()
 
     async def one(i: int) -> int:
-        out, err = await asyncio.to_thread(_files_before, tmp, i)
+        out, err = await asyncio.to_thread(_files_before, write_json_atomic, tmp, i)
         try:
             proc = await asyncio.create_subprocess_exec(*cmd, stdout=out, stderr=err)
         finally:
             os.close(out)
             os.close(err)
         code = await proc.wait()
-        await asyncio.to_thread(_files_after, tmp, i)
+        await asyncio.to_thread(_files_after, write_json_atomic, tmp, i)
         return code
 
-    rss_before = current_rss_bytes()
-    async with LoopLagSampler() as lag:
-        with CpuMeter() as cpu:
-            loop_cpu = time.thread_time()
-            started = time.perf_counter()
-            if variant == "files_seq":
-                codes = [await one(i) for i in range(n)]
-            else:
-                codes = list(await asyncio.gather(*(one(i) for i in range(n))))
-            wall = time.perf_counter() - started
-            loop_cpu = time.thread_time() - loop_cpu
-    m = Measurement(variant, "true", n, wall, lag.max_ms, lag.p99_ms)
-    m.succeeded = sum(c == 0 for c in codes)
-    m.extra["loop_cpu_ms_per_app"] = loop_cpu * 1000 / n
-    return _with_process_cpu(m.finish(rss_before, cpu))
+    return await _timed(variant, one, n)
 
 
 async def _sched(variant: str, cmd: list[str], n: int, tmp: Path) -> Measurement:

@@ -72,7 +72,12 @@ from _harness import (
     source_state,
     targets_table,
 )
-from _local_fast_path import FAST_VARIANTS, fast_path_table, run_fast_child
+from _local_fast_path import (
+    FAST_VARIANTS,
+    fast_path_table,
+    run_fast_child,
+    run_raw_app,
+)
 from _local_scale import SCALE_VARIANTS, run_scale_child, scale_table
 
 WORKLOADS: dict[str, list[str]] = {
@@ -107,19 +112,11 @@ async def _run_raw(cmd: list[str], n: int, tmp: Path) -> Measurement:
     rss_before = current_rss_bytes()
     idle_p99 = await _idle_lag_p99()
 
-    async def one(i: int) -> int:
-        with (
-            open(tmp / f"{i}.stdout.log", "wb") as out,
-            open(tmp / f"{i}.stderr.log", "wb") as err,
-        ):
-            proc = await asyncio.create_subprocess_exec(*cmd, stdout=out, stderr=err)
-            return await proc.wait()
-
     async with LoopLagSampler() as lag:
         with CpuMeter() as cpu:
             started = time.perf_counter()
             async with asyncio.TaskGroup() as tg:
-                tasks = [tg.create_task(one(i)) for i in range(n)]
+                tasks = [tg.create_task(run_raw_app(cmd, tmp, i)) for i in range(n)]
             wall = time.perf_counter() - started
     ok = sum(t.result() == 0 for t in tasks)
     result = Measurement("raw", "", n, wall, lag.max_ms, lag.p99_ms, succeeded=ok)
