@@ -13,7 +13,8 @@ every variant alike:
   dirs; ``stdout.log`` and ``stderr.log``, which the process writes, and
   ``combined.log``; ``SUCCESS``), the app record another process reads
   (``app.json``, written at submit and at the end) and its index entry in the
-  state dir, each JSON file through a temp file and a rename. What is left
+  state dir, each JSON file by asyncsched's own ``write_json_atomic``
+  (a temp file and a rename). What is left
   between this and ``sched_*`` is the scheduler's own cost;
 * ``sched_seq`` / ``sched_conc``: ``LocalScheduler.submit`` + ``wait`` the
   same way;
