@@ -35,23 +35,28 @@ async def test_exits_without_a_restart_policy_cost_no_inspect(
     ):
         terminal: dict[str, AppState] = {}
         ids: list[str] = []
-        ended = {"warm-up": anyio.Event(), "all": anyio.Event()}
+        ended = {"listed": anyio.Event(), "all": anyio.Event()}
+        # an app that ended before the reader starts: its CURRENT event comes
+        # after the reader's listing, and no event of it is still to come
+        # (an event between the stream's start and the listing is applied
+        # again to the listed container, and may need an inspect)
+        before = await sched.submit(sh_app("exit 0", name="before"))
+        await sched.wait(before, timeout=60)
 
         async def follow() -> None:
             async with reader.events() as stream:
                 async for event in stream:
                     if event.app_id and event.terminal:
                         terminal[event.app_id] = event.state
-                        ended["warm-up"].set()
+                        if event.app_id == before:
+                            ended["listed"].set()
                         if ids and set(ids) <= set(terminal):
                             ended["all"].set()
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(follow)
-            # once the reader delivered an app's end, it follows the live stream
-            await sched.submit(sh_app("exit 0", name="warm-up"))
             with anyio.fail_after(60):
-                await ended["warm-up"].wait()
+                await ended["listed"].wait()
             counter.paths.clear()
             reader_counter.paths.clear()
             ids.extend(

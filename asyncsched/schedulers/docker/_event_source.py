@@ -30,7 +30,7 @@ from __future__ import annotations
 import builtins
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -291,15 +291,10 @@ class DockerEventSource:
         self, model: ContainerIndex, batch: builtins.list[EngineEvent]
     ) -> dict[str, ContainerRecord | None]:
         """Inspect, concurrently, the containers of ``batch`` whose events
-        need it (not a create, start or destroy, nor an exit that the
-        container's restart policy makes final)."""
-        wanted = {
-            e.container
-            for e in batch
-            if e.app_id
-            and e.action not in ("create", "start", "destroy")
-            and not (e.action == "die" and _final_die(model.records, e, running=False))
-        }
+        need it: those :func:`_told` cannot read from the event, the batch's
+        earlier events applied first (a container created, started and ended
+        within one batch needs none)."""
+        wanted = _to_inspect(model.records, batch)
         known: dict[str, ContainerRecord | None] = {}
 
         async def inspect(cid: str) -> None:
@@ -400,26 +395,9 @@ class DockerEventSource:
         if not event.app_id:
             return []
         model = reader.model
-        if event.action == "destroy":
-            record = None
-        elif event.action == "create":
-            # what an inspect would say now, without waiting for the daemon's
-            # lock on a container being started (up to seconds on a busy host)
-            record = model.records.get(event.container) or ContainerRecord.from_labels(
-                event.container,
-                event.attributes.get("name", ""),
-                event.attributes.get("image", ""),
-                event.attributes,
-                "created",
-            )
-        elif event.action == "start" and _starts(model.records.get(event.container)):
-            record = model.records[event.container]
-            record.status, record.exit_code = "running", None
-            record.oom_killed, record.error = False, ""
-        elif event.action == "die" and _final_die(model.records, event, running=True):
-            # the exit code is the event's; no restart follows (the policy)
-            record = model.records[event.container]
-            record.status, record.exit_code = "exited", _exit_code(event)
+        told = _told(model.records, event)
+        if not isinstance(told, _Inspect):
+            record = told
         elif event.container in known:
             seen = known[event.container]
             record = None if seen is None else replace(seen)  # own copy
@@ -538,6 +516,71 @@ def record_from_inspect(info: Mapping[str, Any]) -> ContainerRecord | None:
     if record is not None:
         record.apply_inspect(info)
     return record
+
+
+class _Inspect:
+    """What :func:`_told` answers when only an inspect knows."""
+
+
+_INSPECT = _Inspect()
+
+
+def _told(
+    records: Mapping[str, ContainerRecord], event: EngineEvent
+) -> ContainerRecord | _Inspect | None:
+    """The container's record after ``event`` when the event alone says it
+    (None: the container is gone), else ``_INSPECT``. ``records`` is left as
+    it is: a changed record is a copy.
+
+    A create is built from the event's labels (what an inspect would say
+    now, without waiting for the daemon's lock on a container being started:
+    up to seconds on a busy host); a start of a created or restarting
+    container means running; a ``die`` that the container's restart policy
+    makes final gives the event's exit code.
+    """
+    record = records.get(event.container)
+    if event.action == "destroy":
+        return None
+    if event.action == "create":
+        return record or ContainerRecord.from_labels(
+            event.container,
+            event.attributes.get("name", ""),
+            event.attributes.get("image", ""),
+            event.attributes,
+            "created",
+        )
+    if event.action == "start" and record is not None and _starts(record):
+        return replace(
+            record, status="running", exit_code=None, oom_killed=False, error=""
+        )
+    if (
+        event.action == "die"
+        and record is not None
+        and _final_die(records, event, running=True)
+    ):
+        return replace(record, status="exited", exit_code=_exit_code(event))
+    return _INSPECT
+
+
+def _to_inspect(
+    records: Mapping[str, ContainerRecord], batch: Iterable[EngineEvent]
+) -> set[str]:
+    """The containers of ``batch`` that need an inspect: :func:`_told`
+    applied in order to a copy of ``records``; once a container needs one,
+    its later events read the inspect (made after them all)."""
+    shadow = dict(records)
+    wanted: set[str] = set()
+    for event in batch:
+        if not event.app_id or event.container in wanted:
+            continue
+        told = _told(shadow, event)
+        if isinstance(told, _Inspect):
+            wanted.add(event.container)
+        elif told is None:
+            shadow.pop(event.container, None)
+        else:
+            shadow[event.container] = told
+    return wanted
 
 
 def _starts(record: ContainerRecord | None) -> bool:
