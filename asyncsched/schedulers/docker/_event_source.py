@@ -32,7 +32,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeGuard
 
 import aiohttp
 import anyio
@@ -395,7 +395,7 @@ class DockerEventSource:
         if not event.app_id:
             return []
         model = reader.model
-        told = _told(model.records, event)
+        told = _told(model.records.get(event.container), event)
         if not isinstance(told, _Inspect):
             record = told
         elif event.container in known:
@@ -526,11 +526,12 @@ _INSPECT = _Inspect()
 
 
 def _told(
-    records: Mapping[str, ContainerRecord], event: EngineEvent
+    record: ContainerRecord | None, event: EngineEvent
 ) -> ContainerRecord | _Inspect | None:
     """The container's record after ``event`` when the event alone says it
-    (None: the container is gone), else ``_INSPECT``. ``records`` is left as
-    it is: a changed record is a copy.
+    (``record``: the container's record before it; None: the container is
+    gone), else ``_INSPECT``. ``record`` is left as it is: a changed record
+    is a copy.
 
     A create is built from the event's labels (what an inspect would say
     now, without waiting for the daemon's lock on a container being started:
@@ -538,7 +539,6 @@ def _told(
     container means running; a ``die`` that the container's restart policy
     makes final gives the event's exit code.
     """
-    record = records.get(event.container)
     if event.action == "destroy":
         return None
     if event.action == "create":
@@ -549,15 +549,11 @@ def _told(
             event.attributes,
             "created",
         )
-    if event.action == "start" and record is not None and _starts(record):
+    if event.action == "start" and _starts(record):
         return replace(
             record, status="running", exit_code=None, oom_killed=False, error=""
         )
-    if (
-        event.action == "die"
-        and record is not None
-        and _final_die(records, event, running=True)
-    ):
+    if event.action == "die" and _final_die(record, event):
         return replace(record, status="exited", exit_code=_exit_code(event))
     return _INSPECT
 
@@ -566,24 +562,24 @@ def _to_inspect(
     records: Mapping[str, ContainerRecord], batch: Iterable[EngineEvent]
 ) -> set[str]:
     """The containers of ``batch`` that need an inspect: :func:`_told`
-    applied in order to a copy of ``records``; once a container needs one,
-    its later events read the inspect (made after them all)."""
-    shadow = dict(records)
+    applied in order on top of ``records`` (which are left as they are);
+    once a container needs one, its later events read the inspect (made
+    after them all)."""
+    changed: dict[str, ContainerRecord | None] = {}
     wanted: set[str] = set()
     for event in batch:
-        if not event.app_id or event.container in wanted:
+        cid = event.container
+        if not event.app_id or cid in wanted:
             continue
-        told = _told(shadow, event)
+        told = _told(changed[cid] if cid in changed else records.get(cid), event)
         if isinstance(told, _Inspect):
-            wanted.add(event.container)
-        elif told is None:
-            shadow.pop(event.container, None)
+            wanted.add(cid)
         else:
-            shadow[event.container] = told
+            changed[cid] = told
     return wanted
 
 
-def _starts(record: ContainerRecord | None) -> bool:
+def _starts(record: ContainerRecord | None) -> TypeGuard[ContainerRecord]:
     """Whether a start event is all there is to know: the container was
     created, or is being restarted (its die was inspected: restart count and
     cancel mark are known). Anything else is inspected (the start may be old
@@ -599,15 +595,16 @@ def _exit_code(event: EngineEvent) -> int | None:
 
 
 def _final_die(
-    records: Mapping[str, ContainerRecord], event: EngineEvent, *, running: bool
-) -> bool:
-    """Whether ``event`` (a ``die``) says all there is to know: the
-    container's policy makes its exit final (and, with ``running``, the
-    container had started: a failed start's error is only in an inspect)."""
-    record = records.get(event.container)
-    if record is None or (running and record.status != "running"):
-        return False
-    return record.exit_is_final(_exit_code(event))
+    record: ContainerRecord | None, event: EngineEvent
+) -> TypeGuard[ContainerRecord]:
+    """Whether ``event`` (a ``die`` of ``record``'s container) says all there
+    is to know: the container had started (a failed start's error is only in
+    an inspect) and its policy makes the exit final."""
+    return (
+        record is not None
+        and record.status == "running"
+        and record.exit_is_final(_exit_code(event))
+    )
 
 
 def _known(differ: SnapshotDiffer) -> list[str]:
